@@ -1,0 +1,1 @@
+"""Delta Lake: the transaction log protocol (``specs/delta-protocol.txt``)."""

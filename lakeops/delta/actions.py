@@ -1,0 +1,161 @@
+"""Delta log actions as pydantic models (protocol sections "Actions" and "Deletion Vectors").
+
+Field names mirror the protocol through aliases; unknown fields are kept (``extra="allow"``) because
+the protocol says readers must ignore unrecognised fields, and a rewrite (checkpoint, compaction)
+must not silently drop what a newer writer recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="allow")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The action's body as the log writes it: protocol field names, absent rather than null."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class DeletionVectorDescriptor(_Action):
+    """Where a deletion vector lives and how many rows it removes ("Deletion Vector Descriptor Schema")."""
+
+    storage_type: Literal["u", "i", "p"] = Field(alias="storageType")
+    path_or_inline_dv: str = Field(alias="pathOrInlineDv")
+    offset: int | None = None
+    size_in_bytes: int = Field(alias="sizeInBytes")
+    cardinality: int
+
+    @property
+    def unique_id(self) -> str:
+        """``<storageType><pathOrInlineDv>[@<offset>]`` — the DV half of a logical file's key."""
+        base = f"{self.storage_type}{self.path_or_inline_dv}"
+        return base if self.offset is None else f"{base}@{self.offset}"
+
+
+class Format(_Action):
+    provider: str = "parquet"
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class Metadata(_Action):
+    """The ``metaData`` action: schema, partitioning and table properties."""
+
+    id: str
+    name: str | None = None
+    description: str | None = None
+    format: Format = Field(default_factory=Format)
+    schema_string: str = Field(alias="schemaString")
+    partition_columns: list[str] = Field(alias="partitionColumns", default_factory=list)
+    created_time: int | None = Field(alias="createdTime", default=None)
+    configuration: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def schema_json(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.schema_string)
+        return parsed
+
+
+class Protocol(_Action):
+    """The ``protocol`` action: reader/writer versions and, from 3/7, the table feature lists."""
+
+    min_reader_version: int = Field(alias="minReaderVersion")
+    min_writer_version: int = Field(alias="minWriterVersion")
+    reader_features: list[str] | None = Field(alias="readerFeatures", default=None)
+    writer_features: list[str] | None = Field(alias="writerFeatures", default=None)
+
+
+class Add(_Action):
+    """The ``add`` action: one logical file (data file + optional DV) present in the table."""
+
+    path: str
+    partition_values: dict[str, str | None] = Field(alias="partitionValues", default_factory=dict)
+    size: int
+    modification_time: int = Field(alias="modificationTime")
+    data_change: bool = Field(alias="dataChange")
+    stats: str | None = None
+    tags: dict[str, str | None] | None = None
+    deletion_vector: DeletionVectorDescriptor | None = Field(alias="deletionVector", default=None)
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """The logical-file primary key ``(path, dvId)`` of "Action Reconciliation"."""
+        return (self.path, self.deletion_vector.unique_id if self.deletion_vector else None)
+
+    @property
+    def num_records(self) -> int | None:
+        """``numRecords`` from the JSON stats, if recorded."""
+        if not self.stats:
+            return None
+        value = json.loads(self.stats).get("numRecords")
+        return int(value) if value is not None else None
+
+
+class Remove(_Action):
+    """The ``remove`` action: a tombstone for a logical file no longer in the table."""
+
+    path: str
+    deletion_timestamp: int | None = Field(alias="deletionTimestamp", default=None)
+    data_change: bool = Field(alias="dataChange")
+    extended_file_metadata: bool | None = Field(alias="extendedFileMetadata", default=None)
+    partition_values: dict[str, str | None] | None = Field(alias="partitionValues", default=None)
+    size: int | None = None
+    stats: str | None = None
+    tags: dict[str, str | None] | None = None
+    deletion_vector: DeletionVectorDescriptor | None = Field(alias="deletionVector", default=None)
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.path, self.deletion_vector.unique_id if self.deletion_vector else None)
+
+
+class AddCDCFile(_Action):
+    """The ``cdc`` action: a file holding only the rows this version changed."""
+
+    path: str
+    partition_values: dict[str, str | None] = Field(alias="partitionValues", default_factory=dict)
+    size: int
+    data_change: bool = Field(alias="dataChange", default=False)
+    tags: dict[str, str | None] | None = None
+
+
+class Txn(_Action):
+    """The ``txn`` action: an application's idempotency marker."""
+
+    app_id: str = Field(alias="appId")
+    version: int
+    last_updated: int | None = Field(alias="lastUpdated", default=None)
+
+
+class CommitInfo(_Action):
+    """The ``commitInfo`` action: free-form provenance; only the fields lakeops reads are typed."""
+
+    timestamp: int | None = None
+    operation: str | None = None
+    operation_parameters: dict[str, Any] | None = Field(alias="operationParameters", default=None)
+    operation_metrics: dict[str, Any] | None = Field(alias="operationMetrics", default=None)
+    engine_info: str | None = Field(alias="engineInfo", default=None)
+
+
+Action = Protocol | Metadata | Add | Remove | AddCDCFile | Txn | CommitInfo
+
+#: The single JSON key each action is wrapped in, in log files and checkpoint columns.
+ACTION_KEYS: dict[str, type[_Action]] = {
+    "protocol": Protocol,
+    "metaData": Metadata,
+    "add": Add,
+    "remove": Remove,
+    "cdc": AddCDCFile,
+    "txn": Txn,
+    "commitInfo": CommitInfo,
+}
+KEY_OF: dict[type[_Action], str] = {cls: key for key, cls in ACTION_KEYS.items()}
+
+
+def action_to_line(action: _Action) -> str:
+    """One line of a commit file: ``{"<key>": {...}}`` with compact separators."""
+    return json.dumps({KEY_OF[type(action)]: action.to_json_dict()}, separators=(",", ":"))

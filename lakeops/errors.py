@@ -1,0 +1,63 @@
+"""The one exception hierarchy of lakeops.
+
+Every error a user can see is a :class:`LakeopsError`. Messages name the table, the file and the
+problem, so an on-call engineer can act on the message alone.
+"""
+
+from __future__ import annotations
+
+
+class LakeopsError(Exception):
+    """Root of every error lakeops raises on purpose."""
+
+
+class StorageError(LakeopsError):
+    """An object store or file system operation failed."""
+
+
+class NotFound(StorageError):
+    """The object or file does not exist."""
+
+
+class AlreadyExists(StorageError):
+    """A put-if-absent lost: the object already exists."""
+
+
+class OutsideRoot(StorageError):
+    """A path resolves outside the root an operation is confined to."""
+
+
+class NotATable(LakeopsError):
+    """The location holds no table of a format lakeops knows."""
+
+
+class ProtocolError(LakeopsError):
+    """Table metadata violates its format specification (corrupt, truncated, inconsistent)."""
+
+
+class CorruptFile(ProtocolError):
+    """A file's bytes cannot be decoded or fail their checksum."""
+
+
+class UnsupportedFeature(LakeopsError):
+    """The table uses a format feature or version lakeops does not implement."""
+
+
+class VersionNotFound(LakeopsError):
+    """The requested table version, snapshot or timestamp cannot be reconstructed."""
+
+
+class CommitConflict(LakeopsError):
+    """A concurrent commit changed the table so that this plan no longer applies."""
+
+
+class CommitStateUnknown(LakeopsError):
+    """A commit was sent but its outcome is unknown: nothing may be deleted."""
+
+
+class UnsafeOperation(LakeopsError):
+    """An operation would violate a safety rule (retention floor, deleting outside the root)."""
+
+
+class InvalidArgument(LakeopsError):
+    """An option or argument has a bad value."""

@@ -1,0 +1,72 @@
+"""The storage boundary: one narrow protocol every table format reads and writes through.
+
+Paths are absolute locations in the storage's own scheme: plain absolute paths for the local
+file system, ``s3://bucket/key`` for S3. Callers normalise user input with
+:func:`lakeops.storage.uri.normalize` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One object: its absolute location, size in bytes, and modification time (ms since epoch, UTC)."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Object storage as the table formats need it.
+
+    Every method is safe to call from several threads and processes at once.
+    """
+
+    def list(self, prefix: str) -> Iterator[FileInfo]:
+        """Every object under ``prefix`` (a directory-like location), recursively, sorted by path.
+
+        A missing prefix lists nothing (no error). Directories themselves are not listed.
+        """
+        ...
+
+    def read(self, path: str) -> bytes:
+        """The whole object. Raises :class:`~lakeops.errors.NotFound` if it does not exist."""
+        ...
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """``length`` bytes from offset ``start``; fewer only if the object ends first."""
+        ...
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or replace the object atomically: readers see the old bytes or the new, never a part."""
+        ...
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create the object only if nothing exists at ``path``.
+
+        Of several concurrent callers exactly one succeeds; the others get
+        :class:`~lakeops.errors.AlreadyExists`. A successful call leaves the complete bytes visible.
+        """
+        ...
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        """Delete the objects, batching requests; missing objects are not an error (idempotent).
+
+        Returns the number of paths submitted. Raises :class:`~lakeops.errors.StorageError` naming the
+        first path that could not be deleted.
+        """
+        ...
+
+    def stat(self, path: str) -> FileInfo:
+        """Size and modification time. Raises :class:`~lakeops.errors.NotFound` if absent."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """Whether an object exists at ``path``."""
+        ...

@@ -1,0 +1,94 @@
+"""Human units used on the command line and in the registry: durations ("7d") and sizes ("128MB")."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from lakeops.errors import InvalidArgument
+
+_DURATION_UNITS = {
+    "ms": 0.001,
+    "s": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
+}
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1024,
+    "kib": 1024,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "gb": 1024**3,
+    "gib": 1024**3,
+    "tb": 1024**4,
+    "tib": 1024**4,
+}
+_NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration(text: str | int | float | timedelta) -> timedelta:
+    """Parse ``"30d"``, ``"12h"``, ``"90min"``, ``"1500ms"``; a bare number is seconds."""
+    if isinstance(text, timedelta):
+        return text
+    if isinstance(text, int | float):
+        return timedelta(seconds=text)
+    match = _NUMBER_UNIT.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit is None or (unit and unit not in _DURATION_UNITS):
+        raise InvalidArgument(
+            f"bad duration {text!r}: expected a number and one of {', '.join(_DURATION_UNITS)} (e.g. '7d')"
+        )
+    return timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[unit or "s"])
+
+
+def parse_delta_interval(text: str) -> timedelta:
+    """Parse a Delta table property interval such as ``"interval 30 days"`` or ``"7 days"``."""
+    words = text.strip().lower().split()
+    if words and words[0] == "interval":
+        words = words[1:]
+    if len(words) != 2:
+        raise InvalidArgument(f"bad interval {text!r}: expected 'interval <n> <unit>'")
+    number, unit = words
+    unit = unit.rstrip("s")
+    seconds = {
+        "microsecond": 1e-6,
+        "millisecond": 1e-3,
+        "second": 1,
+        "minute": 60,
+        "hour": 3600,
+        "day": 86400,
+        "week": 7 * 86400,
+    }.get(unit)
+    try:
+        value = float(number)
+    except ValueError:
+        seconds = None
+    if seconds is None:
+        raise InvalidArgument(f"bad interval {text!r}: unknown unit or number")
+    return timedelta(seconds=value * seconds)
+
+
+def parse_size(text: str | int) -> int:
+    """Parse ``"128MB"``, ``"1GiB"``, ``"512kb"`` (binary multiples) or a bare byte count."""
+    if isinstance(text, int):
+        return text
+    match = _NUMBER_UNIT.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit is None or unit not in _SIZE_UNITS:
+        raise InvalidArgument(f"bad size {text!r}: expected a number and a unit such as MB or GiB")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def format_size(n: int) -> str:
+    """Render a byte count for people: ``134217728`` -> ``"128.0 MiB"``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
