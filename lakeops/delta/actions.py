@@ -54,11 +54,6 @@ class Metadata(_Action):
     created_time: int | None = Field(alias="createdTime", default=None)
     configuration: dict[str, str] = Field(default_factory=dict)
 
-    @property
-    def schema_json(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(self.schema_string)
-        return parsed
-
 
 class Protocol(_Action):
     """The ``protocol`` action: reader/writer versions and, from 3/7, the table feature lists."""

@@ -1,0 +1,199 @@
+"""Which log files make up a version ("Delta Log Entries", "Checkpoints", "Last Checkpoint File").
+
+A snapshot at version ``v`` is the newest *complete* checkpoint at or below ``v`` plus every commit
+JSON after it up to ``v``. The listing, not ``_last_checkpoint``, is the authority: the pointer is
+only validated (checksum) so a corrupt one is reported rather than trusted or silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint
+from lakeops.errors import NotATable, NotFound, UnsupportedFeature, VersionNotFound
+from lakeops.storage import FileInfo, Storage
+from lakeops.storage.uri import join
+
+LOG_DIR = "_delta_log"
+LAST_CHECKPOINT = "_last_checkpoint"
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_CHECKPOINT_PART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+
+
+def commit_file_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def checkpoint_file_names(version: int, parts: int) -> list[str]:
+    """File names of a checkpoint of ``version`` in ``parts`` parts (1 = the single-file form)."""
+    if parts == 1:
+        return [f"{version:020d}.checkpoint.parquet"]
+    return [f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint: its version and its part files in part order."""
+
+    version: int
+    files: tuple[FileInfo, ...]
+
+    @property
+    def parts(self) -> int:
+        return len(self.files)
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """Everything in ``_delta_log`` that replay cares about, parsed from one listing."""
+
+    log_dir: str
+    commits: dict[int, FileInfo]
+    checkpoints: dict[int, Checkpoint]
+    incomplete_checkpoints: dict[int, list[FileInfo]]
+    last_checkpoint: LastCheckpoint | None
+    v2_checkpoints: list[FileInfo] = field(default_factory=list)
+
+    @property
+    def latest_version(self) -> int | None:
+        candidates = list(self.commits) + list(self.checkpoints)
+        return max(candidates) if candidates else None
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    """The files to replay for one version: a checkpoint (or none) and the commits after it, in order."""
+
+    version: int
+    checkpoint: Checkpoint | None
+    commits: tuple[tuple[int, FileInfo], ...]
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.checkpoint.version if self.checkpoint else None
+
+
+def list_log(storage: Storage, table_root: str) -> LogListing:
+    """List ``_delta_log`` once and classify its files; raises :class:`NotATable` if there is no log."""
+    log_dir = join(table_root, LOG_DIR)
+    commits: dict[int, FileInfo] = {}
+    singles: dict[int, FileInfo] = {}
+    parts: dict[tuple[int, int], dict[int, FileInfo]] = {}
+    v2: list[FileInfo] = []
+    last_checkpoint_info: FileInfo | None = None
+    prefix_len = len(log_dir) + 1
+    for info in storage.list(log_dir):
+        name = info.path[prefix_len:]
+        if "/" in name:
+            continue  # _sidecars/, _staged_commits/ and the like
+        if match := _COMMIT.match(name):
+            commits[int(match.group(1))] = info
+        elif match := _CHECKPOINT_SINGLE.match(name):
+            singles[int(match.group(1))] = info
+        elif match := _CHECKPOINT_PART.match(name):
+            version, index, total = (int(g) for g in match.groups())
+            parts.setdefault((version, total), {})[index] = info
+        elif _CHECKPOINT_V2.match(name):
+            v2.append(info)
+        elif name == LAST_CHECKPOINT:
+            last_checkpoint_info = info
+    if not commits and not singles and not parts and not v2:
+        raise NotATable(f"{table_root}: no Delta log (no commit or checkpoint files under {log_dir})")
+
+    checkpoints = {v: Checkpoint(v, (info,)) for v, info in singles.items()}
+    incomplete: dict[int, list[FileInfo]] = {}
+    for (version, total), found in parts.items():
+        if len(found) == total and set(found) == set(range(1, total + 1)):
+            # A single-file and a multi-part checkpoint of one version are equivalent; keep either.
+            checkpoints.setdefault(version, Checkpoint(version, tuple(found[i] for i in range(1, total + 1))))
+        else:
+            incomplete.setdefault(version, []).extend(found.values())
+
+    last_checkpoint = None
+    if last_checkpoint_info is not None:
+        last_checkpoint = parse_last_checkpoint(
+            storage.read(last_checkpoint_info.path), last_checkpoint_info.path
+        )
+    return LogListing(log_dir, commits, checkpoints, incomplete, last_checkpoint, v2)
+
+
+def _v2_checkpoint_error(listing: LogListing, table_root: str, version: int) -> UnsupportedFeature:
+    name = listing.v2_checkpoints[0].path.rsplit("/", 1)[-1]
+    return UnsupportedFeature(
+        f"{table_root}: version {version} is only reachable through a V2 (UUID-named) checkpoint "
+        f"({name}); the v2Checkpoint table feature is not supported"
+    )
+
+
+def segment_for_version(listing: LogListing, table_root: str, version: int | None = None) -> LogSegment:
+    """The log segment reconstructing ``version`` (default: the latest)."""
+    latest = listing.latest_version
+    if latest is None:
+        if listing.v2_checkpoints:
+            raise _v2_checkpoint_error(listing, table_root, version or 0)
+        raise NotATable(f"{table_root}: the Delta log has no versions")
+    target = latest if version is None else version
+    if target < 0 or target > latest:
+        raise VersionNotFound(f"{table_root}: version {target} does not exist (latest is {latest})")
+
+    usable = [v for v in listing.checkpoints if v <= target]
+    checkpoint = listing.checkpoints[max(usable)] if usable else None
+    start = checkpoint.version + 1 if checkpoint else 0
+    missing = [v for v in range(start, target + 1) if v not in listing.commits]
+    if missing:
+        if listing.v2_checkpoints and any(
+            int(f.path.rsplit("/", 1)[-1][:20]) <= target for f in listing.v2_checkpoints
+        ):
+            raise _v2_checkpoint_error(listing, table_root, target)
+        earliest = min(listing.commits) if listing.commits else None
+        reason = (
+            f"commit {missing[0]:020d}.json is missing and no complete checkpoint covers it"
+            if checkpoint or start == 0
+            else f"no complete checkpoint at or below {target} and commit {missing[0]:020d}.json is gone"
+        )
+        raise VersionNotFound(
+            f"{table_root}: cannot reconstruct version {target}: {reason} "
+            f"(the log was expired or is damaged; earliest commit kept: {earliest})"
+        )
+    commits = tuple((v, listing.commits[v]) for v in range(start, target + 1))
+    return LogSegment(target, checkpoint, commits)
+
+
+def commit_timestamps(listing: LogListing) -> list[tuple[int, int]]:
+    """``(version, timestamp_ms)`` for every listed commit, oldest first.
+
+    The protocol dates a commit by its file's modification time. Clocks and copies can make those go
+    backwards; as Delta's own readers do, a timestamp is raised to one past its predecessor's so
+    versions stay totally ordered in time.
+    """
+    result: list[tuple[int, int]] = []
+    previous = -1
+    for version in sorted(listing.commits):
+        ts = max(listing.commits[version].mtime_ms, previous + 1)
+        result.append((version, ts))
+        previous = ts
+    return result
+
+
+def version_at_timestamp(listing: LogListing, table_root: str, when: datetime) -> int:
+    """The latest version committed at or before ``when`` (time travel by timestamp)."""
+    cutoff_ms = int(when.timestamp() * 1000)
+    candidates = [v for v, ts in commit_timestamps(listing) if ts <= cutoff_ms]
+    if not candidates:
+        raise VersionNotFound(
+            f"{table_root}: no version was committed at or before {when.isoformat()} "
+            "(the timestamp is before the earliest retained commit)"
+        )
+    return max(candidates)
+
+
+def read_log_file(storage: Storage, info: FileInfo) -> bytes:
+    try:
+        return storage.read(info.path)
+    except NotFound as exc:
+        raise VersionNotFound(f"{info.path}: log file disappeared while reading (concurrent cleanup?)") from exc

@@ -1,0 +1,448 @@
+"""Delta OPTIMIZE: bin-packing compaction per partition, with deletion vectors purged on rewrite.
+
+Implements the writer side of "Add File and Remove File" (``dataChange=false`` rewrites), "Deletion
+Vectors" (rows a DV hides are dropped when the file is rewritten), "Column Mapping" (new files carry
+physical names and field ids) and "Per-file Statistics" (full stats on every new file).
+
+plan (driver) → :func:`rewrite_group` per bin (Spark task) → :func:`commit_compaction` (driver).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from typing import Any, cast
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakeops.delta.actions import Add, Remove
+from lakeops.delta.commit import CommitResult, commit, file_actions_summary, rewrite_conflicts
+from lakeops.delta.features import check_writable
+from lakeops.delta.partitions import parse_partition_value
+from lakeops.delta.scan import read_logical_file
+from lakeops.delta.schema import (
+    ColumnMappingMode,
+    StructType,
+    column_mapping_mode,
+    logical_to_physical,
+    parse_schema,
+    physical_arrow_schema,
+    physical_name,
+    type_to_json,
+)
+from lakeops.delta.snapshot import DeltaSnapshot
+from lakeops.delta.stats import DataSkippingConfig, delta_stats_json
+from lakeops.parquet.statistics import nan_counts as count_nans
+from lakeops.errors import InvalidArgument, ProtocolError
+from lakeops.ops.predicate import parse_predicate
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import join, require_within
+from lakeops.units import parse_size
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: Rows a DV may hide before its file is rewritten even when it is not small (Delta's default ratio).
+DEFAULT_DV_PURGE_RATIO = 0.05
+#: Upper bound of rows buffered per row group: keeps a task's memory bounded by the batch, not the bin.
+ROW_GROUP_ROWS = 1_000_000
+
+
+class CompactionOptions(BaseModel):
+    """What the user asked for; ``None`` means "table property, else default"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target_file_size: int | None = Field(default=None, gt=0)
+    min_input_files: int = Field(default=5, ge=1)
+    where: str | None = None
+    dv_purge_ratio: float = Field(default=DEFAULT_DV_PURGE_RATIO, ge=0.0, le=1.0)
+
+
+class SourceFile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    add: dict[str, Any]
+    location: str
+    size: int
+    num_records: int | None
+    deleted_rows: int
+
+
+class RewriteGroup(BaseModel):
+    """One bin: files of one partition rewritten together by one task."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group_id: int
+    table_root: str
+    storage: StorageOptions
+    partition_values: dict[str, str | None]
+    files: list[SourceFile]
+    schema_string: str
+    partition_columns: list[str]
+    configuration: dict[str, str]
+    column_mapping_mode: str
+    target_file_size: int
+    output_dir: str
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+class WrittenFile(BaseModel):
+    add: dict[str, Any]
+    location: str
+    rows: int
+
+
+class RewriteResult(BaseModel):
+    group_id: int
+    written: list[WrittenFile]
+    rows_read: int
+    rows_dropped_by_dv: int
+    bytes_read: int
+    seconds: float
+
+
+class CompactionPlan(BaseModel):
+    """Immutable, printable plan pinned to ``read_version``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_root: str
+    read_version: int
+    target_file_size: int
+    min_input_files: int
+    where: str | None
+    live_files: int
+    live_bytes: int
+    candidate_files: int
+    partitions_compacted: int
+    groups: list[RewriteGroup]
+
+    @property
+    def input_files(self) -> int:
+        return sum(len(g.files) for g in self.groups)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(g.bytes for g in self.groups)
+
+
+def effective_target_size(snapshot: DeltaSnapshot, options: CompactionOptions) -> int:
+    if options.target_file_size is not None:
+        return options.target_file_size
+    prop = snapshot.metadata.configuration.get("delta.targetFileSize")
+    return parse_size(prop) if prop else DEFAULT_TARGET_FILE_SIZE
+
+
+def _typed_partition(
+    schema: StructType, mode: ColumnMappingMode, partition_columns: list[str], values: dict[str, str | None]
+) -> dict[str, Any]:
+    """Typed partition values by display name (the log keys them by physical name under column mapping)."""
+    typed: dict[str, Any] = {}
+    for name in partition_columns:
+        f = schema.get(name)
+        if f is None:
+            raise ProtocolError(f"partition column {name!r} is not in the table schema")
+        text = values.get(physical_name(f, mode), values.get(name))
+        delta_type = type_to_json(f.type)
+        typed[name] = parse_partition_value(text, str(delta_type), context=f"partition column {name}")
+    return typed
+
+
+def _output_dir(add_path: str) -> str:
+    """New files go next to the first input file (same partition directory), never outside the root."""
+    if "://" in add_path or add_path.startswith("/"):
+        return ""
+    return add_path.rsplit("/", 1)[0] if "/" in add_path else ""
+
+
+def _bins(files: list[SourceFile], target: int) -> list[list[SourceFile]]:
+    """Greedy bin-packing by size, largest first, each bin at most ``target`` bytes (a lone big file
+    that needs a DV purge gets its own bin)."""
+    bins: list[list[SourceFile]] = []
+    sizes: list[int] = []
+    for f in sorted(files, key=lambda f: (-f.size, f.location)):
+        for i, used in enumerate(sizes):
+            if used + f.size <= target:
+                bins[i].append(f)
+                sizes[i] += f.size
+                break
+        else:
+            bins.append([f])
+            sizes.append(f.size)
+    return bins
+
+
+def plan_compaction(
+    snapshot: DeltaSnapshot, options: CompactionOptions, storage_options: StorageOptions
+) -> CompactionPlan:
+    """Choose the bins to rewrite: per partition, files below the target size (and files whose DV
+    hides more than ``dv_purge_ratio`` of their rows), packed into bins of at most the target size;
+    a bin is kept when it has ``min_input_files`` files or purges a deletion vector."""
+    table = snapshot.table_root
+    check_writable(snapshot.protocol, table)
+    target = effective_target_size(snapshot, options)
+    predicate = parse_predicate(options.where) if options.where else None
+    if predicate is not None:
+        predicate.require_columns(snapshot.partition_columns, table)
+    mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
+
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[SourceFile]] = defaultdict(list)
+    candidates = 0
+    schema = parse_schema(snapshot.metadata.schema_string)
+    for add in snapshot.files.values():
+        if predicate is not None and not predicate.matches(
+            _typed_partition(schema, mode, snapshot.partition_columns, add.partition_values)
+        ):
+            continue
+        dv = add.deletion_vector
+        num_records = add.num_records
+        deleted = dv.cardinality if dv else 0
+        purge = dv is not None and (num_records is None or deleted > options.dv_purge_ratio * num_records)
+        if add.size >= target and not purge:
+            continue
+        candidates += 1
+        key = tuple(sorted(add.partition_values.items()))
+        by_partition[key].append(
+            SourceFile(
+                add=add.to_json_dict(),
+                location=snapshot.file_location(add.path),
+                size=add.size,
+                num_records=num_records,
+                deleted_rows=deleted,
+            )
+        )
+
+    groups: list[RewriteGroup] = []
+    partitions = 0
+    for key in sorted(by_partition, key=lambda k: [(n, v or "") for n, v in k]):
+        kept = [
+            b
+            for b in _bins(by_partition[key], target)
+            if len(b) >= options.min_input_files or any(f.deleted_rows for f in b)
+        ]
+        partitions += bool(kept)
+        for files in kept:
+            files.sort(key=lambda f: f.location)
+            groups.append(
+                RewriteGroup(
+                    group_id=len(groups),
+                    table_root=table,
+                    storage=storage_options,
+                    partition_values=dict(key),
+                    files=files,
+                    schema_string=snapshot.metadata.schema_string,
+                    partition_columns=snapshot.partition_columns,
+                    configuration=snapshot.metadata.configuration,
+                    column_mapping_mode=mode,
+                    target_file_size=target,
+                    output_dir=_output_dir(files[0].add["path"]),
+                )
+            )
+    return CompactionPlan(
+        table_root=table,
+        read_version=snapshot.version,
+        target_file_size=target,
+        min_input_files=options.min_input_files,
+        where=options.where,
+        live_files=len(snapshot.files),
+        live_bytes=sum(a.size for a in snapshot.files.values()),
+        candidate_files=candidates,
+        partitions_compacted=partitions,
+        groups=groups,
+    )
+
+
+# --- execute: runs inside a Spark task -------------------------------------------------------------
+
+
+class _RollingWriter:
+    """Writes row groups of bounded size and starts a new file every ``rows_per_file`` rows."""
+
+    def __init__(self, schema: pa.Schema, rows_per_file: int) -> None:
+        self.schema = schema
+        self.rows_per_file = max(1, rows_per_file)
+        self.row_group_rows = min(self.rows_per_file, ROW_GROUP_ROWS)
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.sink: pa.BufferOutputStream | None = None
+        self.writer: pq.ParquetWriter | None = None
+        self.file_rows = 0
+        self.file_nans: Counter[tuple[str, ...]] = Counter()
+        self.finished: list[tuple[bytes, int, dict[tuple[str, ...], int]]] = []
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.pending.append(table)
+            self.pending_rows += table.num_rows
+        while self.pending_rows >= min(self.row_group_rows, self.rows_per_file - self.file_rows):
+            self._flush(min(self.row_group_rows, self.rows_per_file - self.file_rows))
+
+    def _flush(self, rows: int) -> None:
+        combined = pa.concat_tables(self.pending).combine_chunks() if len(self.pending) > 1 else self.pending[0]
+        head, tail = combined.slice(0, rows), combined.slice(rows)
+        self.pending = [tail] if tail.num_rows else []
+        self.pending_rows = tail.num_rows
+        if self.writer is None:
+            self.sink = pa.BufferOutputStream()
+            self.writer = pq.ParquetWriter(self.sink, self.schema, compression="zstd", write_statistics=True)
+        self.writer.write_table(head, row_group_size=head.num_rows)
+        self.file_rows += head.num_rows
+        self.file_nans.update(count_nans(head))
+        if self.file_rows >= self.rows_per_file:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        assert self.writer is not None and self.sink is not None
+        self.writer.close()
+        self.finished.append((self.sink.getvalue().to_pybytes(), self.file_rows, dict(self.file_nans)))
+        self.writer, self.sink, self.file_rows, self.file_nans = None, None, 0, Counter()
+
+    def close(self) -> list[tuple[bytes, int, dict[tuple[str, ...], int]]]:
+        """Finish the last file; returns (bytes, rows, NaN counts by column path) per file."""
+        if self.pending_rows:
+            self._flush(self.pending_rows)
+        if self.writer is not None:
+            self._close_file()
+        return self.finished
+
+
+def _data_file_name() -> str:
+    return f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
+
+
+def iter_live_tables(group: RewriteGroup) -> Iterator[tuple[SourceFile, pa.Table]]:
+    """Each input file of the bin as logical rows (no partition columns), its deletion vector applied."""
+    storage = open_storage(group.table_root, group.storage)
+    schema = parse_schema(group.schema_string)
+    mode = cast(ColumnMappingMode, group.column_mapping_mode)
+    for source in group.files:
+        add = Add.model_validate(source.add)
+        yield source, read_logical_file(
+            storage, group.table_root, source.location, add, schema, mode, group.partition_columns
+        )
+
+
+def _rows_per_file(group: RewriteGroup) -> int:
+    """Rows per output file so files land near the target size, estimated from the inputs' bytes per
+    row; without row counts, one file per bin (a bin never exceeds the target)."""
+    if any(f.num_records is None for f in group.files):
+        return 2**62
+    total_rows = sum(f.num_records or 0 for f in group.files)
+    if not total_rows:
+        return 2**62
+    return max(1, math.floor(group.target_file_size / (group.bytes / total_rows)))
+
+
+def rewrite_group(group: RewriteGroup) -> RewriteResult:
+    """Rewrite one bin into files of about the target size; returns their ``add`` actions."""
+    started = time.monotonic()
+    storage = open_storage(group.table_root, group.storage)
+    schema = parse_schema(group.schema_string)
+    mode = cast(ColumnMappingMode, group.column_mapping_mode)
+    roller = _RollingWriter(
+        physical_arrow_schema(schema, mode, partition_columns=group.partition_columns), _rows_per_file(group)
+    )
+    rows_read = dropped = 0
+    for source, table in iter_live_tables(group):
+        rows_read += table.num_rows
+        dropped += source.deleted_rows
+        roller.write(logical_to_physical(table, schema, mode, partition_columns=group.partition_columns))
+
+    written: list[WrittenFile] = []
+    now_ms = int(time.time() * 1000)
+    for payload, rows, nan_counts in roller.close():
+        name = _data_file_name()
+        rel = f"{group.output_dir}/{name}" if group.output_dir else name
+        location = require_within(group.table_root, join(group.table_root, *(unquote(p) for p in rel.split("/"))))
+        storage.put_if_absent(location, payload)
+        footer = pq.ParquetFile(pa.BufferReader(payload)).metadata
+        stats = delta_stats_json(
+            footer,
+            schema,
+            mode=mode,
+            partition_columns=group.partition_columns,
+            config=DataSkippingConfig.from_configuration(group.configuration),
+            nan_counts=nan_counts,
+        )
+        add = Add(
+            path=rel,
+            partition_values=group.partition_values,
+            size=len(payload),
+            modification_time=now_ms,
+            data_change=False,
+            stats=stats,
+        )
+        written.append(WrittenFile(add=add.to_json_dict(), location=location, rows=rows))
+    return RewriteResult(
+        group_id=group.group_id,
+        written=written,
+        rows_read=rows_read,
+        rows_dropped_by_dv=dropped,
+        bytes_read=group.bytes,
+        seconds=time.monotonic() - started,
+    )
+
+
+# --- commit: driver --------------------------------------------------------------------------------
+
+
+def commit_compaction(
+    plan: CompactionPlan, results: list[RewriteResult], storage_options: StorageOptions
+) -> CommitResult | None:
+    """Commit the rewrite as one version (``OPTIMIZE``); None when there was nothing to rewrite."""
+    if not plan.groups:
+        return None
+    storage = open_storage(plan.table_root, storage_options)
+    now_ms = int(time.time() * 1000)
+    by_id = {r.group_id: r for r in results}
+    if set(by_id) != {g.group_id for g in plan.groups}:
+        raise InvalidArgument(f"{plan.table_root}: rewrite results do not match the plan's groups")
+    removes = [
+        Remove(
+            path=source.add["path"],
+            deletion_timestamp=now_ms,
+            data_change=False,
+            extended_file_metadata=True,
+            partition_values=source.add.get("partitionValues", {}),
+            size=source.size,
+            tags=source.add.get("tags"),
+            deletion_vector=source.add.get("deletionVector"),
+        )
+        for group in plan.groups
+        for source in group.files
+    ]
+    adds = [Add.model_validate(w.add) for r in results for w in r.written]
+    metrics: dict[str, object] = {
+        **file_actions_summary(adds, removes),
+        "numBatches": len(plan.groups),
+        "numPartitionsOptimized": plan.partitions_compacted,
+        "numDeletionVectorsRemoved": sum(1 for r in removes if r.deletion_vector is not None),
+    }
+    return commit(
+        storage,
+        plan.table_root,
+        read_version=plan.read_version,
+        actions=[*removes, *adds],
+        operation="OPTIMIZE",
+        operation_parameters={
+            "predicate": [plan.where] if plan.where else [],
+            "targetSize": str(plan.target_file_size),
+            "minInputFiles": str(plan.min_input_files),
+        },
+        operation_metrics=metrics,
+        conflict_rule=rewrite_conflicts(removes),
+    )
+
+
+def written_locations(results: list[RewriteResult]) -> list[str]:
+    """Every file this attempt wrote: the only files an abort may delete."""
+    return [w.location for r in results for w in r.written]

@@ -1,0 +1,169 @@
+"""A Delta table's state at one version ("Delta Table Specification", "Action Reconciliation").
+
+Replay applies the newest complete checkpoint, then each commit in order. Logical files are keyed by
+``(path, deletionVector.uniqueId)``: within a version removes are applied before adds, which is
+equivalent to "keep the newest reference" because one version never holds an add and a remove of
+the same key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import unquote
+
+from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn
+from lakeops.delta.checkpoint_reader import read_checkpoint_part
+from lakeops.delta.commit_file import CommitActions, parse_commit
+from lakeops.delta.features import check_readable
+from lakeops.delta.log_segment import (
+    LogListing,
+    LogSegment,
+    commit_timestamps,
+    list_log,
+    read_log_file,
+    segment_for_version,
+    version_at_timestamp,
+)
+from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
+from lakeops.storage import Storage
+from lakeops.storage.uri import join, normalize
+
+FileKey = tuple[str, str | None]
+
+
+@dataclass
+class DeltaSnapshot:
+    """Protocol, metadata, live files, tombstones and app transactions at ``version``."""
+
+    table_root: str
+    version: int
+    timestamp_ms: int
+    protocol: Protocol
+    metadata: Metadata
+    files: dict[FileKey, Add]
+    tombstones: dict[FileKey, Remove]
+    txns: dict[str, Txn]
+    segment: LogSegment
+    listing: LogListing = field(repr=False)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return self.metadata.partition_columns
+
+    def file_location(self, path: str) -> str:
+        """Absolute location of a file an action names. Action paths are URIs: relative ones are
+        percent-decoded and joined to the root; absolute ones are decoded exactly once."""
+        if path.startswith("file:"):
+            return normalize(path)  # normalize decodes file: URIs itself
+        if "://" in path or path.startswith("/"):
+            return normalize(unquote(path))
+        return join(self.table_root, *(unquote(part) for part in path.split("/")))
+
+    @property
+    def commits_since_checkpoint(self) -> int:
+        checkpoint = self.segment.checkpoint_version
+        return self.version - checkpoint if checkpoint is not None else self.version + 1
+
+
+class _Replay:
+    def __init__(self, table_root: str) -> None:
+        self.table_root = table_root
+        self.protocol: Protocol | None = None
+        self.metadata: Metadata | None = None
+        self.files: dict[FileKey, Add] = {}
+        self.tombstones: dict[FileKey, Remove] = {}
+        self.txns: dict[str, Txn] = {}
+
+    def apply_checkpoint(self, actions: Iterable[object]) -> None:
+        for action in actions:
+            match action:
+                case Add():
+                    self.files[action.key] = action
+                case Remove():
+                    self.tombstones[action.key] = action
+                case Txn():
+                    self.txns[action.app_id] = action
+                case Protocol():
+                    self.protocol = action
+                case Metadata():
+                    self.metadata = action
+
+    def apply_commit(self, commit: CommitActions) -> None:
+        if commit.protocol is not None:
+            self.protocol = commit.protocol
+        if commit.metadata is not None:
+            self.metadata = commit.metadata
+        for txn in commit.txns:
+            self.txns[txn.app_id] = txn
+        for remove in commit.removes:
+            self.files.pop(remove.key, None)
+            self.tombstones[remove.key] = remove
+        for add in commit.adds:
+            self.tombstones.pop(add.key, None)
+            self.files[add.key] = add
+
+
+def load_snapshot(
+    storage: Storage,
+    table_root: str,
+    *,
+    version: int | None = None,
+    timestamp: datetime | None = None,
+    listing: LogListing | None = None,
+) -> DeltaSnapshot:
+    """Reconstruct the table at the latest version, at ``version``, or as of ``timestamp``.
+
+    Raises :class:`~lakeops.errors.NotATable`, :class:`~lakeops.errors.VersionNotFound`,
+    :class:`~lakeops.errors.CorruptFile` or :class:`~lakeops.errors.UnsupportedFeature` (a reader
+    feature lakeops does not implement) — never returns a partial state.
+    """
+    if version is not None and timestamp is not None:
+        raise InvalidArgument(f"{table_root}: give a version or a timestamp, not both")
+    table_root = normalize(table_root)
+    listing = listing or list_log(storage, table_root)
+    if timestamp is not None:
+        version = version_at_timestamp(listing, table_root, timestamp)
+    segment = segment_for_version(listing, table_root, version)
+
+    replay = _Replay(table_root)
+    if segment.checkpoint is not None:
+        for part in segment.checkpoint.files:
+            replay.apply_checkpoint(read_checkpoint_part(storage, part.path))
+        if replay.protocol is None or replay.metadata is None:
+            raise CorruptFile(
+                f"{segment.checkpoint.files[0].path}: checkpoint of version {segment.checkpoint.version} "
+                "lacks a protocol or metaData action"
+            )
+        # Check the protocol as soon as it is known: an unknown reader feature may change what the
+        # remaining files mean.
+        check_readable(replay.protocol, table_root)
+    for commit_version, info in segment.commits:
+        commit = parse_commit(read_log_file(storage, info), commit_version, info.path)
+        if commit.protocol is not None:
+            check_readable(commit.protocol, table_root)
+        replay.apply_commit(commit)
+
+    if replay.protocol is None or replay.metadata is None:
+        raise ProtocolError(
+            f"{table_root}: version {segment.version} has no {'protocol' if replay.protocol is None else 'metaData'} "
+            "action (the first commit must contain both)"
+        )
+    check_readable(replay.protocol, table_root)
+    timestamps = dict(commit_timestamps(listing))
+    ts = timestamps.get(segment.version)
+    if ts is None and segment.checkpoint is not None:
+        ts = segment.checkpoint.files[0].mtime_ms
+    return DeltaSnapshot(
+        table_root=table_root,
+        version=segment.version,
+        timestamp_ms=ts or 0,
+        protocol=replay.protocol,
+        metadata=replay.metadata,
+        files=replay.files,
+        tombstones=replay.tombstones,
+        txns=replay.txns,
+        segment=segment,
+        listing=listing,
+    )

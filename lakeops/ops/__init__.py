@@ -1,0 +1,1 @@
+"""Format-neutral operations: plan and report models, and dispatch by detected table format."""

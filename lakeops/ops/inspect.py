@@ -1,0 +1,72 @@
+"""``inspect``: a table's health in numbers — what maintenance would act on."""
+
+from __future__ import annotations
+
+import time
+
+from lakeops.delta.features import enabled_features
+from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.errors import UnsupportedFeature
+from lakeops.ops.detect import detect_format
+from lakeops.ops.report import Report
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import normalize
+
+
+class InspectReport(Report):
+    operation: str = "inspect"
+    version: int = 0
+    live_files: int = 0
+    live_bytes: int = 0
+    rows: int | None = None
+    rows_deleted_by_dv: int = 0
+    files_with_dv: int = 0
+    small_files: int = 0
+    small_file_threshold_bytes: int = 0
+    partitions: int = 0
+    tombstones: int = 0
+    last_checkpoint_version: int | None = None
+    commits_since_checkpoint: int = 0
+    min_reader_version: int = 0
+    min_writer_version: int = 0
+    features: list[str] = []
+    partition_columns: list[str] = []
+
+
+def inspect_table(location: str, storage_options: StorageOptions | None = None) -> InspectReport:
+    """Read the latest version and summarise it. Small files are those compaction would consider:
+    below the target file size (``delta.targetFileSize`` or 128 MiB)."""
+    started = time.monotonic()
+    location = normalize(location)
+    storage = open_storage(location, storage_options)
+    fmt = detect_format(storage, location)
+    if fmt != "delta":
+        raise UnsupportedFeature(f"{location}: inspecting {fmt} tables is not available yet")
+    snapshot = load_snapshot(storage, location)
+    threshold = effective_target_size(snapshot, CompactionOptions())
+    files = list(snapshot.files.values())
+    counts = [a.num_records for a in files]
+    dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
+    return InspectReport(
+        format=fmt,
+        table=location,
+        read_version=snapshot.version,
+        version=snapshot.version,
+        live_files=len(files),
+        live_bytes=sum(a.size for a in files),
+        rows=sum(c for c in counts if c is not None) - dv_rows if all(c is not None for c in counts) else None,
+        rows_deleted_by_dv=dv_rows,
+        files_with_dv=sum(1 for a in files if a.deletion_vector),
+        small_files=sum(1 for a in files if a.size < threshold),
+        small_file_threshold_bytes=threshold,
+        partitions=len({tuple(sorted(a.partition_values.items(), key=lambda kv: kv[0])) for a in files}),
+        tombstones=len(snapshot.tombstones),
+        last_checkpoint_version=snapshot.segment.checkpoint_version,
+        commits_since_checkpoint=snapshot.commits_since_checkpoint,
+        min_reader_version=snapshot.protocol.min_reader_version,
+        min_writer_version=snapshot.protocol.min_writer_version,
+        features=sorted(enabled_features(snapshot.protocol)),
+        partition_columns=snapshot.partition_columns,
+        duration_s=time.monotonic() - started,
+    )

@@ -1,0 +1,78 @@
+"""Storage adapters: one protocol (:class:`Storage`), a local and an S3 implementation.
+
+:func:`open_storage` picks the implementation from a location's scheme. Connection settings
+travel as :class:`StorageOptions`, a small JSON-serialisable model the driver ships to Spark
+executors inside a plan; secrets are deliberately not part of it and come from each process's
+standard AWS credential chain (DESIGN.md, "Storage").
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from lakeops.errors import InvalidArgument
+from lakeops.storage.base import FileInfo, Storage
+from lakeops.storage.local import LocalStorage
+from lakeops.storage.s3 import S3Storage
+from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme
+
+__all__ = [
+    "FileInfo",
+    "LocalStorage",
+    "S3Storage",
+    "Storage",
+    "StorageOptions",
+    "is_within",
+    "join",
+    "normalize",
+    "open_storage",
+    "relative_to",
+    "require_within",
+    "scheme",
+]
+
+
+class StorageOptions(BaseModel):
+    """Non-secret connection settings; unset fields fall back to the standard AWS environment.
+
+    ``endpoint_url`` targets an S3-compatible store (else ``AWS_ENDPOINT_URL_S3`` /
+    ``AWS_ENDPOINT_URL``); ``region`` else ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` / the profile;
+    ``force_path_style`` defaults to path-style addressing exactly when an endpoint is set.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    force_path_style: bool | None = None
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _http_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint_url {value!r} must start with http:// or https://")
+        return value
+
+
+_LOCAL = LocalStorage()
+
+
+def open_storage(location: str, options: StorageOptions | None = None) -> Storage:
+    """The storage for ``location``'s scheme: local paths and ``file://`` or ``s3``/``s3a``/``s3n``.
+
+    Cheap to call repeatedly: S3 clients are shared per settings within a process.
+    Raises :class:`~lakeops.errors.InvalidArgument` naming an unsupported scheme.
+    """
+    kind = scheme(location)
+    if kind == "file":
+        normalize(location)  # rejects remote-host file URIs and empty locations early
+        return _LOCAL
+    if kind == "s3":
+        normalize(location)
+        opts = options or StorageOptions()
+        return S3Storage(
+            endpoint_url=opts.endpoint_url, region=opts.region, force_path_style=opts.force_path_style
+        )
+    raise InvalidArgument(
+        f"cannot open storage for {location!r}: unsupported scheme {kind!r} (supported: paths, file://, s3://)"
+    )

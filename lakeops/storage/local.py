@@ -1,0 +1,211 @@
+"""Local file system implementation of the :class:`~lakeops.storage.base.Storage` protocol.
+
+It mirrors S3 semantics so the same table code and tests run on both (DESIGN.md, "Storage"):
+directories are not objects (reading one is :class:`~lakeops.errors.NotFound`), listing is a
+flat, recursive, path-sorted stream, and writes are all-or-nothing. Atomicity comes from the
+POSIX primitives: ``os.replace`` for :meth:`LocalStorage.write` and ``os.link`` (which fails if
+the target exists) for :meth:`LocalStorage.put_if_absent`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from stat import S_ISREG
+
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
+from lakeops.storage import uri
+from lakeops.storage.base import FileInfo
+
+__all__ = ["LocalStorage"]
+
+_TMP_SUFFIX = ".lakeops-tmp"
+
+
+def _local(path: str) -> str:
+    """The normalised absolute path, refusing locations of other schemes."""
+    if uri.scheme(path) != uri.LOCAL:
+        raise InvalidArgument(f"local storage cannot handle {path!r}: not a local path or file:// URI")
+    return uri.normalize(path)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Persist a rename/link in ``directory`` (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class LocalStorage:
+    """Objects as regular files under absolute paths. Stateless, so one instance serves all threads."""
+
+    def list(self, prefix: str) -> Iterator[FileInfo]:
+        """Regular files below ``prefix``, sorted by path; lazily, one directory in memory at a time.
+
+        Symlinked directories are not followed: a link could lead outside a table root that a
+        later delete trusts the listing to respect.
+        """
+        root = _local(prefix)
+        if not os.path.isdir(root):
+            return iter(())
+        return self._walk(root)
+
+    def _walk(self, directory: str) -> Iterator[FileInfo]:
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except FileNotFoundError:
+            return  # removed while listing, as an S3 prefix can empty concurrently
+        except OSError as exc:
+            raise StorageError(f"cannot list directory {directory!r}: {exc.strerror or exc}") from exc
+        # A directory sorts as "name/" so that a depth-first walk yields globally sorted paths,
+        # the order S3 returns ("a/b-c" < "a/b/x" < "a/b0").
+        keyed: list[tuple[str, os.DirEntry[str], bool]] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            keyed.append((entry.name + "/" if is_dir else entry.name, entry, is_dir))
+        keyed.sort(key=lambda item: item[0])
+        base = directory.rstrip("/")
+        for _, entry, is_dir in keyed:
+            if is_dir:
+                yield from self._walk(entry.path)
+                continue
+            try:
+                if not entry.is_file():
+                    continue  # sockets, fifos, dangling links
+                st = entry.stat()
+            except FileNotFoundError:
+                continue  # deleted since scandir
+            except OSError as exc:
+                raise StorageError(f"cannot stat {entry.path!r}: {exc.strerror or exc}") from exc
+            yield FileInfo(f"{base}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def read(self, path: str) -> bytes:
+        """The whole file; :class:`~lakeops.errors.NotFound` also for a directory (not an object)."""
+        local = _local(path)
+        try:
+            with open(local, "rb") as f:
+                return f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise NotFound(f"cannot read {local!r}: no such file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot read {local!r}: {exc.strerror or exc}") from exc
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start``; short (possibly empty) only at the end of the file."""
+        if start < 0 or length < 0:
+            raise InvalidArgument(f"cannot read {path!r}: negative range start={start} length={length}")
+        local = _local(path)
+        try:
+            with open(local, "rb") as f:
+                f.seek(start)
+                chunks: list[bytes] = []
+                remaining = length
+                while remaining > 0:  # a plain read may return less than asked on some file systems
+                    chunk = f.read(remaining)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    remaining -= len(chunk)
+                return b"".join(chunks)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise NotFound(f"cannot read {local!r}: no such file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot read {local!r}: {exc.strerror or exc}") from exc
+
+    def _write_temp(self, target: str, data: bytes) -> str:
+        """A fully written, fsynced temporary file next to ``target`` (same file system)."""
+        directory, name = os.path.split(target)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=_TMP_SUFFIX, dir=directory)
+        except OSError as exc:
+            raise StorageError(f"cannot write {target!r}: {exc.strerror or exc}") from exc
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise StorageError(f"cannot write {target!r}: {exc.strerror or exc}") from exc
+            raise
+        return tmp
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write a temporary file beside the target, then ``os.replace`` it in (atomic on POSIX)."""
+        local = _local(path)
+        tmp = self._write_temp(local, data)
+        try:
+            os.replace(tmp, local)
+        except OSError as exc:
+            raise StorageError(f"cannot write {local!r}: {exc.strerror or exc}") from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_dir(os.path.dirname(local))
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Hard-link a complete temporary file to the target; ``link`` refuses an existing target.
+
+        Unlike ``O_CREAT|O_EXCL`` followed by writing, no reader can ever see a partial file.
+        """
+        local = _local(path)
+        tmp = self._write_temp(local, data)
+        try:
+            os.link(tmp, local)
+        except FileExistsError as exc:
+            raise AlreadyExists(f"cannot create {local!r}: it already exists") from exc
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create {local!r}: {exc.strerror or exc} (put-if-absent needs hard-link support)"
+            ) from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_dir(os.path.dirname(local))
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        """Unlink each path in order; a missing one is fine. Stops at the first real failure."""
+        count = 0
+        for path in paths:
+            count += 1
+            local = _local(path)
+            try:
+                os.unlink(local)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StorageError(f"cannot delete {local!r}: {exc.strerror or exc}") from exc
+        return count
+
+    def stat(self, path: str) -> FileInfo:
+        """Size and mtime of a regular file; :class:`~lakeops.errors.NotFound` for anything else."""
+        local = _local(path)
+        try:
+            st = os.stat(local)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise NotFound(f"cannot stat {local!r}: no such file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot stat {local!r}: {exc.strerror or exc}") from exc
+        if not S_ISREG(st.st_mode):
+            raise NotFound(f"cannot stat {local!r}: not a file")
+        return FileInfo(local, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def exists(self, path: str) -> bool:
+        """Whether a regular file is at ``path`` (directories do not count, as on S3)."""
+        return os.path.isfile(_local(path))

@@ -1,0 +1,388 @@
+"""Amazon S3 (and S3-compatible stores) implementation of :class:`~lakeops.storage.base.Storage`.
+
+Atomic commits rely on S3 conditional writes (``PutObject`` with ``If-None-Match: *``, DESIGN.md
+"Storage"): S3 answers 412 ``PreconditionFailed`` when the key exists and 409
+``ConditionalRequestConflict`` while a concurrent conditional write to the key is in flight (AWS
+asks callers to retry that one). Clients are expensive to build and thread-safe, so one client per
+(endpoint, region, addressing style) is shared within a process; Spark tasks call
+``open_storage`` often. Credentials always come from the standard AWS chain (environment,
+profile, instance/IRSA role), never from lakeops configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+import boto3
+from botocore.client import BaseClient
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
+from lakeops.storage import uri
+from lakeops.storage.base import FileInfo
+
+__all__ = ["DELETE_BATCH", "S3Storage", "clear_client_cache", "make_client", "shared_client"]
+
+DELETE_BATCH = 1000  # the DeleteObjects limit
+MAX_ATTEMPTS = 10  # botocore retries (throttling, 5xx, dropped connections) per request
+MAX_POOL_CONNECTIONS = 64  # one client serves every thread of an executor
+_CONFLICT_ATTEMPTS = 6  # 409 ConditionalRequestConflict re-sends of a put-if-absent
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+# -- clients ----------------------------------------------------------------------------------------
+
+_ClientKey = tuple[str | None, str | None, bool]
+_clients: dict[_ClientKey, BaseClient] = {}
+_clients_lock = threading.Lock()
+_session: boto3.session.Session | None = None
+_session_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    """A forked child must not share its parent's sockets (or a lock held at fork time)."""
+    global _clients_lock, _session, _session_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()
+    _session = None
+    _session_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _resolve(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> _ClientKey:
+    """Fill unset settings from the standard AWS environment variables."""
+    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    # S3-compatible stores (MinIO, Ceph, moto) rarely resolve virtual-host bucket names.
+    path_style = force_path_style if force_path_style is not None else endpoint is not None
+    return endpoint or None, region or None, path_style
+
+
+def _build(key: _ClientKey) -> BaseClient:
+    endpoint, region, path_style = key
+    config = Config(
+        retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+        max_pool_connections=MAX_POOL_CONNECTIONS,
+        connect_timeout=10,
+        read_timeout=120,
+        tcp_keepalive=True,
+        s3={"addressing_style": "path" if path_style else "auto"},
+        user_agent_appid="lakeops",
+    )
+    global _session
+    try:
+        # One private session (loading service models once) whose client creation is serialised:
+        # boto3's default session is not safe to share across threads.
+        with _session_lock:
+            if _session is None:
+                _session = boto3.session.Session()
+            return _session.client("s3", region_name=region, endpoint_url=endpoint, config=config)
+    except (BotoCoreError, ValueError) as exc:
+        raise StorageError(f"cannot create an S3 client for endpoint {endpoint!r}: {exc}") from exc
+
+
+def make_client(
+    *, endpoint_url: str | None = None, region: str | None = None, force_path_style: bool | None = None
+) -> BaseClient:
+    """A new, unshared S3 client (tests that hook client events want their own)."""
+    return _build(_resolve(endpoint_url, region, force_path_style))
+
+
+def shared_client(
+    *, endpoint_url: str | None = None, region: str | None = None, force_path_style: bool | None = None
+) -> BaseClient:
+    """The process-wide client for these settings, built on first use."""
+    key = _resolve(endpoint_url, region, force_path_style)
+    client = _clients.get(key)
+    if client is not None:
+        return client
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = _build(key)
+        return client
+
+
+def clear_client_cache() -> None:
+    """Forget shared clients and cached credentials, e.g. after the environment changed."""
+    global _session
+    with _clients_lock, _session_lock:
+        _clients.clear()
+        _session = None
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+
+def _code(exc: ClientError) -> tuple[str, int | None]:
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return str(error.get("Code", "")), status
+
+
+def _raise(exc: Exception, action: str, location: str) -> NoReturn:
+    """Re-raise a boto exception as a lakeops error that names the location and the problem."""
+    if isinstance(exc, ClientError):
+        code, status = _code(exc)
+        message = exc.response.get("Error", {}).get("Message") or ""
+        if code == "NoSuchBucket":
+            bucket = location[5:].split("/", 1)[0]
+            raise NotFound(f"cannot {action} {location!r}: bucket {bucket!r} does not exist") from exc
+        if code in ("NoSuchKey", "NotFound", "404") or status == 404:
+            raise NotFound(f"cannot {action} {location!r}: no such object") from exc
+        detail = f"{code}: {message}" if message else code
+        raise StorageError(f"cannot {action} {location!r}: {detail} (HTTP {status})") from exc
+    raise StorageError(f"cannot {action} {location!r}: {exc}") from exc
+
+
+def _retried(exc: ClientError) -> bool:
+    """Whether botocore re-sent the request: an earlier attempt may have been applied."""
+    return bool(exc.response.get("ResponseMetadata", {}).get("RetryAttempts"))
+
+
+def _split(path: str, *, need_key: bool = True) -> tuple[str, str]:
+    """(bucket, key) of an S3 location; refuses other schemes and, if ``need_key``, a bare bucket."""
+    if uri.scheme(path) != uri.S3:
+        raise InvalidArgument(f"S3 storage cannot handle {path!r}: not an s3:// location")
+    bucket, _, key = uri.normalize(path)[5:].partition("/")
+    if need_key and not key:
+        raise InvalidArgument(f"S3 location {path!r} names a bucket, not an object")
+    return bucket, key
+
+
+def _ms(value: datetime) -> int:
+    return (value - _EPOCH) // _MS
+
+
+# -- storage ----------------------------------------------------------------------------------------
+
+
+class S3Storage:
+    """Objects in any bucket reachable with one client; paths are ``s3://bucket/key``.
+
+    Pickles to its settings (not its client), so Spark can ship it to executors, which then use
+    their own process's shared client.
+    """
+
+    def __init__(
+        self,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        force_path_style: bool | None = None,
+        client: BaseClient | None = None,
+    ) -> None:
+        self._settings = (endpoint_url, region, force_path_style)
+        self._custom_client = client is not None
+        self._client: BaseClient = (
+            client
+            if client is not None
+            else shared_client(endpoint_url=endpoint_url, region=region, force_path_style=force_path_style)
+        )
+
+    @property
+    def client(self) -> BaseClient:
+        """The boto3 client in use (for diagnostics; prefer the protocol methods)."""
+        return self._client
+
+    def __reduce__(self) -> tuple[Callable[..., S3Storage], tuple[str | None, str | None, bool | None]]:
+        if self._custom_client:
+            raise InvalidArgument(
+                "an S3Storage built around a caller's client cannot be pickled; "
+                "ship StorageOptions and call open_storage in the task instead"
+            )
+        return _rebuild, self._settings
+
+    def __repr__(self) -> str:
+        endpoint, region, _ = self._settings
+        return f"S3Storage(endpoint_url={endpoint!r}, region={region!r})"
+
+    def list(self, prefix: str) -> Iterator[FileInfo]:
+        """Objects under ``prefix + "/"`` via ListObjectsV2 (already in lexicographic key order).
+
+        Zero-byte ``.../`` directory markers (written by consoles and Hadoop) are skipped: they
+        are directories, not objects. A missing bucket raises :class:`~lakeops.errors.NotFound`
+        rather than listing nothing, so a typo cannot pass for an empty table.
+        """
+        bucket, key = _split(prefix, need_key=False)
+        return self._list(bucket, f"{key}/" if key else "")
+
+    def _list(self, bucket: str, key_prefix: str) -> Iterator[FileInfo]:
+        location = f"s3://{bucket}/{key_prefix}"
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=bucket, Prefix=key_prefix):
+                for obj in page.get("Contents", ()):
+                    key: str = obj["Key"]
+                    if key.endswith("/"):
+                        continue
+                    yield FileInfo(f"s3://{bucket}/{key}", int(obj["Size"]), _ms(obj["LastModified"]))
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, "list", location)
+
+    def read(self, path: str) -> bytes:
+        """GetObject, read to the end inside the error handling (streams can fail mid-body)."""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            response = self._client.get_object(Bucket=bucket, Key=key)
+            with response["Body"] as body:
+                data: bytes = body.read()
+            return data
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, "read", location)
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """GetObject with ``Range``; a start at or past the end (HTTP 416) reads as empty."""
+        if start < 0 or length < 0:
+            raise InvalidArgument(f"cannot read {path!r}: negative range start={start} length={length}")
+        if length == 0:
+            self.stat(path)  # same NotFound behaviour as a non-empty read
+            return b""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            response = self._client.get_object(
+                Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
+            )
+            with response["Body"] as body:
+                data: bytes = body.read()
+        except ClientError as exc:
+            code, status = _code(exc)
+            if status == 416 or code == "InvalidRange":
+                return b""
+            _raise(exc, "read", location)
+        except BotoCoreError as exc:
+            _raise(exc, "read", location)
+        # A server that ignores Range answers 200 with the whole object; honour the contract anyway.
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 200 and "ContentRange" not in response:
+            return data[start : start + length]
+        return data
+
+    def write(self, path: str, data: bytes) -> None:
+        """PutObject: S3 makes a single PUT visible all at once (up to 5 GiB)."""
+        bucket, key = _split(path)
+        try:
+            self._client.put_object(Bucket=bucket, Key=key, Body=data)
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, "write", f"s3://{bucket}/{key}")
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """PutObject with ``If-None-Match: *``.
+
+        412 means another writer won (:class:`~lakeops.errors.AlreadyExists`) -- unless botocore had
+        re-sent the request, in which case our own lost-response first attempt may be the object
+        that exists; then the bytes are compared to tell the two apart. 409 (a concurrent
+        conditional write in flight) is re-sent with backoff, as AWS asks, and becomes
+        AlreadyExists if it persists. Any other :class:`~lakeops.errors.StorageError` means the
+        outcome is unknown: callers must not assume the object is absent.
+        """
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        maybe_landed = False  # an earlier send of this call may have been applied unheard
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                return
+            except ClientError as exc:
+                code, status = _code(exc)
+                maybe_landed = maybe_landed or _retried(exc)
+                if status == 412 or code == "PreconditionFailed":
+                    if maybe_landed and self._holds(bucket, key, data):
+                        return
+                    raise AlreadyExists(f"cannot create {location!r}: it already exists") from exc
+                if status == 409 or code == "ConditionalRequestConflict":
+                    if attempt < _CONFLICT_ATTEMPTS:
+                        time.sleep(random.uniform(0.0, 0.05 * 2**attempt))
+                        continue
+                    raise AlreadyExists(
+                        f"cannot create {location!r}: concurrent conditional writes kept conflicting "
+                        f"(409 ConditionalRequestConflict x{_CONFLICT_ATTEMPTS}); another writer races for it"
+                    ) from exc
+                _raise(exc, "create", location)
+            except BotoCoreError as exc:
+                _raise(exc, "create", location)
+
+    def _holds(self, bucket: str, key: str, data: bytes) -> bool:
+        """Whether the object at ``key`` has exactly ``data`` (False if it is absent)."""
+        try:
+            return self.read(f"s3://{bucket}/{key}") == data
+        except NotFound:
+            return False
+        except StorageError as exc:
+            raise StorageError(
+                f"cannot create 's3://{bucket}/{key}': outcome unknown after a retried conditional put "
+                f"({exc})"
+            ) from exc
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        """DeleteObjects in batches of 1000 keys per bucket (quiet mode: only failures come back).
+
+        S3 reports missing keys as deleted, which makes this idempotent. Stops at the first batch
+        with failures and names its first failed key.
+        """
+        count = 0
+        pending: dict[str, dict[str, None]] = {}  # bucket -> ordered set of keys
+        for path in paths:
+            count += 1
+            bucket, key = _split(path)
+            keys = pending.setdefault(bucket, {})
+            keys[key] = None
+            if len(keys) >= DELETE_BATCH:
+                self._delete_batch(bucket, list(keys))
+                keys.clear()
+        for bucket, keys in pending.items():
+            if keys:
+                self._delete_batch(bucket, list(keys))
+        return count
+
+    def _delete_batch(self, bucket: str, keys: Sequence[str]) -> None:
+        try:
+            response = self._client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, f"delete {len(keys)} objects starting at", f"s3://{bucket}/{keys[0]}")
+        errors: list[dict[str, Any]] = response.get("Errors") or []
+        if errors:
+            first = errors[0]
+            raise StorageError(
+                f"cannot delete 's3://{bucket}/{first.get('Key')}': {first.get('Code')}: "
+                f"{first.get('Message')} ({len(errors)} of {len(keys)} keys in the batch failed)"
+            )
+
+    def stat(self, path: str) -> FileInfo:
+        """HeadObject; 404 is :class:`~lakeops.errors.NotFound`."""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            response = self._client.head_object(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, "stat", location)
+        return FileInfo(location, int(response["ContentLength"]), _ms(response["LastModified"]))
+
+    def exists(self, path: str) -> bool:
+        """HeadObject succeeds (other failures, e.g. access denied, still raise)."""
+        try:
+            self.stat(path)
+        except NotFound:
+            return False
+        return True
+
+
+def _rebuild(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> S3Storage:
+    """Unpickle: rebuild from settings with this process's shared client."""
+    return S3Storage(endpoint_url=endpoint_url, region=region, force_path_style=force_path_style)

@@ -1,0 +1,156 @@
+"""Location normalisation and root confinement for :mod:`lakeops.storage`.
+
+Table formats record the same location in many spellings: ``s3a://`` from Hadoop writers,
+``file:/tmp/t`` or percent-encoded ``file:///tmp/a%20b`` from Spark and Delta, trailing slashes
+from users. Comparing such strings naively either misses a match (a file looks orphaned) or,
+worse, accepts a path outside the table (``/a/bc`` "starts with" ``/a/b``). Every comparison in
+lakeops therefore goes through :func:`normalize` first, and every delete through
+:func:`require_within` (DESIGN.md, "Storage" and "Safety rules").
+
+Canonical forms:
+
+* local: an absolute POSIX path without trailing slash (``/`` for the root), ``.``/``..``
+  resolved lexically (symlinks are *not* resolved);
+* S3: ``s3://bucket/key`` without trailing slash. Keys are kept literally: S3 has no ``..`` and
+  no percent-decoding, so ``%20`` in an ``s3://`` location is part of the key. Callers that hold
+  a URI-encoded path (Delta ``add.path``) decode it before building an ``s3://`` location.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import unquote
+
+from lakeops.errors import InvalidArgument, OutsideRoot
+
+__all__ = ["is_within", "join", "normalize", "relative_to", "require_within", "scheme"]
+
+LOCAL = "file"
+S3 = "s3"
+_S3_ALIASES = frozenset({"s3", "s3a", "s3n"})
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+def scheme(location: str) -> str:
+    """The canonical scheme of ``location``: ``"file"`` for local paths, ``"s3"`` for s3/s3a/s3n.
+
+    Other schemes are returned lower-cased and unchanged (``"gs"``), so callers can name them in
+    an error instead of guessing.
+    """
+    match = _SCHEME_RE.match(location)
+    if match is None:
+        return LOCAL  # plain paths and Hadoop-style ``file:/x`` URIs
+    raw = match.group(1).lower()
+    return S3 if raw in _S3_ALIASES else raw
+
+
+def normalize(location: str) -> str:
+    """The canonical spelling of ``location`` (see the module docstring).
+
+    Raises :class:`~lakeops.errors.InvalidArgument` for an empty location, an unsupported scheme,
+    a ``file://`` URI naming a remote host, or an S3 URI without a bucket.
+    """
+    if not location or not location.strip():
+        raise InvalidArgument(f"storage location {location!r} is empty")
+    kind = scheme(location)
+    if kind == LOCAL:
+        return _normalize_local(location)
+    if kind == S3:
+        return _normalize_s3(location)
+    raise InvalidArgument(
+        f"storage location {location!r} has unsupported scheme {kind!r} (use a path or s3://)"
+    )
+
+
+def _normalize_local(location: str) -> str:
+    path = location
+    if location[:5].lower() == "file:":
+        rest = location[5:]
+        if rest.startswith("//"):
+            authority, sep, tail = rest[2:].partition("/")
+            if authority not in ("", "localhost"):
+                raise InvalidArgument(
+                    f"file URI {location!r} names host {authority!r}; only local files are supported"
+                )
+            rest = sep + tail
+        if not rest.startswith("/"):
+            raise InvalidArgument(f"file URI {location!r} is not absolute")
+        try:
+            path = unquote(rest, errors="strict")
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(f"file URI {location!r} has percent-escapes that are not UTF-8") from exc
+    # abspath joins the working directory and resolves "." and ".." lexically; normpath keeps a
+    # leading "//" (POSIX allows it to be special), which we fold into "/".
+    result = os.path.abspath(path)
+    if result.startswith("//"):
+        result = "/" + result.lstrip("/")
+    return result
+
+
+def _normalize_s3(location: str) -> str:
+    rest = location.split("://", 1)[1]
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise InvalidArgument(f"S3 location {location!r} has no bucket")
+    key = key.rstrip("/")
+    return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+
+
+def join(base: str, *relative: str) -> str:
+    """``base`` with the relative parts appended, normalised.
+
+    Relative parts must not be absolute or carry a scheme: ``os.path.join`` would silently
+    discard ``base`` for them, which is how deletes escape a table root.
+    """
+    result = normalize(base)
+    for part in relative:
+        if part.startswith("/") or _SCHEME_RE.match(part) or part[:5].lower() == "file:":
+            raise InvalidArgument(f"cannot join absolute location {part!r} onto {base!r}")
+        stripped = part.strip("/")
+        if stripped:
+            result = f"{result.rstrip('/')}/{stripped}"
+    return normalize(result)
+
+
+def _split(location: str) -> tuple[str, str, list[str]]:
+    """(scheme, bucket or "", path segments) of a normalised location."""
+    if location.startswith("s3://"):
+        bucket, _, key = location[5:].partition("/")
+        return S3, bucket, key.split("/") if key else []
+    return LOCAL, "", [s for s in location.split("/") if s]
+
+
+def is_within(root: str, path: str) -> bool:
+    """Whether ``path`` is ``root`` itself or lies beneath it, after normalising both.
+
+    Compared by whole segments, so ``/a/bc`` is not within ``/a/b``. Local ``..`` is resolved
+    before comparing; an S3 key with a ``.`` or ``..`` segment below the root is refused, since
+    some S3-compatible stores and proxies collapse dot segments and the object could land outside.
+    """
+    r_scheme, r_bucket, r_parts = _split(normalize(root))
+    p_scheme, p_bucket, p_parts = _split(normalize(path))
+    if r_scheme != p_scheme or r_bucket != p_bucket:
+        return False
+    if p_parts[: len(r_parts)] != r_parts:
+        return False
+    return not any(part in (".", "..") for part in p_parts[len(r_parts) :])
+
+
+def require_within(root: str, path: str) -> str:
+    """The normalised ``path``, or :class:`~lakeops.errors.OutsideRoot` naming both locations."""
+    if not is_within(root, path):
+        raise OutsideRoot(f"path {path!r} is outside the root {root!r}; refusing to touch it")
+    return normalize(path)
+
+
+def relative_to(root: str, path: str) -> str:
+    """``path`` relative to ``root`` without a leading slash (``""`` for the root itself).
+
+    Raises :class:`~lakeops.errors.OutsideRoot` when ``path`` is not within ``root``.
+    """
+    full = require_within(root, path)
+    base = normalize(root)
+    if full == base:
+        return ""
+    return full[len(base) + 1 :] if base != "/" else full[1:]

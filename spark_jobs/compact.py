@@ -1,0 +1,60 @@
+"""Compaction as a Spark job: ``spark-submit spark_jobs/compact.py TABLE [options]`` (same options as
+``lakeops compact``). The plan and the commit run on the driver; each bin is rewritten by one task."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from rich.console import Console
+
+from lakeops.ops import compaction
+from lakeops.ops.compaction import CompactionOptions, CompactionReport
+from lakeops.storage import StorageOptions
+from lakeops.units import format_size
+from spark_jobs.runner import run_units
+from spark_jobs.session import build_session
+
+
+def run_compaction(
+    args: argparse.Namespace, storage_options: StorageOptions, *, progress: Console | None = None
+) -> CompactionReport:
+    """Plan, rewrite on Spark, commit; ``args`` are the parsed ``compact`` options."""
+    console = progress or Console(stderr=True, quiet=True)
+    started = time.monotonic()
+    options = CompactionOptions(
+        target_file_size=args.target_file_size,
+        min_input_files=args.min_input_files,
+        where=args.where,
+        dv_purge_ratio=args.dv_purge_ratio,
+    )
+    console.print(f"planning compaction of {args.table} ...")
+    plan = compaction.plan(args.table, options, storage_options)
+    console.print(
+        f"version {plan.read_version}: {plan.input_files} of {plan.live_files} files "
+        f"({format_size(plan.input_bytes)}) in {len(plan.groups)} bins to rewrite"
+    )
+    if args.dry_run or not plan.groups:
+        return compaction.dry_run_report(plan, started) if args.dry_run else compaction.commit(
+            plan, [], storage_options, started
+        )
+    spark = build_session(master=args.master, conf=dict(args.conf))
+    console.print(f"rewriting {len(plan.groups)} bins on Spark ({spark.sparkContext.master}) ...")
+    results = run_units(
+        spark,
+        plan.groups,
+        compaction.task_for(plan),
+        compaction.RewriteResult,
+        description=f"lakeops compact {plan.table_root} @ v{plan.read_version}",
+    )
+    console.print("committing ...")
+    report = compaction.commit(plan, results, storage_options, started)
+    console.print(f"committed version {report.committed_version}")
+    return report
+
+
+if __name__ == "__main__":
+    from spark_jobs.cli import main
+
+    sys.exit(main(["compact", *sys.argv[1:]]))

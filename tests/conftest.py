@@ -1,0 +1,114 @@
+"""Shared storage fixtures: a real S3 HTTP endpoint (moto) and a storage root per backend.
+
+Tests that touch S3 go through moto's threaded server over HTTP on 127.0.0.1, not moto's
+in-process mocks, so boto3's real request path (signing, retries, conditional headers, range
+reads) is exercised exactly as against AWS. Mark such tests ``pytest.mark.s3``.
+
+One deliberate change to moto: its ``If-None-Match: *`` check is check-then-act without a lock
+(moto 5.2.5 ``S3Response.put_object``), so two racing puts can both succeed, which AWS S3 never
+allows. The session serialises moto's PutObject handler so race tests see AWS semantics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.s3 import clear_client_cache, shared_client
+
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "lakeops-test",
+    "AWS_SECRET_ACCESS_KEY": "lakeops-test-secret",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    # Keep a developer's real profile, files and endpoints out of the test session.
+    "AWS_CONFIG_FILE": "/dev/null",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+_CLEARED_ENV = ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running moto S3 endpoint."""
+
+    endpoint_url: str
+
+    @property
+    def options(self) -> StorageOptions:
+        return StorageOptions(endpoint_url=self.endpoint_url)
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """A fresh, empty bucket: its ``s3://bucket`` URI and the options that reach it."""
+
+    uri: str
+    name: str
+    options: StorageOptions
+
+
+def _serialised(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """``handler`` under one lock: makes moto's conditional put atomic, as it is on AWS."""
+    lock = threading.Lock()
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return handler(*args, **kwargs)
+
+    return locked
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 over HTTP on 127.0.0.1 with fake credentials in the environment for the session."""
+    from moto.s3.responses import S3Response
+    from moto.server import ThreadedMotoServer
+
+    env = pytest.MonkeyPatch()
+    env.setattr(S3Response, "put_object", _serialised(S3Response.put_object))
+    for name, value in _FAKE_ENV.items():
+        env.setenv(name, value)
+    for name in _CLEARED_ENV:
+        env.delenv(name, raising=False)
+    clear_client_cache()
+    werkzeug_log = logging.getLogger("werkzeug")
+    env.setattr(werkzeug_log, "level", logging.WARNING)  # one INFO line per request drowns failures
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # port 0: OS picks a free one
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield S3Server(endpoint_url=f"http://{host}:{port}")
+    finally:
+        server.stop()
+        clear_client_cache()
+        env.undo()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> S3Bucket:
+    """A uniquely named bucket, so tests never see each other's objects."""
+    name = f"lakeops-test-{uuid.uuid4().hex[:16]}"
+    shared_client(endpoint_url=s3_server.endpoint_url).create_bucket(Bucket=name)
+    return S3Bucket(uri=f"s3://{name}", name=name, options=s3_server.options)
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def any_storage_root(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, Storage]:
+    """``(root_uri, storage)`` for an empty root on local disk or on S3, to run one contract twice."""
+    if request.param == "local":
+        root = str(tmp_path_factory.mktemp("storage") / "root")
+        return root, open_storage(root)
+    bucket: S3Bucket = request.getfixturevalue("s3_bucket")
+    root = f"{bucket.uri}/root"
+    return root, open_storage(root, bucket.options)

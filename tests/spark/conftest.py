@@ -1,0 +1,33 @@
+"""One local Spark session for the whole test run: the JVM start-up is paid once.
+
+Every test under ``tests/spark`` gets the ``spark`` marker, so ``-m "not spark"`` skips them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_jobs.session import build_session, stop_session
+
+_HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A ``local[2]`` session built exactly as the CLI builds it, stopped after the last test."""
+    session = build_session(master="local[2]", app_name="lakeops-tests")
+    try:
+        yield session
+    finally:
+        stop_session(session)

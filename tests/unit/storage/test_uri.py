@@ -1,0 +1,159 @@
+"""Location normalisation and root confinement (lakeops.storage.uri)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lakeops.errors import InvalidArgument, LakeopsError, OutsideRoot
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.local import LocalStorage
+from lakeops.storage.s3 import S3Storage
+from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("/tmp/t", "/tmp/t"),
+        ("/tmp/t/", "/tmp/t"),
+        ("/tmp//t/./x/../y", "/tmp/t/y"),
+        ("//tmp/t", "/tmp/t"),
+        ("/", "/"),
+        ("file:///tmp/t/", "/tmp/t"),
+        ("file:/tmp/t", "/tmp/t"),  # Hadoop / Spark spelling
+        ("file://localhost/tmp/t", "/tmp/t"),
+        ("file:///tmp/a%20b/c%25d", "/tmp/a b/c%d"),
+        ("FILE:///tmp/t", "/tmp/t"),
+        ("/tmp/a%20b", "/tmp/a%20b"),  # plain paths are not URIs: no decoding
+        ("s3://bucket/key/", "s3://bucket/key"),
+        ("s3a://bucket/key", "s3://bucket/key"),
+        ("s3n://bucket/a/b//", "s3://bucket/a/b"),
+        ("S3A://bucket/k", "s3://bucket/k"),
+        ("s3://bucket", "s3://bucket"),
+        ("s3://bucket/", "s3://bucket"),
+        ("s3://bucket/a%20b", "s3://bucket/a%20b"),  # S3 keys are literal
+    ],
+)
+def test_normalize(location: str, expected: str) -> None:
+    assert normalize(location) == expected
+
+
+def test_normalize_relative_path_is_made_absolute() -> None:
+    assert normalize("some/dir/") == os.path.join(os.getcwd(), "some/dir")
+
+
+def test_s3_aliases_are_equal() -> None:
+    assert normalize("s3a://b/t/") == normalize("s3n://b/t") == normalize("s3://b/t")
+
+
+@pytest.mark.parametrize(
+    ("location", "needle"),
+    [
+        ("", "empty"),
+        ("gs://bucket/x", "'gs'"),
+        ("file://otherhost/tmp/x", "otherhost"),
+        ("s3://", "no bucket"),
+        ("s3:///key", "no bucket"),
+        ("file:///tmp/%ff", "UTF-8"),
+    ],
+)
+def test_normalize_rejects(location: str, needle: str) -> None:
+    with pytest.raises(InvalidArgument, match=needle):
+        normalize(location)
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("/x", "file"),
+        ("rel/x", "file"),
+        ("file:/x", "file"),
+        ("file:///x", "file"),
+        ("s3://b/k", "s3"),
+        ("s3a://b/k", "s3"),
+        ("s3n://b", "s3"),
+        ("GS://b/k", "gs"),
+    ],
+)
+def test_scheme(location: str, expected: str) -> None:
+    assert scheme(location) == expected
+
+
+def test_join() -> None:
+    assert join("s3a://b/t/", "_delta_log", "00.json") == "s3://b/t/_delta_log/00.json"
+    assert join("s3://b", "x/") == "s3://b/x"
+    assert join("file:///tmp/t", "a/b") == "/tmp/t/a/b"
+    assert join("/tmp/t", "", "a") == "/tmp/t/a"
+    assert join("/", "a") == "/a"
+
+
+@pytest.mark.parametrize("part", ["/etc/passwd", "s3://other/x", "file:///etc"])
+def test_join_refuses_absolute_parts(part: str) -> None:
+    with pytest.raises(InvalidArgument, match="cannot join"):
+        join("/tmp/t", part)
+
+
+@pytest.mark.parametrize(
+    ("root", "path", "expected"),
+    [
+        ("/a/b", "/a/b/c", True),
+        ("/a/b", "/a/b", True),
+        ("/a/b/", "file:///a/b/c%20d", True),
+        ("/a/b", "/a/bc", False),
+        ("/a/b", "/a/bc/d", False),
+        ("/a/b", "/a", False),
+        ("/a/b", "/a/b/../c", False),
+        ("/a/b", "/a/b/c/../../b/d", True),
+        ("/", "/anything", True),
+        ("s3://b/t", "s3a://b/t/x", True),
+        ("s3a://b/t/", "s3://b/t/x/y", True),
+        ("s3://b/t", "s3://b/tx/y", False),
+        ("s3://b/t", "s3://b2/t/x", False),
+        ("s3://b/t", "s3://b/t/../x", False),
+        ("s3://b/t", "s3://b/t/./x", False),
+        ("s3://b", "s3://b/anything", True),
+        ("s3://b/t", "/b/t/x", False),
+        ("/b/t", "s3://b/t/x", False),
+    ],
+)
+def test_is_within(root: str, path: str, expected: bool) -> None:
+    assert is_within(root, path) is expected
+
+
+def test_require_within_names_both() -> None:
+    assert require_within("s3a://b/t", "s3://b/t/x/") == "s3://b/t/x"
+    with pytest.raises(OutsideRoot) as info:
+        require_within("/data/table", "/data/table2/part-0.parquet")
+    assert "/data/table2/part-0.parquet" in str(info.value)
+    assert "/data/table'" in str(info.value)
+    assert isinstance(info.value, LakeopsError)
+
+
+def test_relative_to() -> None:
+    assert relative_to("s3a://b/t/", "s3://b/t/_delta_log/0.json") == "_delta_log/0.json"
+    assert relative_to("/t", "/t") == ""
+    assert relative_to("/", "/x/y") == "x/y"
+    assert relative_to("s3://b", "s3://b/x") == "x"
+    with pytest.raises(OutsideRoot):
+        relative_to("/t", "/tt/x")
+
+
+def test_open_storage_by_scheme() -> None:
+    assert isinstance(open_storage("/tmp/x"), LocalStorage)
+    assert isinstance(open_storage("file:///tmp/x"), LocalStorage)
+    for location in ("s3://b/t", "s3a://b/t", "s3n://b/t"):
+        assert isinstance(open_storage(location, StorageOptions(region="us-east-1")), S3Storage)
+    with pytest.raises(InvalidArgument, match="'abfss'"):
+        open_storage("abfss://c@acct.dfs.core.windows.net/t")
+
+
+def test_storage_options_are_small_frozen_json() -> None:
+    options = StorageOptions(endpoint_url="http://127.0.0.1:9000", region="eu-west-1")
+    assert StorageOptions.model_validate_json(options.model_dump_json()) == options
+    assert hash(options) == hash(StorageOptions.model_validate_json(options.model_dump_json()))
+    with pytest.raises(ValueError):
+        StorageOptions(endpoint_url="127.0.0.1:9000")
+    with pytest.raises(ValueError):
+        StorageOptions.model_validate({"secret_access_key": "x"})
