@@ -246,9 +246,7 @@ def _parse_struct(obj: Mapping[str, Any], where: str) -> StructType:
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise ProtocolError(f"column {path}: 'metadata' must be an object")
-        fields.append(
-            StructField(name, parse_type(raw["type"], path), bool(raw.get("nullable", True)), metadata)
-        )
+        fields.append(StructField(name, parse_type(raw["type"], path), bool(raw.get("nullable", True)), metadata))
     return StructType(tuple(fields))
 
 
@@ -480,9 +478,7 @@ def _supports_column_mapping(protocol: Protocol) -> bool:
     return False
 
 
-def column_mapping_mode(
-    metadata: Metadata | Mapping[str, str], protocol: Protocol | None = None
-) -> ColumnMappingMode:
+def column_mapping_mode(metadata: Metadata | Mapping[str, str], protocol: Protocol | None = None) -> ColumnMappingMode:
     """``delta.columnMapping.mode`` of a table: ``"none"`` when absent.
 
     With ``protocol``, the property is honoured only if the protocol supports column mapping, as
@@ -507,9 +503,7 @@ def physical_name(f: StructField, mode: ColumnMappingMode) -> str:
         return f.name
     name = f.metadata.get(PHYSICAL_NAME_KEY)
     if not isinstance(name, str) or not name:
-        raise ProtocolError(
-            f"column {f.name!r} has no {PHYSICAL_NAME_KEY} although column mapping mode is {mode!r}"
-        )
+        raise ProtocolError(f"column {f.name!r} has no {PHYSICAL_NAME_KEY} although column mapping mode is {mode!r}")
     return name
 
 
@@ -527,9 +521,7 @@ def column_id(f: StructField) -> int | None:
 def _require_id(f: StructField, mode: ColumnMappingMode) -> int:
     value = column_id(f)
     if value is None:
-        raise ProtocolError(
-            f"column {f.name!r} has no {COLUMN_ID_KEY} although column mapping mode is {mode!r}"
-        )
+        raise ProtocolError(f"column {f.name!r} has no {COLUMN_ID_KEY} although column mapping mode is {mode!r}")
     return value
 
 
@@ -550,9 +542,7 @@ def _map_type(dtype: DataType, fn: Callable[[StructField], StructField]) -> Data
     if isinstance(dtype, ArrayType):
         return ArrayType(_map_type(dtype.element_type, fn), dtype.contains_null)
     if isinstance(dtype, MapType):
-        return MapType(
-            _map_type(dtype.key_type, fn), _map_type(dtype.value_type, fn), dtype.value_contains_null
-        )
+        return MapType(_map_type(dtype.key_type, fn), _map_type(dtype.value_type, fn), dtype.value_contains_null)
     return dtype
 
 
@@ -618,7 +608,7 @@ def physical_arrow_schema(
 # Data conversion: physical file <-> logical table
 # --------------------------------------------------------------------------------------------
 
-_Resolver = Callable[[StructField, pa.StructType | pa.Schema, str], int | None]
+_Resolver = Callable[[StructField, pa.StructType | pa.Schema], int | None]
 
 
 def _field_index_by_name(container: pa.StructType | pa.Schema, name: str) -> int | None:
@@ -642,7 +632,7 @@ def _field_index_by_id(container: pa.StructType | pa.Schema, wanted: int) -> int
 
 
 def _read_resolver(mode: ColumnMappingMode) -> _Resolver:
-    def resolve(f: StructField, container: pa.StructType | pa.Schema, where: str) -> int | None:
+    def resolve(f: StructField, container: pa.StructType | pa.Schema) -> int | None:
         if mode == "id":
             return _field_index_by_id(container, _require_id(f, mode))
         if mode == "name":
@@ -655,7 +645,7 @@ def _read_resolver(mode: ColumnMappingMode) -> _Resolver:
     return resolve
 
 
-def _write_resolver(f: StructField, container: pa.StructType | pa.Schema, where: str) -> int | None:
+def _write_resolver(f: StructField, container: pa.StructType | pa.Schema) -> int | None:
     return _field_index_by_name(container, f.name)
 
 
@@ -676,10 +666,7 @@ def _leaf_compatible(source: pa.DataType, target: pa.DataType) -> bool:
         return bool(t.is_timestamp(source) or t.is_date(source))
     textual = t.is_string(source) or t.is_large_string(source) or t.is_string_view(source)
     binary = (
-        t.is_binary(source)
-        or t.is_large_binary(source)
-        or t.is_binary_view(source)
-        or t.is_fixed_size_binary(source)
+        t.is_binary(source) or t.is_large_binary(source) or t.is_binary_view(source) or t.is_fixed_size_binary(source)
     )
     if t.is_string(target):
         return bool(textual or binary)  # some writers omit the UTF8 annotation; the cast validates
@@ -720,8 +707,8 @@ def _convert(arr: pa.Array, dtype: DataType, target: pa.DataType, where: str, co
     if isinstance(dtype, ArrayType):
         if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
             raise conv.error(f"{conv.describe}: column {where} is {source}, expected a list")
-        values = _convert(arr.values, dtype.element_type, target.value_type, f"{where}.element", conv)
-        offsets = arr.offsets.cast(pa.int32()) if pa.types.is_large_list(source) else arr.offsets
+        offsets, child = _rebased(arr)
+        values = _convert(child, dtype.element_type, target.value_type, f"{where}.element", conv)
         result = pa.ListArray.from_arrays(offsets, values, type=target, mask=_mask(arr))
         if conv.check_nullability and not dtype.contains_null:
             _check_no_nulls(result.flatten(), f"{where}.element", conv)
@@ -729,12 +716,13 @@ def _convert(arr: pa.Array, dtype: DataType, target: pa.DataType, where: str, co
     if isinstance(dtype, MapType):
         if not pa.types.is_map(source):
             raise conv.error(f"{conv.describe}: column {where} is {source}, expected a map")
-        entries = arr.values  # the full child; offsets point into it
+        offsets, entries = _rebased(arr)
         keys = _convert(entries.field(0), dtype.key_type, target.key_type, f"{where}.key", conv)
         items = _convert(entries.field(1), dtype.value_type, target.item_type, f"{where}.value", conv)
-        result = pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=_mask(arr))
+        result = pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=_mask(arr))
         if conv.check_nullability and not dtype.value_contains_null:
-            flat = result.cast(pa.list_(pa.field("e", target.value_type, nullable=False))).flatten()
+            entry = pa.struct([target.key_field, target.item_field])
+            flat = result.cast(pa.list_(pa.field("entries", entry, nullable=False))).flatten()
             _check_no_nulls(flat.field(1), f"{where}.value", conv)
         return result
     if source == target:
@@ -747,11 +735,21 @@ def _convert(arr: pa.Array, dtype: DataType, target: pa.DataType, where: str, co
         raise conv.error(f"{conv.describe}: column {where} ({source}) does not fit {target}: {exc}") from None
 
 
-def _child(
-    parent: pa.StructArray, f: StructField, target: pa.Field, where: str, conv: _Conversion
-) -> pa.Array:
+def _rebased(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Fresh int32 offsets from 0 and the child values they cover.
+
+    A sliced list's offsets are a view into its parent's, which pyarrow refuses to combine with a
+    validity mask when rebuilding the list.
+    """
+    start = arr.offsets[0].as_py()
+    end = arr.offsets[-1].as_py()
+    offsets = pc.subtract(arr.offsets, pa.scalar(start, arr.offsets.type)).cast(pa.int32())
+    return offsets, arr.values.slice(start, end - start)
+
+
+def _child(parent: pa.StructArray, f: StructField, target: pa.Field, where: str, conv: _Conversion) -> pa.Array:
     path = f"{where}.{f.name}"
-    index = conv.resolve(f, parent.type, path)
+    index = conv.resolve(f, parent.type)
     if index is None:
         if conv.check_nullability and not f.nullable:
             raise conv.error(f"{conv.describe}: non-nullable column {path} is missing")
@@ -770,13 +768,11 @@ def _check_no_nulls(arr: pa.Array, where: str, conv: _Conversion) -> None:
         raise conv.error(f"{conv.describe}: column {where} does not allow nulls but contains some")
 
 
-def _convert_table(
-    data: pa.Table, fields: tuple[StructField, ...], target: pa.Schema, conv: _Conversion
-) -> pa.Table:
+def _convert_table(data: pa.Table, fields: tuple[StructField, ...], target: pa.Schema, conv: _Conversion) -> pa.Table:
     columns: list[pa.ChunkedArray] = []
     for i, f in enumerate(fields):
         target_field = target.field(i)
-        index = conv.resolve(f, data.schema, f.name)
+        index = conv.resolve(f, data.schema)
         if index is None:
             if conv.check_nullability and not f.nullable:
                 raise conv.error(f"{conv.describe}: non-nullable column {f.name} is missing")
@@ -840,9 +836,7 @@ def logical_to_physical(
     partitions = list(partition_columns)
     data_fields = data_schema(schema, partitions)
     unknown = [
-        name
-        for name in data.schema.names
-        if data_fields.get(name) is None and not _is_partition(name, partitions)
+        name for name in data.schema.names if data_fields.get(name) is None and not _is_partition(name, partitions)
     ]
     if unknown:
         raise InvalidArgument(f"input table has columns the table schema does not know: {unknown}")

@@ -177,9 +177,7 @@ class DataSkippingConfig:
             except ValueError:
                 num = -2
             if num < -1:
-                raise ProtocolError(
-                    f"table property {NUM_INDEXED_COLS_KEY}={raw_num!r}: expected an integer >= -1"
-                )
+                raise ProtocolError(f"table property {NUM_INDEXED_COLS_KEY}={raw_num!r}: expected an integer >= -1")
         raw_columns = configuration.get(STATS_COLUMNS_KEY)
         columns = parse_column_list(raw_columns) if raw_columns and raw_columns.strip() else None
         return cls(num_indexed_cols=num, stats_columns=columns)
@@ -218,9 +216,7 @@ def _truncate(fields: Iterable[StructField], budget: int, prefix: Leaf = ()) -> 
     return out, used
 
 
-def indexed_columns(
-    schema: StructType, partition_columns: Iterable[str], config: DataSkippingConfig
-) -> list[Leaf]:
+def indexed_columns(schema: StructType, partition_columns: Iterable[str], config: DataSkippingConfig) -> list[Leaf]:
     """The non-struct columns that get statistics, in schema order (partition columns never)."""
     data = data_schema(schema, partition_columns)
     if config.stats_columns is not None:

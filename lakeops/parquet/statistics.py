@@ -377,13 +377,21 @@ def _float_bound(number: float, which: Literal["min", "max"]) -> float | None:
     return number
 
 
+def _int_in_range(value: int, ctype: ColumnType) -> bool:
+    """Whether ``value`` fits the annotation (a signed reading of an unsigned column does not)."""
+    bits = ctype.bit_width or (32 if ctype.physical_type == "INT32" else 64)
+    if ctype.signed is False:
+        return 0 <= value < 1 << bits
+    return -(1 << (bits - 1)) <= value < 1 << (bits - 1)
+
+
 def _typed_bound(value: Any, ctype: ColumnType, which: Literal["min", "max"]) -> StatValue | None:
     """pyarrow's typed value, if it is exact for this type and of the expected Python type."""
     kind = ctype.kind
     if kind is Kind.BOOLEAN and isinstance(value, bool):
         return value
     if kind is Kind.INT and isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return value if _int_in_range(value, ctype) else None
     if kind in (Kind.FLOAT, Kind.DOUBLE) and isinstance(value, float):
         return _float_bound(value, which)
     if kind is Kind.DECIMAL and ctype.physical_type != "BYTE_ARRAY" and isinstance(value, Decimal):

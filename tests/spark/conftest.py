@@ -24,8 +24,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """A ``local[2]`` session built exactly as the CLI builds it, stopped after the last test."""
+def spark(s3_server: object) -> Iterator[SparkSession]:
+    """A ``local[2]`` session built exactly as the CLI builds it, stopped after the last test.
+
+    It depends on ``s3_server`` so the S3 credentials are in the environment before the JVM and
+    its Python workers start: workers inherit the environment once, as on a real cluster.
+    """
     session = build_session(master="local[2]", app_name="lakeops-tests")
     try:
         yield session
