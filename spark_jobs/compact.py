@@ -13,7 +13,7 @@ from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs.runner import run_units
+from spark_jobs.runner import TaskFailed, run_units
 from spark_jobs.session import build_session
 
 
@@ -41,13 +41,19 @@ def run_compaction(
         )
     spark = build_session(master=args.master, conf=dict(args.conf))
     console.print(f"rewriting {len(plan.groups)} bins on Spark ({spark.sparkContext.master}) ...")
-    results = run_units(
-        spark,
-        plan.groups,
-        compaction.task_for(plan),
-        compaction.RewriteResult,
-        description=f"lakeops compact {plan.table_root} @ v{plan.read_version}",
-    )
+    try:
+        results = run_units(
+            spark,
+            plan.groups,
+            compaction.task_for(plan),
+            compaction.RewriteResult,
+            description=f"lakeops compact {plan.table_root} @ v{plan.read_version}",
+        )
+    except TaskFailed as failure:
+        # Nothing was committed: the bins that did finish leave no files behind either.
+        finished = [r for r in failure.completed.values() if isinstance(r, compaction.RewriteResult)]
+        compaction.discard(plan, finished, storage_options)
+        raise
     console.print("committing ...")
     report = compaction.commit(plan, results, storage_options, started)
     console.print(f"committed version {report.committed_version}")

@@ -24,6 +24,7 @@ import logging
 import threading
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -119,9 +120,7 @@ def _dump(model: BaseModel) -> str:
     return model.model_dump_json(by_alias=True, round_trip=True)
 
 
-def _run_one(
-    task: Callable[[Unit], BaseModel], unit_type: type[Unit], idx: int, payload: str
-) -> pa.RecordBatch:
+def _run_one(task: Callable[[Unit], BaseModel], unit_type: type[Unit], idx: int, payload: str) -> pa.RecordBatch:
     """Run ``task`` on one unit inside a Spark task; an exception becomes an error row."""
     row: dict[str, list[object]] = {
         "idx": [idx],
@@ -193,7 +192,11 @@ def run_units(
             for idx, payload in zip(indices, payloads, strict=True):
                 yield _run_one(task, unit_type, idx, payload)
 
-    results_df = placed.mapInArrow(run_partition, _RESULT_DDL)
+    with warnings.catch_warnings():
+        # pyspark warns on every new Arrow UDF that it "does not yet fully support pandas >= 3";
+        # this path never touches pandas (Arrow batches in, Arrow batches out).
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        results_df = placed.mapInArrow(run_partition, _RESULT_DDL)
     group = f"lakeops-{uuid.uuid4().hex[:12]}"
     try:
         with _job_group(spark, group, label), _progress_poller(spark, group, slots, progress):
@@ -203,9 +206,7 @@ def run_units(
     return _collect(label, table.to_pylist(), len(units), result_type)
 
 
-def _collect(
-    label: str, rows: list[dict[str, object]], count: int, result_type: type[Result]
-) -> list[Result]:
+def _collect(label: str, rows: list[dict[str, object]], count: int, result_type: type[Result]) -> list[Result]:
     """Validate the task rows into results in unit order, or raise :class:`TaskFailed`."""
     by_index = {row["idx"]: row for row in rows}
     missing = sorted(set(range(count)) - set(by_index))
@@ -214,9 +215,7 @@ def _collect(
     failed = [i for i in range(count) if by_index[i]["error_type"] is not None]
     failed_set = set(failed)
     completed = {
-        i: result_type.model_validate_json(str(by_index[i]["result"]))
-        for i in range(count)
-        if i not in failed_set
+        i: result_type.model_validate_json(str(by_index[i]["result"])) for i in range(count) if i not in failed_set
     }
     if failed:
         first = by_index[failed[0]]
@@ -289,9 +288,7 @@ def _job_group(spark: SparkSession, group: str, description: str) -> Iterator[No
 
 
 @contextmanager
-def _progress_poller(
-    spark: SparkSession, group: str, total: int, callback: Progress | None
-) -> Iterator[None]:
+def _progress_poller(spark: SparkSession, group: str, total: int, callback: Progress | None) -> Iterator[None]:
     """Report (finished, total) tasks of the job group from a polling thread; Classic only."""
     sc = _spark_context(spark) if callback is not None else None
     if sc is None or callback is None:

@@ -70,7 +70,13 @@ def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Met
         table = parquet.read(columns=present)
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
-    builders = {"protocol": Protocol, "metaData": Metadata, "txn": Txn, "add": Add, "remove": Remove}
+    builders: dict[str, type[Protocol | Metadata | Txn | Add | Remove]] = {
+        "protocol": Protocol,
+        "metaData": Metadata,
+        "txn": Txn,
+        "add": Add,
+        "remove": Remove,
+    }
     for column in present:
         values = table.column(column)
         rows = values.filter(pc.is_valid(values)).to_pylist()

@@ -41,7 +41,9 @@ def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptFile(f"{location}: commit file is not UTF-8 ({exc})") from exc
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085, which JSON allows
+    # unescaped inside strings (stats, partition values), and would turn a valid line into two bad ones.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

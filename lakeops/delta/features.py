@@ -41,9 +41,12 @@ _LEGACY_WRITER = {
 def check_readable(protocol: Protocol, table: str) -> None:
     """Raise :class:`UnsupportedFeature` unless lakeops can read this table correctly."""
     if protocol.min_reader_version > MAX_READER_VERSION:
+        # Still name any unknown reader feature the protocol lists: "say which feature" (DESIGN.md).
+        listed = sorted(set(protocol.reader_features or ()) - READER_FEATURES)
+        also = f"; unsupported reader features listed: {', '.join(listed)}" if listed else ""
         raise UnsupportedFeature(
             f"{table}: reader version {protocol.min_reader_version} is not supported "
-            f"(lakeops reads up to {MAX_READER_VERSION})"
+            f"(lakeops reads up to {MAX_READER_VERSION}){also}"
         )
     if protocol.min_reader_version == 3:
         unknown = sorted(set(protocol.reader_features or ()) - READER_FEATURES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint
 from lakeops.errors import NotATable, NotFound, UnsupportedFeature, VersionNotFound
@@ -23,6 +23,7 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _CHECKPOINT_PART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def commit_file_name(version: int) -> str:
@@ -151,13 +152,9 @@ def segment_for_version(listing: LogListing, table_root: str, version: int | Non
         ):
             raise _v2_checkpoint_error(listing, table_root, target)
         earliest = min(listing.commits) if listing.commits else None
-        reason = (
-            f"commit {missing[0]:020d}.json is missing and no complete checkpoint covers it"
-            if checkpoint or start == 0
-            else f"no complete checkpoint at or below {target} and commit {missing[0]:020d}.json is gone"
-        )
         raise VersionNotFound(
-            f"{table_root}: cannot reconstruct version {target}: {reason} "
+            f"{table_root}: cannot reconstruct version {target}: commit {missing[0]:020d}.json is missing "
+            "and no complete checkpoint covers it "
             f"(the log was expired or is damaged; earliest commit kept: {earliest})"
         )
     commits = tuple((v, listing.commits[v]) for v in range(start, target + 1))
@@ -182,7 +179,11 @@ def commit_timestamps(listing: LogListing) -> list[tuple[int, int]]:
 
 def version_at_timestamp(listing: LogListing, table_root: str, when: datetime) -> int:
     """The latest version committed at or before ``when`` (time travel by timestamp)."""
-    cutoff_ms = int(when.timestamp() * 1000)
+    # Exact integer milliseconds: ``int(when.timestamp() * 1000)`` rounds some exact commit times down
+    # by 1 ms (float error), which would skip the very commit the caller named. A naive time is UTC,
+    # as commit timestamps are and as delta-rs reads it.
+    aware = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    cutoff_ms = (aware - _EPOCH) // timedelta(milliseconds=1)
     candidates = [v for v, ts in commit_timestamps(listing) if ts <= cutoff_ms]
     if not candidates:
         raise VersionNotFound(

@@ -23,7 +23,17 @@ from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize, require_within
 
-__all__ = ["CompactionOptions", "CompactionReport", "plan", "task_for", "commit", "dry_run_report"]
+__all__ = [
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionReport",
+    "RewriteResult",
+    "commit",
+    "discard",
+    "dry_run_report",
+    "plan",
+    "task_for",
+]
 
 
 class CompactionReport(Report):

@@ -12,6 +12,8 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from lakeops.errors import InvalidArgument
@@ -84,11 +86,25 @@ def _compare(op: Callable[[Any, Any], bool], value: Any, literal: Any, text: str
     """Compare a typed partition value with a literal, coercing the literal to the value's type."""
     try:
         if isinstance(value, bool):
-            coerced: Any = literal if isinstance(literal, bool) else str(literal).lower() == "true"
+            # Only a boolean or 'true'/'false': anything else (1, 'yes', a typo) must not select False.
+            if isinstance(literal, bool):
+                coerced: Any = literal
+            elif isinstance(literal, str) and literal.lower() in ("true", "false"):
+                coerced = literal.lower() == "true"
+            else:
+                raise ValueError("a boolean column compares with true or false only")
         elif isinstance(value, int | float) and not isinstance(literal, bool):
-            coerced = type(value)(literal)
+            # A numeric literal is compared as written: int(2.5) == 2 would widen `x = 2.5` to x = 2.
+            coerced = literal if isinstance(literal, int | float) else type(value)(literal)
+        elif isinstance(value, Decimal) and isinstance(literal, float):
+            coerced = Decimal(repr(literal))  # Decimal(1.1) is 1.100000000000000088...
         elif hasattr(value, "isoformat") and isinstance(literal, str):
             coerced = type(value).fromisoformat(literal)
+            if isinstance(value, datetime) and isinstance(coerced, datetime):
+                if value.tzinfo is not None and coerced.tzinfo is None:
+                    coerced = coerced.replace(tzinfo=UTC)  # as zone-less timestamp partition values are
+                elif value.tzinfo is None and coerced.tzinfo is not None:
+                    raise ValueError("a timestamp_ntz column compares with a literal without time zone")
         elif isinstance(value, str):
             coerced = str(literal)
         else:

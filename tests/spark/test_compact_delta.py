@@ -170,7 +170,12 @@ def test_compaction_on_s3(spark: Any, s3_bucket: Any, capsys: pytest.CaptureFixt
     table = DeltaTable(location, storage_options=delta_rs_options)
     assert table.to_pyarrow_table().sort_by("id").equals(before)
     assert len(table.file_uris()) == 3 == report["files_added"]
-    assert table.history(1)[0]["operation"] == "OPTIMIZE"
+    assert table.version() == report["committed_version"] == 25
+    # delta-rs 1.6 ``history()`` times out against moto's listing (seen with and without lakeops
+    # involved), so the commit's provenance is read back through S3 directly.
+    storage = open_storage(location, s3_bucket.options)
+    first_line = storage.read(f"{location}/_delta_log/{25:020d}.json").decode().splitlines()[0]
+    assert json.loads(first_line)["commitInfo"]["operation"] == "OPTIMIZE"
 
 
 def _rewrite(spark: Any, location: str) -> tuple[compaction.CompactionPlan, list[Any], float]:

@@ -1,27 +1,180 @@
-"""Spark execution of plan units (spark_jobs.runner) on the session spark_jobs.session builds."""
+"""Plan units on Spark (spark_jobs.runner) and the session that runs them (spark_jobs.session).
+
+The tasks and models below live in this test module, which pytest imports with
+``--import-mode=importlib``: Spark workers cannot import it by name. Registering the module with
+cloudpickle makes pyspark pickle its functions and classes by value, which is what lets the
+workers run them (real tasks live in ``lakeops`` and are pickled by reference).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from pathlib import Path
 
-from pydantic import BaseModel
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from spark_jobs.runner import run_units
-
+from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError
+from spark_jobs.runner import TaskFailed, run_units
+from spark_jobs.session import build_session, is_local_master
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
+class Unit(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    index: int
+    # An alias, as in pyiceberg-style models: the unit must round-trip through JSON by alias.
+    path: str = Field(alias="file-path")
+    sleep_s: float = 0.0
+
+
 class Echo(BaseModel):
-    n: int
+    index: int
+    path: str = Field(alias="file-path")
+    pid: int
 
 
-def whoami(unit: Echo) -> Echo:
-    return Echo(n=unit.n)
+class WorkerInfo(BaseModel):
+    executable: str
 
 
-def test_probe(spark: SparkSession) -> None:
-    print(__name__, sys.modules.get(__name__))
-    assert [r.n for r in run_units(spark, [Echo(n=i) for i in range(5)], whoami, Echo)] == list(range(5))
+def echo(unit: Unit) -> Echo:
+    time.sleep(unit.sleep_s)
+    return Echo(index=unit.index, **{"file-path": unit.path}, pid=os.getpid())
+
+
+def corrupt_on_odd(unit: Unit) -> Echo:
+    if unit.index % 2:
+        raise CorruptFile(f"{unit.path}: bad Parquet footer magic b'PAR0'")
+    return echo(unit)
+
+
+def worker_python(unit: Unit) -> WorkerInfo:
+    return WorkerInfo(executable=sys.executable)
+
+
+def units(count: int, *, sleep_s: float = 0.0) -> list[Unit]:
+    return [Unit(index=i, path=f"part-{i:05d}.parquet", sleep_s=sleep_s) for i in range(count)]
+
+
+def test_results_come_back_in_unit_order(spark: SparkSession) -> None:
+    results = run_units(spark, units(50), echo, Echo, description="test: echo 50 units")
+
+    assert [r.index for r in results] == list(range(50))
+    assert [r.path for r in results] == [f"part-{i:05d}.parquet" for i in range(50)]
+
+
+def test_each_unit_gets_its_own_task(spark: SparkSession) -> None:
+    # Four 1 s units on two cores: one task each finishes in ~2 s; two units sharing a task
+    # (hash or round-robin placement) would take ~3-4 s and show up as the same worker pid twice
+    # in a row on one partition. Timing is too noisy on shared CI, so check placement directly.
+    results = run_units(spark, units(6), echo, Echo, parallelism=3)
+    assert [r.index for r in results] == list(range(6))
+    # Partition k holds units k and k + 3, run one after the other by the same worker process.
+    assert all(results[k].pid == results[k + 3].pid for k in range(3))
+
+
+def test_unit_error_surfaces_with_type_and_message(spark: SparkSession) -> None:
+    with pytest.raises(TaskFailed) as caught:
+        run_units(spark, units(6), corrupt_on_odd, Echo, description="test: corrupt")
+
+    err = caught.value
+    assert isinstance(err, LakeopsError)
+    assert "CorruptFile" in str(err)
+    assert "part-00001.parquet: bad Parquet footer magic b'PAR0'" in str(err)
+    assert err.index == 1
+    assert err.error_type == "lakeops.errors.CorruptFile"
+    assert err.error_message == "part-00001.parquet: bad Parquet footer magic b'PAR0'"
+    assert err.failed == (1, 3, 5)
+    # What finished anyway is handed back, so the caller can clean up its output.
+    assert sorted(err.completed) == [0, 2, 4]
+    assert all(isinstance(r, Echo) for r in err.completed.values())
+    assert err.remote_traceback is not None and "corrupt_on_odd" in err.remote_traceback
+
+
+def test_task_returning_a_non_model_fails_clearly(spark: SparkSession) -> None:
+    with pytest.raises(TaskFailed, match="TypeError: task returned str, expected a pydantic model"):
+        run_units(spark, units(1), str, Echo)  # type: ignore[arg-type]
+
+
+def test_empty_plan_does_not_touch_spark() -> None:
+    assert run_units(None, [], echo, Echo) == []  # type: ignore[arg-type]
+
+
+def test_mixed_unit_types_are_refused(spark: SparkSession) -> None:
+    with pytest.raises(InvalidArgument, match="one model type"):
+        run_units(spark, [*units(1), WorkerInfo(executable="x")], echo, Echo)  # type: ignore[list-item]
+
+
+def test_progress_reports_tasks(spark: SparkSession) -> None:
+    seen: list[tuple[int, int]] = []
+    run_units(spark, units(4, sleep_s=0.6), echo, Echo, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (4, 4)
+    assert all(total == 4 and 0 <= done <= 4 for done, total in seen)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_job_group_is_restored(spark: SparkSession) -> None:
+    sc = spark.sparkContext
+    sc.setJobGroup("caller-group", "the caller's own label")
+    try:
+        run_units(spark, units(2), echo, Echo, description="test: labels")
+        assert sc.getLocalProperty("spark.jobGroup.id") == "caller-group"
+        assert sc.getLocalProperty("spark.job.description") == "the caller's own label"
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.interruptOnCancel", None)  # type: ignore[arg-type]
+
+
+def test_session_defaults(spark: SparkSession) -> None:
+    assert spark.sparkContext.master == "local[2]"
+    assert spark.conf.get("spark.ui.enabled") == "false"
+    assert spark.conf.get("spark.pyspark.python") == sys.executable
+    assert spark.conf.get("spark.pyspark.driver.python") == sys.executable
+    assert spark.conf.get("spark.driver.host") == "127.0.0.1"
+    assert spark.conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+    assert int(spark.conf.get("spark.sql.shuffle.partitions")) <= 16
+    assert spark.conf.get("spark.log.level") == "WARN"
+    assert "log4j2.configurationFile" in spark.conf.get("spark.driver.extraJavaOptions")
+
+
+def test_workers_run_the_driver_interpreter(spark: SparkSession) -> None:
+    [info] = run_units(spark, units(1), worker_python, WorkerInfo)
+    assert Path(info.executable) == Path(sys.executable)
+
+
+def test_build_session_reuses_the_active_session(spark: SparkSession) -> None:
+    assert build_session() is spark  # nothing requested explicitly: reuse
+    assert build_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"}) is spark
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    spark.conf.set("spark.sql.shuffle.partitions", "8")
+
+
+def test_build_session_refuses_another_master(spark: SparkSession) -> None:
+    with pytest.raises(InvalidArgument, match="already active"):
+        build_session(master="spark://elsewhere:7077")
+
+
+@pytest.mark.parametrize(
+    ("master", "local"),
+    [
+        ("local", True),
+        ("local[*]", True),
+        ("local[4,2]", True),
+        ("local-cluster[2,1,1024]", True),
+        ("spark://host:7077", False),
+        ("yarn", False),
+        ("k8s://https://api:6443", False),
+        ("sc://localhost:15002", False),
+    ],
+)
+def test_is_local_master(master: str, local: bool) -> None:
+    assert is_local_master(master) is local

@@ -38,10 +38,10 @@ from lakeops.delta.schema import (
 )
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.stats import DataSkippingConfig, delta_stats_json
-from lakeops.parquet.statistics import nan_counts as count_nans
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.ops.predicate import parse_predicate
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.parquet.statistics import nan_counts as count_nans
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join, require_within
 from lakeops.units import parse_size
 
@@ -342,6 +342,40 @@ def _rows_per_file(group: RewriteGroup) -> int:
     return max(1, math.floor(group.target_file_size / (group.bytes / total_rows)))
 
 
+def _upload(
+    group: RewriteGroup,
+    storage: Storage,
+    schema: StructType,
+    mode: ColumnMappingMode,
+    payload: bytes,
+    rows: int,
+    nan_counts: dict[tuple[str, ...], int],
+) -> WrittenFile:
+    """Store one finished file under a fresh name (put-if-absent: a data file is never overwritten)
+    and describe it as an ``add`` action with full statistics."""
+    name = _data_file_name()
+    rel = f"{group.output_dir}/{name}" if group.output_dir else name
+    location = require_within(group.table_root, join(group.table_root, *(unquote(p) for p in rel.split("/"))))
+    storage.put_if_absent(location, payload)
+    stats = delta_stats_json(
+        pq.ParquetFile(pa.BufferReader(payload)).metadata,
+        schema,
+        mode=mode,
+        partition_columns=group.partition_columns,
+        config=DataSkippingConfig.from_configuration(group.configuration),
+        nan_counts=nan_counts,
+    )
+    add = Add(
+        path=rel,
+        partitionValues=group.partition_values,
+        size=len(payload),
+        modificationTime=int(time.time() * 1000),
+        dataChange=False,
+        stats=stats,
+    )
+    return WrittenFile(add=add.to_json_dict(), location=location, rows=rows)
+
+
 def rewrite_group(group: RewriteGroup) -> RewriteResult:
     """Rewrite one bin into files of about the target size; returns their ``add`` actions."""
     started = time.monotonic()
@@ -358,30 +392,13 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
         roller.write(logical_to_physical(table, schema, mode, partition_columns=group.partition_columns))
 
     written: list[WrittenFile] = []
-    now_ms = int(time.time() * 1000)
-    for payload, rows, nan_counts in roller.close():
-        name = _data_file_name()
-        rel = f"{group.output_dir}/{name}" if group.output_dir else name
-        location = require_within(group.table_root, join(group.table_root, *(unquote(p) for p in rel.split("/"))))
-        storage.put_if_absent(location, payload)
-        footer = pq.ParquetFile(pa.BufferReader(payload)).metadata
-        stats = delta_stats_json(
-            footer,
-            schema,
-            mode=mode,
-            partition_columns=group.partition_columns,
-            config=DataSkippingConfig.from_configuration(group.configuration),
-            nan_counts=nan_counts,
-        )
-        add = Add(
-            path=rel,
-            partition_values=group.partition_values,
-            size=len(payload),
-            modification_time=now_ms,
-            data_change=False,
-            stats=stats,
-        )
-        written.append(WrittenFile(add=add.to_json_dict(), location=location, rows=rows))
+    try:
+        for payload, rows, nan_counts in roller.close():
+            written.append(_upload(group, storage, schema, mode, payload, rows, nan_counts))
+    except BaseException:
+        # A task that fails leaves nothing behind: its partial output is deleted before it dies.
+        storage.delete_many([w.location for w in written])
+        raise
     return RewriteResult(
         group_id=group.group_id,
         written=written,
@@ -407,15 +424,17 @@ def commit_compaction(
     if set(by_id) != {g.group_id for g in plan.groups}:
         raise InvalidArgument(f"{plan.table_root}: rewrite results do not match the plan's groups")
     removes = [
-        Remove(
-            path=source.add["path"],
-            deletion_timestamp=now_ms,
-            data_change=False,
-            extended_file_metadata=True,
-            partition_values=source.add.get("partitionValues", {}),
-            size=source.size,
-            tags=source.add.get("tags"),
-            deletion_vector=source.add.get("deletionVector"),
+        Remove.model_validate(
+            {
+                "path": source.add["path"],
+                "deletionTimestamp": now_ms,
+                "dataChange": False,
+                "extendedFileMetadata": True,
+                "partitionValues": source.add.get("partitionValues", {}),
+                "size": source.size,
+                "tags": source.add.get("tags"),
+                "deletionVector": source.add.get("deletionVector"),
+            }
         )
         for group in plan.groups
         for source in group.files
