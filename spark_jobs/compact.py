@@ -36,8 +36,10 @@ def run_compaction(
         f"({format_size(plan.input_bytes)}) in {len(plan.groups)} bins to rewrite"
     )
     if args.dry_run or not plan.groups:
-        return compaction.dry_run_report(plan, started) if args.dry_run else compaction.commit(
-            plan, [], storage_options, started
+        return (
+            compaction.dry_run_report(plan, started)
+            if args.dry_run
+            else compaction.commit(plan, [], storage_options, started)
         )
     spark = build_session(master=args.master, conf=dict(args.conf))
     console.print(f"rewriting {len(plan.groups)} bins on Spark ({spark.sparkContext.master}) ...")

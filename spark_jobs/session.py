@@ -19,6 +19,7 @@ cluster's settings always win).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import os
 import re
@@ -299,10 +300,19 @@ def stop_session(spark: SparkSession | None = None) -> None:
 
 
 def _package_dir(name: str) -> Path:
-    module = __import__(name)
-    if module.__file__ is None:  # namespace package: nothing single to ship
-        raise InvalidArgument(f"package {name!r} has no __init__.py; cannot ship it to executors")
-    return Path(module.__file__).resolve().parent
+    """The directory holding package ``name``'s sources.
+
+    Read from ``__path__``, not ``__file__``: an editable install can present a regular package
+    as a namespace package (no ``__file__``), and its path may carry import-hook entries that are
+    not directories.
+    """
+    module = importlib.import_module(name)
+    dirs = [Path(entry).resolve() for entry in getattr(module, "__path__", []) if Path(entry).is_dir()]
+    if len(dirs) != 1:
+        raise InvalidArgument(
+            f"cannot ship package {name!r} to the executors: expected one source directory, found {dirs}"
+        )
+    return dirs[0]
 
 
 def _installed_in_site_packages(path: Path) -> bool:

@@ -61,8 +61,10 @@ def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
         try:
             action = model.model_validate(body)
         except ValidationError as exc:
-            raise CorruptFile(f"{location}: line {number}: invalid {key} action: {exc.errors()[0]['msg']} "
-                              f"at {'.'.join(str(p) for p in exc.errors()[0]['loc'])}") from exc
+            raise CorruptFile(
+                f"{location}: line {number}: invalid {key} action: {exc.errors()[0]['msg']} "
+                f"at {'.'.join(str(p) for p in exc.errors()[0]['loc'])}"
+            ) from exc
         _collect(result, action, location)
     return result
 

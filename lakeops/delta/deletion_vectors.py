@@ -105,7 +105,7 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
                 raise InvalidArgument(f"character {char!r} at {start} is not Z85")
             word = word * 85 + value
         if word > 0xFFFFFFFF:
-            raise InvalidArgument(f"Z85 group {text[start:start + 5]!r} at {start} exceeds 32 bits")
+            raise InvalidArgument(f"Z85 group {text[start : start + 5]!r} at {start} exceeds 32 bits")
         out += word.to_bytes(4, "big")
     if size is None:
         return bytes(out)
@@ -151,9 +151,7 @@ def decode_bitmap_array(data: bytes, source: str) -> BitMap64:
         try:
             bitmap = BitMap64.deserialize(data[4:])
         except (ValueError, IndexError) as exc:
-            raise CorruptFile(
-                f"{source}: deletion vector is not a valid portable 64-bit Roaring bitmap"
-            ) from exc
+            raise CorruptFile(f"{source}: deletion vector is not a valid portable 64-bit Roaring bitmap") from exc
     elif struct.unpack_from(">I", data)[0] == MAGIC_LEGACY:
         bitmap = _decode_legacy(data, source)
     else:
@@ -185,9 +183,7 @@ def _decode_legacy(data: bytes, source: str) -> BitMap64:
             if len(bucket):
                 buckets.append(struct.pack("<I", key) + bucket.serialize())
     except (struct.error, ValueError, IndexError) as exc:
-        raise CorruptFile(
-            f"{source}: legacy (magic {MAGIC_LEGACY}) deletion vector is not decodable"
-        ) from exc
+        raise CorruptFile(f"{source}: legacy (magic {MAGIC_LEGACY}) deletion vector is not decodable") from exc
     if pos != len(data):
         raise CorruptFile(f"{source}: legacy deletion vector has {len(data) - pos} unexpected trailing bytes")
     return BitMap64.deserialize(struct.pack("<Q", len(buckets)) + b"".join(buckets))
@@ -227,9 +223,7 @@ def dv_absolute_path(descriptor: DeletionVectorDescriptor, table_root: str) -> s
     if descriptor.storage_type == "p":
         # file: URIs are percent-decoded by normalize itself; decoding twice would corrupt "%25".
         return normalize(text if text[:5].lower() == "file:" else unquote(text))
-    raise InvalidArgument(
-        f"deletion vector {descriptor.unique_id}: inline ('i') deletion vectors have no file"
-    )
+    raise InvalidArgument(f"deletion vector {descriptor.unique_id}: inline ('i') deletion vectors have no file")
 
 
 def read_deletion_vector(
@@ -287,19 +281,13 @@ def _read_framed(storage: Storage, path: str, offset: int, size: int, source: st
     except NotFound as exc:
         raise NotFound(f"{source}: deletion vector file does not exist") from exc
     if len(chunk) != length:
-        raise CorruptFile(
-            f"{source}: file ends after {start + len(chunk)} bytes, the DV needs {start + length}"
-        )
+        raise CorruptFile(f"{source}: file ends after {start + len(chunk)} bytes, the DV needs {start + length}")
     if start == 0 and chunk[0] != DV_FILE_FORMAT_VERSION:
-        raise CorruptFile(
-            f"{source}: DV file format version is {chunk[0]}, expected {DV_FILE_FORMAT_VERSION}"
-        )
+        raise CorruptFile(f"{source}: DV file format version is {chunk[0]}, expected {DV_FILE_FORMAT_VERSION}")
     pos = offset - start
     (data_size,) = struct.unpack_from(">I", chunk, pos)
     if data_size != size:
-        raise CorruptFile(
-            f"{source}: stored dataSize {data_size} differs from the descriptor's sizeInBytes {size}"
-        )
+        raise CorruptFile(f"{source}: stored dataSize {data_size} differs from the descriptor's sizeInBytes {size}")
     payload = chunk[pos + 4 : pos + 4 + size]
     (stored_crc,) = struct.unpack_from(">I", chunk, pos + 4 + size)
     actual_crc = zlib.crc32(payload)

@@ -132,16 +132,12 @@ def parse_last_checkpoint(raw: bytes, location: str) -> LastCheckpoint:
             parse_constant=_reject_constant,
         )
     except _DuplicateKey as exc:
-        raise CorruptFile(
-            f"{location}: duplicate key {exc.args[0]!r}; the protocol makes such JSON invalid"
-        ) from exc
+        raise CorruptFile(f"{location}: duplicate key {exc.args[0]!r}; the protocol makes such JSON invalid") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         what = "is empty" if not raw.strip() else f"is not valid JSON ({exc})"
         raise CorruptFile(f"{location}: last checkpoint file {what}") from exc
     if not isinstance(parsed, dict):
-        raise CorruptFile(
-            f"{location}: last checkpoint file holds a JSON {type(parsed).__name__}, not an object"
-        )
+        raise CorruptFile(f"{location}: last checkpoint file holds a JSON {type(parsed).__name__}, not an object")
     stored = parsed.get(_CHECKSUM_KEY)
     if stored is not None:
         if not isinstance(stored, str):
@@ -149,13 +145,9 @@ def parse_last_checkpoint(raw: bytes, location: str) -> LastCheckpoint:
         try:
             expected = checksum(parsed)
         except (InvalidArgument, UnicodeEncodeError) as exc:
-            raise CorruptFile(
-                f"{location}: cannot canonicalise the content for its checksum ({exc})"
-            ) from exc
+            raise CorruptFile(f"{location}: cannot canonicalise the content for its checksum ({exc})") from exc
         if stored.lower() != expected:
-            raise CorruptFile(
-                f"{location}: checksum mismatch (stored {stored}, content hashes to {expected})"
-            )
+            raise CorruptFile(f"{location}: checksum mismatch (stored {stored}, content hashes to {expected})")
     try:
         return LastCheckpoint.model_validate(parsed)
     except ValidationError as exc:

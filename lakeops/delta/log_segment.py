@@ -117,9 +117,7 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
 
     last_checkpoint = None
     if last_checkpoint_info is not None:
-        last_checkpoint = parse_last_checkpoint(
-            storage.read(last_checkpoint_info.path), last_checkpoint_info.path
-        )
+        last_checkpoint = parse_last_checkpoint(storage.read(last_checkpoint_info.path), last_checkpoint_info.path)
     return LogListing(log_dir, commits, checkpoints, incomplete, last_checkpoint, v2)
 
 

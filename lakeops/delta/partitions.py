@@ -75,13 +75,9 @@ def _normalize_type(delta_type: str) -> tuple[str, int, int]:
         precision = int(match.group(1)) if match.group(1) else 10
         scale = int(match.group(2)) if match.group(2) else 0
         if not 1 <= precision <= 38 or scale > precision:
-            raise UnsupportedFeature(
-                f"partition column type {delta_type!r} is not a valid decimal (precision 1-38)"
-            )
+            raise UnsupportedFeature(f"partition column type {delta_type!r} is not a valid decimal (precision 1-38)")
         return "decimal", precision, scale
-    raise UnsupportedFeature(
-        f"partition column type {delta_type!r} is not a primitive type lakeops can partition by"
-    )
+    raise UnsupportedFeature(f"partition column type {delta_type!r} is not a primitive type lakeops can partition by")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,10 +258,7 @@ def _serialize_timestamp(value: Any, *, utc: bool) -> str:
             raise ValueError("timestamp_ntz values must be naive datetimes")
         value = value.astimezone(dt.UTC)
     # Formatted by hand: strftime's %Y does not zero-pad years below 1000 on every platform.
-    text = (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
-    )
+    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value.hour:02d}:{value.minute:02d}:{value.second:02d}"
     return f"{text}.{value.microsecond:06d}" if value.microsecond else text
 
 
@@ -302,6 +295,4 @@ def partition_arrow_value(value: PartitionValue, arrow_type: pa.DataType) -> pa.
     try:
         return pa.array([value], type=arrow_type)[0]
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-        raise InvalidArgument(
-            f"partition value {value!r} does not fit Arrow type {arrow_type} ({exc})"
-        ) from exc
+        raise InvalidArgument(f"partition value {value!r} does not fit Arrow type {arrow_type} ({exc})") from exc

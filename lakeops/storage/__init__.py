@@ -70,9 +70,7 @@ def open_storage(location: str, options: StorageOptions | None = None) -> Storag
     if kind == "s3":
         normalize(location)
         opts = options or StorageOptions()
-        return S3Storage(
-            endpoint_url=opts.endpoint_url, region=opts.region, force_path_style=opts.force_path_style
-        )
+        return S3Storage(endpoint_url=opts.endpoint_url, region=opts.region, force_path_style=opts.force_path_style)
     raise InvalidArgument(
         f"cannot open storage for {location!r}: unsupported scheme {kind!r} (supported: paths, file://, s3://)"
     )

@@ -252,9 +252,7 @@ class S3Storage:
         bucket, key = _split(path)
         location = f"s3://{bucket}/{key}"
         try:
-            response = self._client.get_object(
-                Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
-            )
+            response = self._client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
             with response["Body"] as body:
                 data: bytes = body.read()
         except ClientError as exc:
@@ -324,8 +322,7 @@ class S3Storage:
             return False
         except StorageError as exc:
             raise StorageError(
-                f"cannot create 's3://{bucket}/{key}': outcome unknown after a retried conditional put "
-                f"({exc})"
+                f"cannot create 's3://{bucket}/{key}': outcome unknown after a retried conditional put ({exc})"
             ) from exc
 
     def delete_many(self, paths: Iterable[str]) -> int:

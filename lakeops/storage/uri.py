@@ -58,9 +58,7 @@ def normalize(location: str) -> str:
         return _normalize_local(location)
     if kind == S3:
         return _normalize_s3(location)
-    raise InvalidArgument(
-        f"storage location {location!r} has unsupported scheme {kind!r} (use a path or s3://)"
-    )
+    raise InvalidArgument(f"storage location {location!r} has unsupported scheme {kind!r} (use a path or s3://)")
 
 
 def _normalize_local(location: str) -> str:
@@ -70,9 +68,7 @@ def _normalize_local(location: str) -> str:
         if rest.startswith("//"):
             authority, sep, tail = rest[2:].partition("/")
             if authority not in ("", "localhost"):
-                raise InvalidArgument(
-                    f"file URI {location!r} names host {authority!r}; only local files are supported"
-                )
+                raise InvalidArgument(f"file URI {location!r} names host {authority!r}; only local files are supported")
             rest = sep + tail
         if not rest.startswith("/"):
             raise InvalidArgument(f"file URI {location!r} is not absolute")

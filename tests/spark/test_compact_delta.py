@@ -99,7 +99,9 @@ def test_where_limits_compaction_to_matching_partitions(
     table = DeltaTable(location)
     assert table.to_pyarrow_table().sort_by("id").equals(before)
     per_day = pa.table(table.get_add_actions(flatten=True)).group_by("partition.day").aggregate([("path", "count")])
-    counts = dict(zip(per_day.column("partition.day").to_pylist(), per_day.column("path_count").to_pylist(), strict=True))
+    counts = dict(
+        zip(per_day.column("partition.day").to_pylist(), per_day.column("path_count").to_pylist(), strict=True)
+    )
     assert counts == {"2026-11-01": 10, "2026-11-02": 1, "2026-11-03": 10}
 
 
@@ -115,16 +117,16 @@ def _copy(name: str, tmp_path: Path, *, kernel: bool = False) -> str:
     if kernel:
         import subprocess
 
-        subprocess.run(["tar", "--zstd", "-xf", str(TESTDATA / "delta-kernel" / f"{name}.tar.zst"), "-C", str(tmp_path)],
-                       check=True)
+        subprocess.run(
+            ["tar", "--zstd", "-xf", str(TESTDATA / "delta-kernel" / f"{name}.tar.zst"), "-C", str(tmp_path)],
+            check=True,
+        )
         return str(tmp_path / name / "delta")
     shutil.copytree(TESTDATA / "delta-rs" / name, tmp_path / name)
     return str(tmp_path / name)
 
 
-@pytest.mark.parametrize(
-    ("name", "kernel"), [("table-with-dv-small", False), ("dv-partitioned-with-checkpoint", True)]
-)
+@pytest.mark.parametrize(("name", "kernel"), [("table-with-dv-small", False), ("dv-partitioned-with-checkpoint", True)])
 def test_compaction_purges_deletion_vectors_keeping_visible_rows(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, kernel: bool
 ) -> None:
@@ -147,7 +149,9 @@ def test_compaction_purges_deletion_vectors_keeping_visible_rows(
     if kernel:  # the golden table's expected rows
         import pyarrow.parquet as pq
 
-        expected = pa.concat_tables(pq.read_table(p) for p in sorted((Path(location).parent / "expected").rglob("*.parquet")))
+        expected = pa.concat_tables(
+            pq.read_table(p) for p in sorted((Path(location).parent / "expected").rglob("*.parquet"))
+        )
         assert after.num_rows == expected.num_rows
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
-from pyspark import cloudpickle
+from pyspark import TaskContext, cloudpickle
 from pyspark.sql import SparkSession
 
 from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError
@@ -44,6 +44,10 @@ class WorkerInfo(BaseModel):
     executable: str
 
 
+class Placement(BaseModel):
+    partition: int
+
+
 def echo(unit: Unit) -> Echo:
     time.sleep(unit.sleep_s)
     return Echo(index=unit.index, **{"file-path": unit.path}, pid=os.getpid())
@@ -53,6 +57,12 @@ def corrupt_on_odd(unit: Unit) -> Echo:
     if unit.index % 2:
         raise CorruptFile(f"{unit.path}: bad Parquet footer magic b'PAR0'")
     return echo(unit)
+
+
+def partition_of(unit: Unit) -> Placement:
+    context = TaskContext.get()
+    assert context is not None
+    return Placement(partition=context.partitionId())
 
 
 def worker_python(unit: Unit) -> WorkerInfo:
@@ -71,13 +81,13 @@ def test_results_come_back_in_unit_order(spark: SparkSession) -> None:
 
 
 def test_each_unit_gets_its_own_task(spark: SparkSession) -> None:
-    # Four 1 s units on two cores: one task each finishes in ~2 s; two units sharing a task
-    # (hash or round-robin placement) would take ~3-4 s and show up as the same worker pid twice
-    # in a row on one partition. Timing is too noisy on shared CI, so check placement directly.
-    results = run_units(spark, units(6), echo, Echo, parallelism=3)
-    assert [r.index for r in results] == list(range(6))
-    # Partition k holds units k and k + 3, run one after the other by the same worker process.
-    assert all(results[k].pid == results[k + 3].pid for k in range(3))
+    placed = run_units(spark, units(7), partition_of, Placement)
+    assert [p.partition for p in placed] == list(range(7))
+
+
+def test_units_share_tasks_round_robin_beyond_parallelism(spark: SparkSession) -> None:
+    placed = run_units(spark, units(7), partition_of, Placement, parallelism=3)
+    assert [p.partition for p in placed] == [0, 1, 2, 0, 1, 2, 0]
 
 
 def test_unit_error_surfaces_with_type_and_message(spark: SparkSession) -> None:

@@ -326,8 +326,9 @@ def iter_live_tables(group: RewriteGroup) -> Iterator[tuple[SourceFile, pa.Table
     mode = cast(ColumnMappingMode, group.column_mapping_mode)
     for source in group.files:
         add = Add.model_validate(source.add)
-        yield source, read_logical_file(
-            storage, group.table_root, source.location, add, schema, mode, group.partition_columns
+        yield (
+            source,
+            read_logical_file(storage, group.table_root, source.location, add, schema, mode, group.partition_columns),
         )
 
 

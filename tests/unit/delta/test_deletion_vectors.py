@@ -103,18 +103,14 @@ def test_u_path_with_random_prefix_from_the_protocol_example() -> None:
 
 def test_p_path_is_uri_decoded_once() -> None:
     def p(path: str) -> DeletionVectorDescriptor:
-        return DeletionVectorDescriptor(
-            storageType="p", pathOrInlineDv=path, offset=1, sizeInBytes=40, cardinality=6
-        )
+        return DeletionVectorDescriptor(storageType="p", pathOrInlineDv=path, offset=1, sizeInBytes=40, cardinality=6)
 
     assert dv_absolute_path(p("s3a://b/t/a%20b/dv.bin"), "/ignored") == "s3://b/t/a b/dv.bin"
     assert dv_absolute_path(p("file:///tmp/a%2520b/dv.bin"), "/ignored") == "/tmp/a%20b/dv.bin"
 
 
 def test_inline_has_no_path() -> None:
-    descriptor = DeletionVectorDescriptor(
-        storageType="i", pathOrInlineDv=SPEC_INLINE, sizeInBytes=40, cardinality=6
-    )
+    descriptor = DeletionVectorDescriptor(storageType="i", pathOrInlineDv=SPEC_INLINE, sizeInBytes=40, cardinality=6)
     with pytest.raises(InvalidArgument):
         dv_absolute_path(descriptor, "/t")
 
@@ -131,9 +127,7 @@ def test_u_path_too_short_is_corrupt() -> None:
 
 
 def test_protocol_inline_example_decodes_to_its_rows(tmp_path: Path) -> None:
-    descriptor = DeletionVectorDescriptor(
-        storageType="i", pathOrInlineDv=SPEC_INLINE, sizeInBytes=40, cardinality=6
-    )
+    descriptor = DeletionVectorDescriptor(storageType="i", pathOrInlineDv=SPEC_INLINE, sizeInBytes=40, cardinality=6)
     bitmap = read_deletion_vector(descriptor, _storage(tmp_path), str(tmp_path))
     assert list(bitmap) == [3, 4, 7, 11, 18, 29]
     rows = read_deletion_vector_rows(descriptor, _storage(tmp_path), str(tmp_path))
@@ -207,9 +201,7 @@ def test_real_u_dv_of_table_with_dv_small() -> None:
 
 
 @needs_testdata
-@pytest.mark.parametrize(
-    "table", ["table-with-dv-small", "table_with_deletion_logs", "cdf-table-with-cdc-and-dvs"]
-)
+@pytest.mark.parametrize("table", ["table-with-dv-small", "table_with_deletion_logs", "cdf-table-with-cdc-and-dvs"])
 def test_every_dv_of_real_tables_verifies(table: str) -> None:
     root = TESTDATA / "delta-rs" / table
     storage = _storage(root)

@@ -72,13 +72,28 @@ def test_number_keeps_its_written_form_when_parsed() -> None:
 
 
 def test_render_then_parse_round_trip() -> None:
-    model = LastCheckpoint(version=10, size=13, parts=2, sizeInBytes=14800, numOfAddFiles=1,
-                           checkpointSchema={"type": "struct", "fields": []}, tags={"k": "v"})
+    model = LastCheckpoint(
+        version=10,
+        size=13,
+        parts=2,
+        sizeInBytes=14800,
+        numOfAddFiles=1,
+        checkpointSchema={"type": "struct", "fields": []},
+        tags={"k": "v"},
+    )
     raw = render_last_checkpoint(model)
     body = json.loads(raw)
     assert body["checksum"] == checksum(body)
-    assert set(body) == {"version", "size", "parts", "sizeInBytes", "numOfAddFiles", "checkpointSchema",
-                         "tags", "checksum"}
+    assert set(body) == {
+        "version",
+        "size",
+        "parts",
+        "sizeInBytes",
+        "numOfAddFiles",
+        "checkpointSchema",
+        "tags",
+        "checksum",
+    }
     again = parse_last_checkpoint(raw, "mem://_last_checkpoint")
     assert again.version == 10 and again.parts == 2 and again.size_in_bytes == 14800
     assert again.model_extra == {"tags": {"k": "v"}}

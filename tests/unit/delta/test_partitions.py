@@ -60,9 +60,7 @@ def test_round_trip(delta_type: str, value: Any, text: str) -> None:
     assert type(parsed) is type(value)
 
 
-@pytest.mark.parametrize(
-    "delta_type", ["string", "long", "double", "date", "timestamp", "binary", "decimal(4,1)"]
-)
+@pytest.mark.parametrize("delta_type", ["string", "long", "double", "date", "timestamp", "binary", "decimal(4,1)"])
 def test_empty_string_and_null_are_null(delta_type: str) -> None:
     assert parse_partition_value("", delta_type) is None
     assert parse_partition_value(None, delta_type) is None
@@ -178,9 +176,7 @@ def test_unwritable_values_are_invalid_arguments(value: Any, delta_type: str) ->
         serialize_partition_value(value, delta_type)
 
 
-@pytest.mark.parametrize(
-    "delta_type", ["struct", "array<int>", "map", "void", "decimal(39,0)", "decimal(3,4)"]
-)
+@pytest.mark.parametrize("delta_type", ["struct", "array<int>", "map", "void", "decimal(39,0)", "decimal(3,4)"])
 def test_unsupported_types(delta_type: str) -> None:
     with pytest.raises(UnsupportedFeature, match="partition column type"):
         parse_partition_value("1", delta_type)

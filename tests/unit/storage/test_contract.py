@@ -272,9 +272,7 @@ def test_racing_put_if_absent_has_exactly_one_winner(any_storage_root: Root) -> 
         for k in range(keys):
             barrier.wait()  # all racers hit the same key at the same moment
             try:
-                storage.put_if_absent(
-                    join(root, f"_delta_log/{k:020d}.json"), f"racer-{racer}".encode() * 5000
-                )
+                storage.put_if_absent(join(root, f"_delta_log/{k:020d}.json"), f"racer-{racer}".encode() * 5000)
             except AlreadyExists:
                 continue
             except BaseException as exc:  # noqa: BLE001 - reported below
