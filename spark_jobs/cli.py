@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 
 from rich.console import Console
 from rich.table import Table
@@ -36,6 +37,15 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _timestamp(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time such as 2026-11-01T12:00:00Z, got {text!r}"
+        ) from exc
+
+
 def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
     parser.add_argument("table", help="table location: a path, file://, s3:// (s3a:// and s3n:// accepted)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -54,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect = commands.add_parser("inspect", help="show a table's version, files, small files and features")
     _common(inspect, spark=False)
+    travel = inspect.add_mutually_exclusive_group()
+    travel.add_argument("--version", type=int, help="inspect this version instead of the latest")
+    travel.add_argument(
+        "--timestamp",
+        type=_timestamp,
+        help="inspect the version current at this time (ISO 8601; UTC unless it names a zone)",
+    )
 
     compact = commands.add_parser("compact", help="bin-pack small files into larger ones (Delta OPTIMIZE)")
     _common(compact, spark=True)
@@ -91,7 +108,7 @@ def _run(args: argparse.Namespace) -> Report:
     if args.command == "inspect":
         from lakeops.ops.inspect import inspect_table
 
-        return inspect_table(args.table, storage_options(args))
+        return inspect_table(args.table, storage_options(args), version=args.version, timestamp=args.timestamp)
     if args.command == "compact":
         from spark_jobs.compact import run_compaction
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from lakeops.delta.features import enabled_features
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
@@ -34,16 +35,23 @@ class InspectReport(Report):
     partition_columns: list[str] = []
 
 
-def inspect_table(location: str, storage_options: StorageOptions | None = None) -> InspectReport:
-    """Read the latest version and summarise it. Small files are those compaction would consider:
-    below the target file size (``delta.targetFileSize`` or 128 MiB)."""
+def inspect_table(
+    location: str,
+    storage_options: StorageOptions | None = None,
+    *,
+    version: int | None = None,
+    timestamp: datetime | None = None,
+) -> InspectReport:
+    """Summarise the latest version (or ``version``, or the one current at ``timestamp``). Small
+    files are those compaction would consider: below the target file size (``delta.targetFileSize``
+    or 128 MiB)."""
     started = time.monotonic()
     location = normalize(location)
     storage = open_storage(location, storage_options)
     fmt = detect_format(storage, location)
     if fmt != "delta":
         raise UnsupportedFeature(f"{location}: inspecting {fmt} tables is not available yet")
-    snapshot = load_snapshot(storage, location)
+    snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
     threshold = effective_target_size(snapshot, CompactionOptions())
     files = list(snapshot.files.values())
     counts = [a.num_records for a in files]

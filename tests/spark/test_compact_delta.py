@@ -126,7 +126,10 @@ def _copy(name: str, tmp_path: Path, *, kernel: bool = False) -> str:
     return str(tmp_path / name)
 
 
-@pytest.mark.parametrize(("name", "kernel"), [("table-with-dv-small", False), ("dv-partitioned-with-checkpoint", True)])
+@pytest.mark.parametrize(
+    ("name", "kernel"),
+    [("table-with-dv-small", False), ("dv-partitioned-with-checkpoint", True), ("dv-with-columnmapping", True)],
+)
 def test_compaction_purges_deletion_vectors_keeping_visible_rows(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, kernel: bool
 ) -> None:

@@ -1,0 +1,59 @@
+"""``lakeops inspect``: the health numbers of a table, at the latest version or by time travel."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from spark_jobs.cli import main as lakeops
+
+TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata"
+
+
+def _inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert lakeops(["inspect", *argv, "--json"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return report
+
+
+def test_inspect_reports_files_checkpoint_and_features(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _inspect(capsys, str(TESTDATA / "delta-rs" / "checkpoints_vacuumed"), "--version", "7")
+    assert report["version"] == 7
+    assert report["live_files"] == 7 and report["small_files"] == 7
+    assert report["last_checkpoint_version"] == 5 and report["commits_since_checkpoint"] == 2
+    assert report["partition_columns"] == ["date"]
+
+    latest = _inspect(capsys, str(TESTDATA / "delta-rs" / "table-with-dv-small"))
+    assert latest["features"] == ["deletionVectors"]
+    assert (latest["min_reader_version"], latest["min_writer_version"]) == (3, 7)
+    assert latest["files_with_dv"] == 1 and latest["rows_deleted_by_dv"] == 2 and latest["rows"] == 8
+
+
+def test_inspect_by_timestamp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    location = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(location), pa.table({"id": [i]}), mode="append")
+    # Date the commits one hour apart, as the protocol dates commits by file modification time.
+    base = time.time() - 10 * 3600
+    for version in range(3):
+        stamp = base + version * 3600
+        os.utime(location / "_delta_log" / f"{version:020d}.json", (stamp, stamp))
+    between = datetime.fromtimestamp(base + 1.5 * 3600, UTC).isoformat()
+    report = _inspect(capsys, str(location), "--timestamp", between)
+    assert report["version"] == 1 and report["live_files"] == 2
+    assert len(DeltaTable(str(location), version=1).file_uris()) == 2
+
+
+def test_inspect_before_the_first_commit_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    location = tmp_path / "t"
+    write_deltalake(str(location), pa.table({"id": [1]}))
+    assert lakeops(["inspect", str(location), "--timestamp", "2001-01-01T00:00:00Z"]) == 1
+    assert "no version was committed at or before 2001-01-01" in capsys.readouterr().err
