@@ -1,16 +1,21 @@
-"""The ``lakeops`` command line: ``lakeops {inspect,compact} TABLE [options]``.
+"""The ``lakeops`` command line: ``lakeops {inspect,compact,...} TABLE [options]``.
 
-Every operation runs plan → execute (Spark) → commit → report. Progress goes to stderr; stdout holds
-the report only (a table, or one JSON object with ``--json``). Errors exit 1 with a message naming
-the table, the file and the problem; usage errors exit 2.
+Each command is a module of ``spark_jobs`` (listed in :data:`COMMANDS`) that declares its options
+(``configure``) and runs plan → execute (Spark) → commit → report (``run``); the same module is its
+``spark-submit`` entry point. Progress goes to stderr; stdout holds the report only (a table, or one
+JSON object with ``--json``). Errors exit 1 with a message naming the table, the file and the
+problem; usage errors exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from types import ModuleType
+from typing import Protocol, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -18,9 +23,24 @@ from rich.table import Table
 from lakeops.errors import LakeopsError
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions
-from lakeops.units import parse_size
+from lakeops.units import parse_duration, parse_size
+
+#: Command name -> module implementing it (``HELP``, ``USES_SPARK``, ``configure``, ``run``).
+COMMANDS: dict[str, str] = {
+    "inspect": "spark_jobs.inspect_table",  # not `inspect`: scripts run by spark-submit would shadow the stdlib
+    "compact": "spark_jobs.compact",
+}
 
 stderr = Console(stderr=True, highlight=False)
+
+
+class Command(Protocol):
+    HELP: str
+    USES_SPARK: bool
+
+    def configure(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> Report: ...
 
 
 def _conf_pair(text: str) -> tuple[str, str]:
@@ -30,20 +50,21 @@ def _conf_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except LakeopsError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+def _checked(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """Turn a lakeops parser's error into an argparse usage error (exit 2 with the message)."""
+
+    def convert(text: str) -> object:
+        try:
+            return parse(text)
+        except (LakeopsError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    return convert
 
 
-def _timestamp(text: str) -> datetime:
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"expected an ISO 8601 time such as 2026-11-01T12:00:00Z, got {text!r}"
-        ) from exc
+size_arg = _checked(parse_size)
+duration_arg = _checked(parse_duration)
+timestamp_arg = _checked(datetime.fromisoformat)
 
 
 def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
@@ -58,32 +79,19 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(name: str) -> Command:
+    module: ModuleType = importlib.import_module(COMMANDS[name])
+    return cast(Command, module)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakeops", description="Maintain Delta Lake, Iceberg and Icechunk tables.")
     commands = parser.add_subparsers(dest="command", required=True)
-
-    inspect = commands.add_parser("inspect", help="show a table's version, files, small files and features")
-    _common(inspect, spark=False)
-    travel = inspect.add_mutually_exclusive_group()
-    travel.add_argument("--version", type=int, help="inspect this version instead of the latest")
-    travel.add_argument(
-        "--timestamp",
-        type=_timestamp,
-        help="inspect the version current at this time (ISO 8601; UTC unless it names a zone)",
-    )
-
-    compact = commands.add_parser("compact", help="bin-pack small files into larger ones (Delta OPTIMIZE)")
-    _common(compact, spark=True)
-    compact.add_argument("--target-file-size", type=_size, help="e.g. 128MB (default: table property, else 128MB)")
-    compact.add_argument("--min-input-files", type=int, default=5, help="smallest bin worth rewriting (default 5)")
-    compact.add_argument("--where", help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\"")
-    compact.add_argument(
-        "--dv-purge-ratio",
-        type=float,
-        default=0.05,
-        help="rewrite files whose deletion vector hides more than this share of rows (default 0.05)",
-    )
-    compact.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    for name in COMMANDS if only is None else [only]:
+        command = _command(name)
+        sub = commands.add_parser(name, help=command.HELP, description=command.HELP)
+        _common(sub, spark=command.USES_SPARK)
+        command.configure(sub)
     return parser
 
 
@@ -104,22 +112,14 @@ def print_report(report: Report, as_json: bool) -> None:
     Console().print(table)
 
 
-def _run(args: argparse.Namespace) -> Report:
-    if args.command == "inspect":
-        from lakeops.ops.inspect import inspect_table
-
-        return inspect_table(args.table, storage_options(args), version=args.version, timestamp=args.timestamp)
-    if args.command == "compact":
-        from spark_jobs.compact import run_compaction
-
-        return run_compaction(args, storage_options(args), progress=stderr)
-    raise AssertionError(args.command)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
+    """Run one command; ``only`` restricts the parser to one command (spark-submit entry points)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if only is not None:
+        argv = [only, *argv]
+    args = build_parser(only).parse_args(argv)
     try:
-        report = _run(args)
+        report = _command(args.command).run(args, storage_options(args), stderr)
     except LakeopsError as exc:
         stderr.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True, soft_wrap=True)
         return 1

@@ -16,12 +16,28 @@ from lakeops.units import format_size
 from spark_jobs.runner import TaskFailed, run_units
 from spark_jobs.session import build_session
 
+HELP = "bin-pack small files into larger ones (Delta OPTIMIZE), purging deletion vectors"
+USES_SPARK = True
 
-def run_compaction(
-    args: argparse.Namespace, storage_options: StorageOptions, *, progress: Console | None = None
-) -> CompactionReport:
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.cli import size_arg
+
+    parser.add_argument("--target-file-size", type=size_arg, help="e.g. 128MB (default: table property, else 128MB)")
+    parser.add_argument("--min-input-files", type=int, default=5, help="smallest bin worth rewriting (default 5)")
+    parser.add_argument("--where", help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\"")
+    parser.add_argument(
+        "--dv-purge-ratio",
+        type=float,
+        default=0.05,
+        help="rewrite files whose deletion vector hides more than this share of rows (default 0.05)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+
+
+def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CompactionReport:
     """Plan, rewrite on Spark, commit; ``args`` are the parsed ``compact`` options."""
-    console = progress or Console(stderr=True, quiet=True)
+    console = progress
     started = time.monotonic()
     options = CompactionOptions(
         target_file_size=args.target_file_size,
@@ -42,7 +58,7 @@ def run_compaction(
             else compaction.commit(plan, [], storage_options, started)
         )
     spark = build_session(master=args.master, conf=dict(args.conf))
-    console.print(f"rewriting {len(plan.groups)} bins on Spark ({spark.sparkContext.master}) ...")
+    console.print(f"rewriting {len(plan.groups)} bins on Spark ({spark.conf.get('spark.master', 'connect')}) ...")
     try:
         results = run_units(
             spark,
@@ -50,6 +66,7 @@ def run_compaction(
             compaction.task_for(plan),
             compaction.RewriteResult,
             description=f"lakeops compact {plan.table_root} @ v{plan.read_version}",
+            progress=lambda done, total: console.print(f"  {done}/{total} Spark tasks done"),
         )
     except TaskFailed as failure:
         # Nothing was committed: the bins that did finish leave no files behind either.
@@ -65,4 +82,4 @@ def run_compaction(
 if __name__ == "__main__":
     from spark_jobs.cli import main
 
-    sys.exit(main(["compact", *sys.argv[1:]]))
+    sys.exit(main(only="compact"))

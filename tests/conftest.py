@@ -102,9 +102,7 @@ def s3_bucket(s3_server: S3Server) -> S3Bucket:
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def any_storage_root(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[str, Storage]:
+def any_storage_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Storage]:
     """``(root_uri, storage)`` for an empty root on local disk or on S3, to run one contract twice."""
     if request.param == "local":
         root = str(tmp_path_factory.mktemp("storage") / "root")

@@ -12,10 +12,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from lakeops_testdata import TESTDATA
 
 from spark_jobs.cli import main as lakeops
-
-TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata"
 
 
 def _inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

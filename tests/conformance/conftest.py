@@ -7,7 +7,6 @@ take its own copy with :func:`copy_table`.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -15,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from lakeops_testdata import TESTDATA
 
-TESTDATA = Path(os.environ.get("LAKEOPS_TESTDATA", "/work/shared/testdata"))
 SOURCES = ("delta-rs", "delta-kernel")
 _ARCHIVE = ".tar.zst"
 

@@ -11,10 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from lakeops_testdata import TESTDATA
 
 from spark_jobs.cli import main as lakeops
-
-TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata"
 
 
 def _fingerprint(root: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from lakeops_testdata import TESTDATA
 
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
@@ -21,8 +22,6 @@ from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
 from spark_jobs.cli import main as lakeops
 from spark_jobs.runner import run_units
-
-TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata"
 
 
 def _batch(start: int, n: int, day: str) -> pa.Table:

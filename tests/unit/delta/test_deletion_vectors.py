@@ -14,6 +14,7 @@ from uuid import UUID
 
 import numpy as np
 import pytest
+from lakeops_testdata import TESTDATA
 from pyroaring import BitMap, BitMap64
 
 from lakeops.delta.actions import Add, DeletionVectorDescriptor
@@ -37,7 +38,6 @@ from lakeops.delta.deletion_vectors import (
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound
 from lakeops.storage import Storage, open_storage
 
-TESTDATA = Path(os.environ.get("LAKEOPS_TESTDATA", "/work/shared/testdata"))
 DV_SMALL = TESTDATA / "delta-rs" / "table-with-dv-small"
 SPEC_INLINE = "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from lakeops_testdata import TESTDATA
 
 from lakeops.delta.last_checkpoint import (
     LastCheckpoint,
@@ -18,8 +18,6 @@ from lakeops.delta.last_checkpoint import (
     render_last_checkpoint,
 )
 from lakeops.errors import CorruptFile
-
-TESTDATA = Path(os.environ.get("LAKEOPS_TESTDATA", "/work/shared/testdata"))
 
 SPEC_SAMPLE = (
     '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '

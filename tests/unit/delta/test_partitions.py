@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from lakeops_testdata import TESTDATA
 
 from lakeops.delta.partitions import (
     parse_partition_value,
@@ -23,7 +23,6 @@ from lakeops.delta.partitions import (
 )
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 
-TESTDATA = Path(os.environ.get("LAKEOPS_TESTDATA", "/work/shared/testdata"))
 UTC = dt.UTC
 
 # (delta type, Python value, its serialised form) — each must round-trip both ways.

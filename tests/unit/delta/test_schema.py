@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from lakeops_testdata import TESTDATA
 
 from lakeops.delta.actions import Metadata, Protocol
 from lakeops.delta.schema import (
@@ -40,7 +41,6 @@ from lakeops.delta.schema import (
 )
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 
-TESTDATA = Path("/work/shared/testdata")
 FIXTURE_TABLES = sorted(
     [p for p in (TESTDATA / "delta-rs").iterdir() if p.is_dir()]
     + [p for p in (TESTDATA / "delta-kernel").glob("v1-*") if p.is_dir()]
