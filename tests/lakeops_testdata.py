@@ -11,10 +11,10 @@ _REPO = Path(__file__).resolve().parents[1]
 
 def _locate() -> Path:
     if env := os.environ.get("LAKEOPS_TESTDATA"):
-        return Path(env)
+        return Path(env).resolve()
     for candidate in (_REPO.parent / "shared" / "testdata", Path("/work/shared/testdata")):
         if candidate.is_dir():
-            return candidate
+            return candidate.resolve()
     raise RuntimeError(f"shared test data not found beside {_REPO} nor at /work/shared/testdata; set LAKEOPS_TESTDATA")
 
 
