@@ -13,6 +13,10 @@ from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
+from lakeops.units import parse_delta_interval
+
+#: ``delta.deletedFileRetentionDuration`` when the table does not set it ("Add File and Remove File").
+DEFAULT_TOMBSTONE_RETENTION = "interval 1 week"
 
 
 class InspectReport(Report):
@@ -27,6 +31,10 @@ class InspectReport(Report):
     small_file_threshold_bytes: int = 0
     partitions: int = 0
     tombstones: int = 0
+    tombstone_bytes: int = 0
+    reclaimable_tombstones: int = 0
+    reclaimable_tombstone_bytes: int = 0
+    oldest_log_version: int | None = None
     last_checkpoint_version: int | None = None
     commits_since_checkpoint: int = 0
     min_reader_version: int = 0
@@ -42,9 +50,10 @@ def inspect_table(
     version: int | None = None,
     timestamp: datetime | None = None,
 ) -> InspectReport:
-    """Summarise the latest version (or ``version``, or the one current at ``timestamp``). Small
-    files are those compaction would consider: below the target file size (``delta.targetFileSize``
-    or 128 MiB)."""
+    """Summarise the latest version (or ``version``, or the one current at ``timestamp``): what each
+    maintenance operation would act on. Small files are those compaction would consider (below
+    ``delta.targetFileSize`` or 128 MiB); reclaimable tombstones are those VACUUM may delete (older
+    than ``delta.deletedFileRetentionDuration``); the checkpoint lag is what ``checkpoint`` fixes."""
     started = time.monotonic()
     location = normalize(location)
     storage = open_storage(location, storage_options)
@@ -54,6 +63,12 @@ def inspect_table(
     snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
     threshold = effective_target_size(snapshot, CompactionOptions())
     files = list(snapshot.files.values())
+    retention = parse_delta_interval(
+        snapshot.metadata.configuration.get("delta.deletedFileRetentionDuration", DEFAULT_TOMBSTONE_RETENTION)
+    )
+    horizon_ms = int((time.time() - retention.total_seconds()) * 1000)
+    reclaimable = [r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) < horizon_ms]
+    listed = list(snapshot.listing.commits) + list(snapshot.listing.checkpoints)
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
     return InspectReport(
@@ -70,6 +85,10 @@ def inspect_table(
         small_file_threshold_bytes=threshold,
         partitions=len({tuple(sorted(a.partition_values.items(), key=lambda kv: kv[0])) for a in files}),
         tombstones=len(snapshot.tombstones),
+        tombstone_bytes=sum(r.size or 0 for r in snapshot.tombstones.values()),
+        reclaimable_tombstones=len(reclaimable),
+        reclaimable_tombstone_bytes=sum(r.size or 0 for r in reclaimable),
+        oldest_log_version=min(listed) if listed else None,
         last_checkpoint_version=snapshot.segment.checkpoint_version,
         commits_since_checkpoint=snapshot.commits_since_checkpoint,
         min_reader_version=snapshot.protocol.min_reader_version,

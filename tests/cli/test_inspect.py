@@ -56,3 +56,13 @@ def test_inspect_before_the_first_commit_fails_clearly(tmp_path: Path, capsys: p
     write_deltalake(str(location), pa.table({"id": [1]}))
     assert lakeops(["inspect", str(location), "--timestamp", "2001-01-01T00:00:00Z"]) == 1
     assert "no version was committed at or before 2001-01-01" in capsys.readouterr().err
+
+
+def test_inspect_previews_vacuum_and_log_expiry(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _inspect(capsys, str(TESTDATA / "delta-rs" / "simple_table"))
+    # 31 files were removed years ago: all past the default one-week tombstone retention.
+    assert report["tombstones"] == report["reclaimable_tombstones"] == 31
+    assert report["oldest_log_version"] == 0 and report["commits_since_checkpoint"] == 5
+
+    vacuumed = _inspect(capsys, str(TESTDATA / "delta-rs" / "checkpoints_vacuumed"))
+    assert vacuumed["oldest_log_version"] == 5 and vacuumed["last_checkpoint_version"] == 10
