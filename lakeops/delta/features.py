@@ -38,6 +38,15 @@ _LEGACY_WRITER = {
 }
 
 
+def _refuse_unknown(table: str, kind: str, listed: list[str] | None, supported: frozenset[str], verb: str) -> None:
+    unknown = sorted(set(listed or ()) - supported)
+    if unknown:
+        raise UnsupportedFeature(
+            f"{table}: {kind} feature{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} not supported; "
+            f"refusing to {verb} (supported: {', '.join(sorted(supported))})"
+        )
+
+
 def check_readable(protocol: Protocol, table: str) -> None:
     """Raise :class:`UnsupportedFeature` unless lakeops can read this table correctly."""
     if protocol.min_reader_version > MAX_READER_VERSION:
@@ -49,12 +58,7 @@ def check_readable(protocol: Protocol, table: str) -> None:
             f"(lakeops reads up to {MAX_READER_VERSION}){also}"
         )
     if protocol.min_reader_version == 3:
-        unknown = sorted(set(protocol.reader_features or ()) - READER_FEATURES)
-        if unknown:
-            raise UnsupportedFeature(
-                f"{table}: reader feature{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                f"not supported; refusing to read (supported: {', '.join(sorted(READER_FEATURES))})"
-            )
+        _refuse_unknown(table, "reader", protocol.reader_features, READER_FEATURES, "read")
 
 
 def check_writable(protocol: Protocol, table: str) -> None:
@@ -66,12 +70,7 @@ def check_writable(protocol: Protocol, table: str) -> None:
             f"(lakeops writes up to {MAX_WRITER_VERSION})"
         )
     if protocol.min_writer_version == 7:
-        unknown = sorted(set(protocol.writer_features or ()) - WRITER_FEATURES)
-        if unknown:
-            raise UnsupportedFeature(
-                f"{table}: writer feature{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                f"not supported; refusing to write"
-            )
+        _refuse_unknown(table, "writer", protocol.writer_features, WRITER_FEATURES, "write")
 
 
 def enabled_features(protocol: Protocol) -> set[str]:
