@@ -71,6 +71,7 @@ class SourceFile(BaseModel):
     size: int
     num_records: int | None
     deleted_rows: int
+    purge: bool = False
 
 
 class RewriteGroup(BaseModel):
@@ -186,7 +187,8 @@ def plan_compaction(
 ) -> CompactionPlan:
     """Choose the bins to rewrite: per partition, files below the target size (and files whose DV
     hides more than ``dv_purge_ratio`` of their rows), packed into bins of at most the target size;
-    a bin is kept when it has ``min_input_files`` files or purges a deletion vector."""
+    a bin is kept when it has ``min_input_files`` files (never fewer than two: rewriting one file
+    alone gains nothing) or purges such a deletion vector."""
     table = snapshot.table_root
     check_writable(snapshot.protocol, table)
     target = effective_target_size(snapshot, options)
@@ -218,6 +220,7 @@ def plan_compaction(
                 size=add.size,
                 num_records=num_records,
                 deleted_rows=deleted,
+                purge=purge,
             )
         )
 
@@ -227,7 +230,7 @@ def plan_compaction(
         kept = [
             b
             for b in _bins(by_partition[key], target)
-            if len(b) >= options.min_input_files or any(f.deleted_rows for f in b)
+            if len(b) >= max(2, options.min_input_files) or any(f.purge for f in b)
         ]
         partitions += bool(kept)
         for files in kept:
