@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from spark_jobs.cli import main as lakeops
+from spark_jobs.session import stop_session
 
 WAREHOUSE = Path(".lakeops-demo/warehouse").resolve()
 
@@ -60,6 +61,7 @@ def run() -> int:
         f"\ndelta-rs reads {after.to_pyarrow_table().num_rows} rows (wrote {rows}); identical to before: {same}; "
         f"latest operation: {history['operation']}"
     )
+    stop_session()  # end the JVM before the interpreter exits, not during its teardown
     return 0 if same else 1
 
 

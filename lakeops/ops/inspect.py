@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import datetime
 
+from lakeops.delta.actions import Add
 from lakeops.delta.features import enabled_features
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
 from lakeops.delta.snapshot import load_snapshot
@@ -41,6 +43,13 @@ class InspectReport(Report):
     min_writer_version: int = 0
     features: list[str] = []
     partition_columns: list[str] = []
+
+
+def _mergeable_small_files(files: list[Add], threshold: int) -> int:
+    """Files below the target size that share their partition with another such file: what
+    compaction can merge (a partition's lone small file is as compact as it gets)."""
+    per_partition = Counter(tuple(sorted(a.partition_values.items())) for a in files if a.size < threshold)
+    return sum(n for n in per_partition.values() if n > 1)
 
 
 def inspect_table(
@@ -81,7 +90,7 @@ def inspect_table(
         rows=sum(c for c in counts if c is not None) - dv_rows if all(c is not None for c in counts) else None,
         rows_deleted_by_dv=dv_rows,
         files_with_dv=sum(1 for a in files if a.deletion_vector),
-        small_files=sum(1 for a in files if a.size < threshold),
+        small_files=_mergeable_small_files(files, threshold),
         small_file_threshold_bytes=threshold,
         partitions=len({tuple(sorted(a.partition_values.items(), key=lambda kv: kv[0])) for a in files}),
         tombstones=len(snapshot.tombstones),

@@ -26,7 +26,8 @@ def _inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 def test_inspect_reports_files_checkpoint_and_features(capsys: pytest.CaptureFixture[str]) -> None:
     report = _inspect(capsys, str(TESTDATA / "delta-rs" / "checkpoints_vacuumed"), "--version", "7")
     assert report["version"] == 7
-    assert report["live_files"] == 7 and report["small_files"] == 7
+    assert report["live_files"] == 7
+    assert report["small_files"] == 6  # one of the two date partitions holds a lone file: nothing to merge
     assert report["last_checkpoint_version"] == 5 and report["commits_since_checkpoint"] == 2
     assert report["partition_columns"] == ["date"]
 
