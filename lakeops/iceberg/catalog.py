@@ -1,0 +1,228 @@
+"""Where an Iceberg table's current metadata file is, and the atomic swap that commits a new one
+("Optimistic Concurrency", "File System Tables", "Metastore Tables" in the Iceberg spec).
+
+Two catalogs, one contract: :meth:`Catalog.current` names the current metadata file and
+:meth:`Catalog.swap` replaces it only if it is still the one the writer started from.
+
+- :class:`FileSystemCatalog`: a table is a location; version ``N`` is ``metadata/vN.metadata.json``,
+  created with put-if-absent (the creation *is* the commit) and ``metadata/version-hint.text`` is
+  rewritten afterwards as a hint only.
+- :class:`SqlCatalog`: the tables PyIceberg's ``SqlCatalog`` uses (``iceberg_tables``,
+  ``iceberg_namespace_properties``), so both tools share one catalog; the swap is
+  ``UPDATE ... WHERE metadata_location = <expected>`` and zero rows updated means a conflict.
+  SQLite is the embedded default, PostgreSQL the production one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+
+from lakeops.errors import (
+    AlreadyExists,
+    CommitConflict,
+    CommitStateUnknown,
+    InvalidArgument,
+    NotATable,
+    StorageError,
+)
+from lakeops.storage import Storage
+from lakeops.storage.uri import join
+
+METADATA_DIR = "metadata"
+VERSION_HINT = "version-hint.text"
+ICEBERG_TABLE_TYPE = "TABLE"
+_FS_VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
+_SQL_VERSION = re.compile(r"^(\d+)-[0-9a-fA-F-]{36}\.metadata\.json$")
+
+
+@dataclass(frozen=True)
+class TableIdentifier:
+    """``namespace.table``; namespaces may have several levels (``a.b.table``)."""
+
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> TableIdentifier:
+        namespace, _, name = text.rpartition(".")
+        if not namespace or not name or any(not part for part in text.split(".")):
+            raise InvalidArgument(f"bad table identifier {text!r}: expected namespace.table")
+        return cls(namespace, name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+
+class Catalog(Protocol):
+    """The metadata pointer of one table."""
+
+    table: str  # for messages: a location or namespace.table
+
+    def current(self) -> str:
+        """The current metadata file's location; :class:`NotATable` if there is none."""
+        ...
+
+    def new_metadata_location(self, table_location: str, current: str) -> str:
+        """Where the next metadata file goes (the catalog decides the naming)."""
+        ...
+
+    def swap(self, expected: str, new: str, payload: bytes) -> None:
+        """Write ``payload`` at ``new`` and make it current if ``expected`` still is.
+
+        Raises :class:`CommitConflict` (nothing changed; ``new`` is removed when it was written) or
+        :class:`CommitStateUnknown` (the outcome cannot be established: delete nothing).
+        """
+        ...
+
+
+def metadata_version(location: str) -> int | None:
+    """The version number in a metadata file name (``v3.metadata.json`` / ``00003-<uuid>.metadata.json``)."""
+    name = location.rsplit("/", 1)[-1]
+    match = _FS_VERSION.match(name) or _SQL_VERSION.match(name)
+    return int(match.group(1)) if match else None
+
+
+class FileSystemCatalog:
+    """A table addressed by its location; commits by creating ``vN.metadata.json`` exclusively."""
+
+    def __init__(self, storage: Storage, location: str) -> None:
+        self.storage = storage
+        self.location = location
+        self.table = location
+
+    def _metadata_files(self) -> dict[int, str]:
+        prefix = join(self.location, METADATA_DIR)
+        found: dict[int, str] = {}
+        for info in self.storage.list(prefix):
+            name = info.path[len(prefix) + 1 :]
+            if match := _FS_VERSION.match(name):
+                found[int(match.group(1))] = info.path
+        return found
+
+    def current(self) -> str:
+        """The highest ``vN.metadata.json``. ``version-hint.text`` is only a hint that can lag a
+        commit (it is written after the commit), so the listing decides."""
+        files = self._metadata_files()
+        if not files:
+            raise NotATable(f"{self.location}: no Iceberg metadata (no metadata/v<N>.metadata.json files)")
+        return files[max(files)]
+
+    def new_metadata_location(self, table_location: str, current: str) -> str:
+        version = metadata_version(current)
+        if version is None:
+            raise InvalidArgument(f"{current}: not a file-system table metadata file name (v<N>.metadata.json)")
+        return join(self.location, METADATA_DIR, f"v{version + 1}.metadata.json")
+
+    def swap(self, expected: str, new: str, payload: bytes) -> None:
+        if self.current() != expected:
+            raise CommitConflict(f"{self.table}: the table changed since {expected.rsplit('/', 1)[-1]}")
+        try:
+            self.storage.put_if_absent(new, payload)
+        except AlreadyExists as exc:
+            raise CommitConflict(f"{self.table}: another writer committed {new.rsplit('/', 1)[-1]} first") from exc
+        except StorageError as exc:
+            raise CommitStateUnknown(
+                f"{self.table}: creating {new} failed ({exc}); whether it exists is unknown"
+            ) from exc
+        # The hint is advisory: readers that list find the new version even if this write fails.
+        with contextlib.suppress(StorageError):
+            self.storage.write(join(self.location, METADATA_DIR, VERSION_HINT), f"{metadata_version(new)}".encode())
+
+
+_METADATA = sa.MetaData()
+ICEBERG_TABLES = sa.Table(
+    "iceberg_tables",
+    _METADATA,
+    sa.Column("catalog_name", sa.String(255), primary_key=True),
+    sa.Column("table_namespace", sa.String(255), primary_key=True),
+    sa.Column("table_name", sa.String(255), primary_key=True),
+    sa.Column("metadata_location", sa.String(1000), nullable=True),
+    sa.Column("previous_metadata_location", sa.String(1000), nullable=True),
+    sa.Column("iceberg_type", sa.String(5), nullable=True),
+)
+ICEBERG_NAMESPACE_PROPERTIES = sa.Table(
+    "iceberg_namespace_properties",
+    _METADATA,
+    sa.Column("catalog_name", sa.String(255), primary_key=True),
+    sa.Column("namespace", sa.String(255), primary_key=True),
+    sa.Column("property_key", sa.String(255), primary_key=True),
+    sa.Column("property_value", sa.String(1000), nullable=False),
+)
+
+_ENGINES: dict[str, sa.Engine] = {}
+
+
+def _engine(uri: str) -> sa.Engine:
+    """One engine (connection pool) per URI and process."""
+    if uri not in _ENGINES:
+        _ENGINES[uri] = sa.create_engine(uri, pool_pre_ping=True)
+    return _ENGINES[uri]
+
+
+class SqlCatalog:
+    """One table of a SQL catalog shared with PyIceberg (same tables, same commit protocol)."""
+
+    def __init__(self, storage: Storage, uri: str, identifier: TableIdentifier, catalog_name: str = "default") -> None:
+        self.storage = storage
+        self.uri = uri
+        self.identifier = identifier
+        self.catalog_name = catalog_name
+        self.table = f"{catalog_name}.{identifier}"
+        self.engine = _engine(uri)
+
+    def _where(self) -> sa.ColumnElement[bool]:
+        t = ICEBERG_TABLES.c
+        return sa.and_(
+            t.catalog_name == self.catalog_name,
+            t.table_namespace == self.identifier.namespace,
+            t.table_name == self.identifier.name,
+            sa.or_(t.iceberg_type == ICEBERG_TABLE_TYPE, t.iceberg_type.is_(None)),
+        )
+
+    def current(self) -> str:
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(ICEBERG_TABLES.c.metadata_location).where(self._where())).first()
+        except SQLAlchemyError as exc:
+            raise StorageError(f"{self.table}: cannot read the catalog at {self.uri}: {exc}") from exc
+        if row is None or row[0] is None:
+            raise NotATable(f"{self.table}: no such table in catalog {self.catalog_name!r} at {self.uri}")
+        return str(row[0])
+
+    def new_metadata_location(self, table_location: str, current: str) -> str:
+        version = metadata_version(current)
+        next_version = 0 if version is None else version + 1
+        return join(table_location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
+
+    def swap(self, expected: str, new: str, payload: bytes) -> None:
+        self.storage.put_if_absent(new, payload)
+        statement = (
+            sa.update(ICEBERG_TABLES)
+            .where(self._where(), ICEBERG_TABLES.c.metadata_location == expected)
+            .values(metadata_location=new, previous_metadata_location=expected)
+        )
+        try:
+            with self.engine.begin() as conn:
+                updated = conn.execute(statement).rowcount
+        except SQLAlchemyError as exc:
+            # The transaction may have committed with its answer lost: only a re-read can tell, and
+            # if the pointer moved on since, ours may still have landed first. Never delete here.
+            try:
+                landed = self.current() == new
+            except StorageError:
+                landed = False
+            if landed:
+                return
+            raise CommitStateUnknown(
+                f"{self.table}: the catalog update to {new} failed ({exc}); whether it landed is unknown"
+            ) from exc
+        if updated != 1:
+            self.storage.delete_many([new])
+            raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")
