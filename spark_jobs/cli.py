@@ -29,6 +29,8 @@ from lakeops.units import parse_duration, parse_size
 COMMANDS: dict[str, str] = {
     "inspect": "spark_jobs.inspect_table",  # not `inspect`: scripts run by spark-submit would shadow the stdlib
     "compact": "spark_jobs.compact",
+    "expire": "spark_jobs.expire",
+    "orphans": "spark_jobs.orphans",
 }
 
 stderr = Console(stderr=True, highlight=False)

@@ -1,0 +1,73 @@
+"""Log expiry: ``lakeops expire TABLE`` / ``spark-submit spark_jobs/expire.py TABLE`` (same options).
+
+No Spark job: the deletions are a handful of log files, done on the driver in one batched request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from rich.console import Console
+
+from lakeops.ops import expiry
+from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, parse_retention
+from lakeops.storage import StorageOptions
+from lakeops.units import format_size
+
+HELP = "delete Delta log files older than delta.logRetentionDuration, keeping the checkpoint they need"
+USES_SPARK = False
+
+#: Paths echoed to the console by a dry run; ``--json`` lists them all.
+SHOWN_PATHS = 20
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="log retention, e.g. 30d (default: delta.logRetentionDuration, else 30 days); "
+        "negative values: --older-than=-1d is refused",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="allow a retention shorter than the table's delta.logRetentionDuration, or a table with "
+        "delta.enableExpiredLogCleanup=false",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+
+
+def show_paths(console: Console, paths: list[str]) -> None:
+    """Echo the first paths of a dry run to the progress console."""
+    for path in paths[:SHOWN_PATHS]:
+        console.print(f"  would delete {path}", soft_wrap=True, highlight=False)
+    if len(paths) > SHOWN_PATHS:
+        console.print(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
+
+
+def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> ExpiryReport:
+    """Plan and delete on the driver; ``args`` are the parsed ``expire`` options."""
+    started = time.monotonic()
+    retention = parse_retention(args.older_than) if args.older_than is not None else None
+    progress.print(f"planning log expiry of {args.table} ...")
+    plan = expiry.plan(args.table, ExpiryOptions(retention=retention, force=args.force), storage_options)
+    if plan.note:
+        progress.print(plan.note)
+    else:
+        progress.print(
+            f"keeping the checkpoint at version {plan.checkpoint_version} and everything after it; "
+            f"{len(plan.files)} log files ({format_size(plan.bytes)}) below it expire"
+        )
+    if args.dry_run:
+        report = expiry.dry_run_report(plan, started)
+        show_paths(progress, report.paths)
+        return report
+    return expiry.execute(plan, storage_options, started)
+
+
+if __name__ == "__main__":
+    from spark_jobs.cli import main
+
+    sys.exit(main(only="expire"))

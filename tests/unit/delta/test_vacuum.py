@@ -1,0 +1,323 @@
+"""Delta VACUUM rules, planned and executed on the driver (the Spark path is in tests/spark).
+
+A vacuum "run later" is simulated with ``now_ms``; file ages are set with ``os.utime``. Expected file
+sets come from the log JSON read directly, not from lakeops' own replay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from lakeops_testdata import TESTDATA
+
+from lakeops.delta.deletion_vectors import dv_absolute_path
+from lakeops.delta.maintenance.vacuum import (
+    Candidate,
+    DeleteBatch,
+    VacuumOptions,
+    VacuumPlan,
+    delete_batch,
+    is_hidden,
+    plan_vacuum,
+    recheck,
+)
+from lakeops.delta.scan import read_snapshot
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.errors import InvalidArgument, OutsideRoot, UnsafeOperation, UnsupportedFeature
+from lakeops.storage import StorageOptions, open_storage
+
+DAY_MS = 86_400_000
+NOW_MS = int(time.time() * 1000)
+OLD = 1_500_000_000.0  # July 2017, before any fixture's commits: "a long time ago" for file ages
+
+
+def _age_all(root: Path, stamp: float = OLD) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, (stamp, stamp))
+
+
+def _copy(name: str, tmp_path: Path, *, kernel: bool = False) -> Path:
+    if kernel:
+        import subprocess
+
+        subprocess.run(
+            ["tar", "--zstd", "-xf", str(TESTDATA / "delta-kernel" / f"{name}.tar.zst"), "-C", str(tmp_path)],
+            check=True,
+        )
+        return tmp_path / name / "delta"
+    target = tmp_path / name
+    shutil.copytree(TESTDATA / "delta-rs" / name, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)  # the fixtures are read-only
+    return target
+
+
+def _plan(root: Path, *, now_ms: int = NOW_MS, **options: object) -> VacuumPlan:
+    storage = open_storage(str(root))
+    snapshot = load_snapshot(storage, str(root))
+    return plan_vacuum(snapshot, storage, VacuumOptions.model_validate(options), StorageOptions(), now_ms=now_ms)
+
+
+def _execute(plan: VacuumPlan) -> None:
+    for batch in plan.batches:
+        delete_batch(batch)
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def _log_actions(root: Path, kind: str) -> list[dict[str, object]]:
+    actions = []
+    for commit in sorted((root / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            if line.strip() and kind in (obj := json.loads(line)):
+                actions.append(obj[kind])
+    return actions
+
+
+def _rel(plan: VacuumPlan, root: Path, kind: str | None = None) -> set[str]:
+    return {str(Path(c.path).relative_to(root)) for c in plan.candidates if kind is None or c.kind == kind}
+
+
+@pytest.mark.parametrize(
+    ("path", "hidden"),
+    [
+        ("part-0.parquet", False),
+        ("day=1/part-0.parquet", False),
+        ("_delta_log/00000000000000000000.json", True),
+        ("_delta_log/_staged_commits/x.json", True),
+        ("_tmp/part-0.parquet", True),
+        (".hive-staging/part-0.parquet", True),
+        ("day=1/.part-0.parquet.crc", True),
+        ("day=1/_SUCCESS", True),
+        ("_change_data/cdc-0.parquet", False),
+        ("_change_data/day=1/cdc-0.parquet", False),
+        ("_change_data/.cdc-0.parquet.crc", True),
+        ("day=1/_change_data/cdc-0.parquet", True),  # only the top-level directory is change data
+        ("_change_data", True),  # a file, not the directory
+        ("_p=1/part-0.parquet", False),  # a partition directory of column "_p"
+        ("_q=1/part-0.parquet", True),  # "_q" is not a partition column
+    ],
+)
+def test_hidden_paths(path: str, hidden: bool) -> None:
+    assert is_hidden(path, {"day", "_p"}) is hidden
+
+
+def _overwritten_table(root: Path) -> pa.Table:
+    """Three appends then an overwrite: three tombstoned files (removed now) and one live file."""
+    for i in range(3):
+        write_deltalake(str(root), pa.table({"id": [i]}), mode="append")
+    write_deltalake(str(root), pa.table({"id": [10, 11]}), mode="overwrite")
+    return DeltaTable(str(root)).to_pyarrow_table()
+
+
+def test_expired_tombstones_and_old_untracked_files_go_everything_else_stays(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    rows = _overwritten_table(root)
+    (root / "stray.parquet").write_bytes(b"untracked")
+    for hidden in ("_tmp/x.parquet", ".hidden.parquet", "sub/_SUCCESS", "_delta_log/_staged_commits/x.json"):
+        (root / hidden).parent.mkdir(parents=True, exist_ok=True)
+        (root / hidden).write_bytes(b"hidden")
+    for outside in (tmp_path / "t2" / "old.parquet", tmp_path / "elsewhere.parquet"):  # "t2" shares t's prefix
+        outside.parent.mkdir(parents=True, exist_ok=True)
+        outside.write_bytes(b"outside")
+    _age_all(tmp_path)
+    later = NOW_MS + 10 * DAY_MS  # the vacuum runs ten days after the overwrite
+    fresh = (later - DAY_MS) / 1000  # written a day before that run: maybe a writer's uncommitted file
+    (root / "fresh.parquet").write_bytes(b"new")
+    os.utime(root / "fresh.parquet", (fresh, fresh))
+    live = {a["path"] for a in _log_actions(root, "add")} - {r["path"] for r in _log_actions(root, "remove")}
+    tombstoned = {r["path"] for r in _log_actions(root, "remove")}
+    before = _files(root)
+
+    plan = _plan(root, now_ms=later)
+
+    assert _rel(plan, root, "tombstoned") == tombstoned and len(tombstoned) == 3
+    assert _rel(plan, root, "untracked") == {"stray.parquet"}
+    assert (plan.files_too_recent, plan.live_files, plan.tombstones_retained) == (1, 1, 0)
+    assert plan.files_scanned == 6 and plan.directories_scanned == 1
+    _execute(plan)
+    assert _files(root) == before - tombstoned - {"stray.parquet"}
+    assert live <= _files(root) and "fresh.parquet" in _files(root)
+    assert (tmp_path / "t2" / "old.parquet").exists() and (tmp_path / "elsewhere.parquet").exists()
+    assert DeltaTable(str(root)).to_pyarrow_table().equals(rows)
+
+
+def test_unexpired_tombstones_are_kept(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _overwritten_table(root)
+    _age_all(root)  # old files, but the tombstones are from just now
+
+    plan = _plan(root)
+
+    assert plan.candidates == [] and plan.tombstones_retained == 3
+
+
+def test_tombstone_deletion_timestamp_decides_not_file_age(tmp_path: Path) -> None:
+    root = _copy("simple_table", tmp_path)  # tombstones from April 2020
+    _age_all(root)  # files from 2017: only the tombstones' age can protect them
+    newest_tombstone = max(int(r["deletionTimestamp"]) for r in _log_actions(root, "remove"))  # type: ignore[call-overload]
+    # Run as if just after the last removal: every tombstone is younger than the week of retention.
+    named = {a["path"] for kind in ("add", "remove") for a in _log_actions(root, kind)}
+    untracked = {f for f in _files(root) if f.endswith(".parquet")} - named
+
+    plan = _plan(root, now_ms=newest_tombstone + DAY_MS)
+
+    assert _rel(plan, root) == untracked and len(untracked) == 1
+    assert plan.tombstones_retained == len({r["path"] for r in _log_actions(root, "remove")}) == 31
+
+
+def test_percent_encoded_partition_paths_are_decoded(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    data = pa.table({"id": [1, 2, 3, 4], "p": ["a b", "100%", "x=y", "é"]})
+    write_deltalake(str(root), data, partition_by=["p"])
+    write_deltalake(str(root), data, partition_by=["p"], mode="append")
+    DeltaTable(str(root)).delete("id = 2")
+    rows = DeltaTable(str(root)).to_pyarrow_table().sort_by("id")
+    encoded = [a["path"] for a in _log_actions(root, "add")]
+    assert any("%" in str(p) for p in encoded)  # the log holds URL-encoded paths
+    _age_all(root)
+
+    plan = _plan(root, now_ms=NOW_MS + 10 * DAY_MS)
+
+    assert {c.kind for c in plan.candidates} == {"tombstoned"} and len(plan.candidates) == 2
+    _execute(plan)
+    table = DeltaTable(str(root))
+    assert all(Path(uri.removeprefix("file://")).exists() for uri in table.file_uris())
+    assert table.to_pyarrow_table().sort_by("id").equals(rows)
+
+
+def test_deletion_vector_files_of_live_files_and_unexpired_tombstones_stay(tmp_path: Path) -> None:
+    root = _copy("dv-partitioned-with-checkpoint", tmp_path, kernel=True)
+    _age_all(root)
+    storage = open_storage(str(root))
+    snapshot = load_snapshot(storage, str(root))
+    rows = read_snapshot(snapshot, storage).sort_by("col1")
+    stamps = sorted({r.deletion_timestamp or 0 for r in snapshot.tombstones.values()})
+    middle = stamps[len(stamps) // 2]
+
+    def dv_files(actions: object) -> set[str]:
+        return {
+            str(Path(dv_absolute_path(a.deletion_vector, str(root))).relative_to(root))
+            for a in actions  # type: ignore[attr-defined]
+            if a.deletion_vector is not None and a.deletion_vector.storage_type == "u"
+        }
+
+    live_dvs = dv_files(snapshot.files.values())
+    young_dvs = dv_files(r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) >= middle)
+    old_dvs = dv_files(r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) < middle)
+    on_disk = {f for f in _files(root) if f.startswith("deletion_vector_")}
+    data_files = {f for f in _files(root) if f.endswith(".parquet") and not f.startswith("_delta_log")}
+
+    plan = _plan(root, now_ms=middle + 7 * DAY_MS)  # tombstones older than `middle` have expired
+
+    _execute(plan)
+    left = {f for f in _files(root) if f.startswith("deletion_vector_")}
+    assert left == live_dvs | young_dvs  # DV files named by nothing were old, so they went too
+    assert old_dvs - left and old_dvs - left <= _rel(plan, root, "tombstoned")
+    assert on_disk - left == _rel(plan, root) & on_disk
+    assert data_files <= _files(root)  # every data file is live (DV updates keep the file)
+    after = load_snapshot(storage, str(root))
+    assert read_snapshot(after, storage).sort_by("col1").equals(rows)
+
+
+def test_change_data_files_go_by_age_unless_a_commit_in_the_window_names_them(tmp_path: Path) -> None:
+    root = _copy("cdf-table", tmp_path)
+    _age_all(root)
+    recent = (NOW_MS - DAY_MS) / 1000  # commit 3 was made yesterday, inside the week of retention
+    os.utime(root / "_delta_log" / "00000000000000000003.json", (recent, recent))
+    in_window = {
+        json.loads(line)["cdc"]["path"]
+        for line in (root / "_delta_log" / "00000000000000000003.json").read_text().splitlines()
+        if '"cdc"' in line
+    }
+    change_data = {f for f in _files(root) if f.startswith("_change_data/") and "/." not in f}
+
+    plan = _plan(root)
+
+    assert _rel(plan, root, "change_data") == change_data - in_window
+    assert plan.files_still_needed == len(in_window) == 1
+    _execute(plan)
+    assert {f for f in _files(root) if f.startswith("_change_data/") and "/." not in f} == in_window
+    # delta-rs still reads the change feed from the kept version on.
+    assert DeltaTable(str(root)).load_cdf(starting_version=3).read_all().num_rows > 0
+
+
+def test_retention_checks(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write_deltalake(
+        str(root), pa.table({"id": [1]}), configuration={"delta.deletedFileRetentionDuration": "interval 2 days"}
+    )
+    assert _plan(root).retention == timedelta(days=2)
+    with pytest.raises(
+        UnsafeOperation, match=r"retention 1d is shorter than the table's .*\(2d\).*--force-short-retention"
+    ):
+        _plan(root, retention=timedelta(days=1))
+    assert _plan(root, retention=timedelta(days=1), force_short_retention=True).retention == timedelta(days=1)
+    assert _plan(root, retention=timedelta(0), force_short_retention=True).cutoff_ms == NOW_MS
+    with pytest.raises(InvalidArgument, match="negative"):
+        _plan(root, retention=timedelta(hours=-1), force_short_retention=True)
+
+
+def test_tables_vacuum_cannot_handle_are_refused(tmp_path: Path) -> None:
+    guarded = _copy("basic-with-vacuum-protocol-check-feature", tmp_path, kernel=True)
+    with pytest.raises(UnsupportedFeature, match="vacuumProtocolCheck"):
+        _plan(guarded)
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1]}))
+    (root / "_delta_log" / "00000000000000000001.json").write_text(
+        '{"protocol":{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["rowTracking"]}}\n'
+    )
+    with pytest.raises(UnsupportedFeature, match="writer feature rowTracking not supported"):
+        _plan(root)
+
+
+def test_recheck_keeps_a_file_restored_after_the_plan(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _overwritten_table(root)
+    _age_all(root)
+    plan = _plan(root, now_ms=NOW_MS + 10 * DAY_MS)
+    restored = next(a for a in _log_actions(root, "add") if str(Path(plan.candidates[0].path).name) == a["path"])
+    # A RESTORE lands between planning and deleting: it re-adds a tombstoned file (old mtime).
+    (root / "_delta_log" / "00000000000000000004.json").write_text(json.dumps({"add": restored}) + "\n")
+
+    checked = recheck(plan, open_storage(str(root)))
+
+    assert checked.read_version == 4 and len(checked.candidates) == len(plan.candidates) - 1
+    assert checked.files_still_needed == 1
+    restored_ids = pq.read_table(root / str(restored["path"])).column("id").to_pylist()
+    _execute(checked)
+    assert (root / str(restored["path"])).exists()
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == sorted([*restored_ids, 10, 11])
+    assert recheck(checked, open_storage(str(root))) is checked  # nothing new since: the plan stands
+
+
+def test_delete_batch_refuses_paths_outside_the_root_or_in_the_log(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1]}))
+    outside = tmp_path / "t2" / "x.parquet"
+    outside.parent.mkdir()
+    outside.write_bytes(b"x")
+
+    def batch(path: Path) -> DeleteBatch:
+        candidate = Candidate(path=str(path), size=1, kind="untracked")
+        return DeleteBatch(batch_id=0, table_root=str(root), storage=StorageOptions(), files=[candidate])
+
+    with pytest.raises(OutsideRoot):
+        delete_batch(batch(outside))
+    with pytest.raises(OutsideRoot):
+        delete_batch(batch(root / ".." / "t2" / "x.parquet"))
+    with pytest.raises(UnsafeOperation, match="inside _delta_log"):
+        delete_batch(batch(root / "_delta_log" / "00000000000000000000.json"))
+    assert outside.exists() and (root / "_delta_log" / "00000000000000000000.json").exists()
