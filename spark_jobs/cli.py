@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "compact": "spark_jobs.compact",
     "expire": "spark_jobs.expire",
     "orphans": "spark_jobs.orphans",
+    "cdc": "spark_jobs.cdc",
 }
 
 stderr = Console(stderr=True, highlight=False)

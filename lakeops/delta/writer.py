@@ -1,0 +1,256 @@
+"""A small Delta table writer: create a table or append data files to it, idempotently.
+
+Implements the writer side of "Creation of New Log Entries" (the first commit holds ``protocol`` and
+``metaData``), "Add File and Remove File" (new files with full "Per-file Statistics", never
+overwriting a path), "Transaction Identifiers" (an application's progress recorded atomically with
+its data, and checked before writing again) and "Protocol Evolution" (plain tables need reader 1 /
+writer 2, nothing more).
+
+Data files are written first, under fresh names, by whoever holds the rows (a Spark task); the
+driver then commits their ``add`` actions in one version. The writer only appends: it never removes
+a file and never changes an existing table's schema.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from lakeops.delta.actions import Add, Metadata, Protocol, Txn, _Action
+from lakeops.delta.commit import CommitResult, ConflictRule, commit
+from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.features import check_writable
+from lakeops.delta.schema import StructType, logical_to_physical, parse_schema, physical_arrow_schema, schema_to_string
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.delta.stats import DataSkippingConfig, delta_stats_json
+from lakeops.errors import InvalidArgument, LakeopsError, NotATable, StorageError
+from lakeops.parquet.statistics import nan_counts
+from lakeops.storage import Storage
+from lakeops.storage.uri import join, normalize, require_within
+
+__all__ = [
+    "DataFileWriter",
+    "TargetTable",
+    "WrittenFile",
+    "append_files",
+    "new_table_metadata",
+    "read_target",
+    "require_writable_location",
+    "txn_conflicts",
+]
+
+#: What a table with no table features needs: reader 1, writer 2 (invariants/appendOnly understood).
+PLAIN_PROTOCOL = Protocol(minReaderVersion=1, minWriterVersion=2)
+
+
+class WrittenFile(BaseModel):
+    """A data file written but not yet committed: its ``add`` action, where it is, how many rows."""
+
+    add: dict[str, Any]
+    location: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """What a writer must know of the table it appends to; ``version`` is None if it does not exist."""
+
+    root: str
+    version: int | None
+    metadata: Metadata | None = None
+    txns: dict[str, Txn] = field(default_factory=dict)
+
+    @property
+    def exists(self) -> bool:
+        return self.version is not None
+
+    def txn_version(self, app_id: str) -> int | None:
+        txn = self.txns.get(app_id)
+        return txn.version if txn is not None else None
+
+
+def read_target(storage: Storage, root: str) -> TargetTable:
+    """The target's latest state, or a not-yet-existing target; refuses a table lakeops cannot write."""
+    root = normalize(root)
+    try:
+        snapshot = load_snapshot(storage, root)
+    except NotATable:
+        return TargetTable(root, None)
+    check_writable(snapshot.protocol, root)
+    return TargetTable(root, snapshot.version, snapshot.metadata, dict(snapshot.txns))
+
+
+def new_table_metadata(schema: StructType, *, configuration: dict[str, str], name: str | None = None) -> Metadata:
+    """The ``metaData`` of a new unpartitioned table with a fresh id."""
+    return Metadata.model_validate(
+        {
+            "id": str(uuid.uuid4()),
+            "name": name,
+            "schemaString": schema_to_string(schema),
+            "partitionColumns": [],
+            "configuration": configuration,
+            "createdTime": int(time.time() * 1000),
+        }
+    )
+
+
+def require_writable_location(storage: Storage, root: str) -> None:
+    """Fail early, before any data is produced, when the table location cannot be written.
+
+    Writes and deletes an empty, uniquely named hidden object under the root (readers ignore hidden
+    files); a location that refuses it raises :class:`StorageError` naming the table.
+    """
+    root = normalize(root)
+    probe = join(root, f".lakeops-write-check-{uuid.uuid4().hex}")
+    try:
+        storage.put_if_absent(probe, b"")
+    except LakeopsError as exc:
+        raise StorageError(f"{root}: the table location is not writable ({exc}); nothing was written") from exc
+    storage.delete_many([probe])
+
+
+#: A row group is flushed once this many rows or bytes are buffered: few, large row groups read fast,
+#: and memory stays bounded by one row group plus the encoded file.
+ROW_GROUP_ROWS = 1_000_000
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+class DataFileWriter:
+    """Accumulates logical rows of an unpartitioned table into one Parquet data file and stores it
+    under a new name. Small batches are buffered into row groups of up to ``ROW_GROUP_ROWS`` rows /
+    ``ROW_GROUP_BYTES`` bytes."""
+
+    def __init__(self, schema: StructType, *, configuration: dict[str, str] | None = None) -> None:
+        self.schema = schema
+        self.configuration = configuration or {}
+        self.sink = pa.BufferOutputStream()
+        self.writer: pq.ParquetWriter | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_rows = self.pending_bytes = 0
+        self.rows = 0
+        self.nans: Counter[tuple[str, ...]] = Counter()
+
+    def write(self, table: pa.Table) -> None:
+        """Buffer logical rows (columns by logical name, cast and checked against the schema)."""
+        if not table.num_rows:
+            return
+        physical = logical_to_physical(table, self.schema, "none")
+        self.pending.append(physical)
+        self.pending_rows += physical.num_rows
+        self.pending_bytes += physical.nbytes
+        if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        group = pa.concat_tables(self.pending).combine_chunks()
+        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(
+                self.sink, physical_arrow_schema(self.schema, "none"), compression="zstd", write_statistics=True
+            )
+        self.writer.write_table(group, row_group_size=group.num_rows)
+        self.rows += group.num_rows
+        self.nans.update(nan_counts(group))
+
+    def finish(self, storage: Storage, root: str, *, prefix: str = "part") -> WrittenFile | None:
+        """Store the file at ``<root>/<prefix>-<uuid>.zstd.parquet`` (put-if-absent: a data file is never
+        overwritten) and describe it as an ``add`` with full statistics; None when no rows were written."""
+        self._flush()
+        if self.writer is None:
+            return None
+        self.writer.close()
+        payload = self.sink.getvalue().to_pybytes()
+        stats = delta_stats_json(
+            pq.ParquetFile(pa.BufferReader(payload)).metadata,
+            self.schema,
+            config=DataSkippingConfig.from_configuration(self.configuration),
+            nan_counts=dict(self.nans),
+        )
+        name = f"{prefix}-{uuid.uuid4()}.zstd.parquet"
+        location = require_within(root, join(root, name))
+        storage.put_if_absent(location, payload)
+        add = Add(
+            path=name,
+            partitionValues={},
+            size=len(payload),
+            modificationTime=int(time.time() * 1000),
+            dataChange=True,
+            stats=stats,
+        )
+        return WrittenFile(add=add.to_json_dict(), location=location, rows=self.rows)
+
+
+def txn_conflicts(app_id: str | None) -> ConflictRule:
+    """Abort when a concurrent commit advanced the same application's progress (its rows may overlap
+    ours) or changed the table's metadata or protocol (a concurrent create, a schema change)."""
+
+    def rule(winner: CommitActions) -> str | None:
+        for txn in winner.txns:
+            if app_id is not None and txn.app_id == app_id:
+                return f"version {winner.version} recorded progress {txn.version} of application {app_id} concurrently"
+        if winner.metadata is not None:
+            return f"version {winner.version} created the table or changed its metadata concurrently"
+        if winner.protocol is not None:
+            return f"version {winner.version} changed the table protocol concurrently"
+        return None
+
+    return rule
+
+
+def append_files(
+    storage: Storage,
+    target: TargetTable,
+    *,
+    metadata: Metadata,
+    files: list[WrittenFile],
+    txn: Txn | None,
+    operation_parameters: dict[str, object],
+    operation_metrics: dict[str, object] | None = None,
+) -> CommitResult:
+    """Commit ``files`` (and ``txn``) as the next version of ``target``, creating the table with
+    ``metadata`` when it does not exist yet. An existing table must have ``metadata``'s schema.
+
+    Concurrency: the commit is put-if-absent; a concurrent commit is tolerated unless
+    :func:`txn_conflicts` of ``txn``'s application says otherwise (:class:`CommitConflict`).
+    """
+    actions: list[_Action] = []
+    if target.exists:
+        assert target.metadata is not None
+        if parse_schema(target.metadata.schema_string) != parse_schema(metadata.schema_string):
+            raise InvalidArgument(
+                f"{target.root}: the table's schema differs from the rows to append "
+                f"(table: {target.metadata.schema_string}; rows: {metadata.schema_string})"
+            )
+        if target.metadata.partition_columns:
+            raise InvalidArgument(f"{target.root}: appending to a partitioned table is not supported")
+    else:
+        actions += [PLAIN_PROTOCOL, metadata]
+    if txn is not None:
+        actions.append(txn)
+    adds = [Add.model_validate(f.add) for f in files]
+    actions += adds
+    return commit(
+        storage,
+        target.root,
+        read_version=target.version if target.version is not None else -1,
+        actions=actions,
+        operation="WRITE",
+        operation_parameters={"mode": "Append" if target.exists else "ErrorIfExists", **operation_parameters},
+        operation_metrics={
+            "numFiles": str(len(adds)),
+            "numOutputRows": str(sum(f.rows for f in files)),
+            "numOutputBytes": str(sum(a.size for a in adds)),
+            **(operation_metrics or {}),
+        },
+        conflict_rule=txn_conflicts(txn.app_id if txn is not None else None),
+        is_blind_append=txn is None,
+    )
