@@ -17,6 +17,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import Protocol, cast
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -126,6 +127,10 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     except LakeopsError as exc:
         stderr.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True, soft_wrap=True)
         return 1
+    except ValidationError as exc:  # an option outside its range, caught by the options model
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        stderr.print(f"[red]error:[/red] invalid option: {problems}", markup=True, soft_wrap=True)
+        return 2
     print_report(report, args.json)
     return 0
 

@@ -105,19 +105,19 @@ def commit(
     log_dir = join(table_root, LOG_DIR)
     version = read_version + 1
     for attempt in range(1, max_attempts + 1):
-        info = CommitInfo.model_validate(
-            {
-                "timestamp": int(time.time() * 1000),
-                "operation": operation,
-                "operationParameters": operation_parameters,
-                "operationMetrics": operation_metrics or {},
-                "engineInfo": ENGINE_INFO,
-                "txnId": txn_id,
-                "readVersion": read_version,
-                "isolationLevel": "SnapshotIsolation",
-                "isBlindAppend": is_blind_append,
-            }
-        )
+        provenance: dict[str, object] = {
+            "timestamp": int(time.time() * 1000),
+            "operation": operation,
+            "operationParameters": operation_parameters,
+            "operationMetrics": operation_metrics or {},
+            "engineInfo": ENGINE_INFO,
+            "txnId": txn_id,
+            "isolationLevel": "SnapshotIsolation",
+            "isBlindAppend": is_blind_append,
+        }
+        if read_version >= 0:  # a commit creating the table read no version
+            provenance["readVersion"] = read_version
+        info = CommitInfo.model_validate(provenance)
         path = join(log_dir, commit_file_name(version))
         try:
             storage.put_if_absent(path, _render(actions, info))

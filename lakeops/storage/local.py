@@ -24,6 +24,15 @@ __all__ = ["LocalStorage"]
 _TMP_SUFFIX = ".lakeops-tmp"
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def _local(path: str) -> str:
     """The normalised absolute path, refusing locations of other schemes."""
     if uri.scheme(path) != uri.LOCAL:
@@ -134,6 +143,9 @@ class LocalStorage:
         except OSError as exc:
             raise StorageError(f"cannot write {target!r}: {exc.strerror or exc}") from exc
         try:
+            # mkstemp creates 0600; a table file must get the ordinary permissions (0666 less umask)
+            # so other readers of the table (Spark, delta-rs, PyIceberg under other users) can open it.
+            os.fchmod(fd, 0o666 & ~_UMASK)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
