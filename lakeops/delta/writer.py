@@ -16,8 +16,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,7 +29,14 @@ from lakeops.delta.actions import Add, Metadata, Protocol, Txn, _Action
 from lakeops.delta.commit import CommitResult, ConflictRule, commit
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_writable
-from lakeops.delta.schema import StructType, logical_to_physical, parse_schema, physical_arrow_schema, schema_to_string
+from lakeops.delta.schema import (
+    ColumnMappingMode,
+    StructType,
+    logical_to_physical,
+    parse_schema,
+    physical_arrow_schema,
+    schema_to_string,
+)
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.stats import DataSkippingConfig, delta_stats_json
 from lakeops.errors import InvalidArgument, LakeopsError, NotATable, StorageError
@@ -123,12 +132,21 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
 class DataFileWriter:
-    """Accumulates logical rows of an unpartitioned table into one Parquet data file and stores it
-    under a new name. Small batches are buffered into row groups of up to ``ROW_GROUP_ROWS`` rows /
-    ``ROW_GROUP_BYTES`` bytes."""
+    """Accumulates logical rows of one partition into one Parquet data file and stores it under a
+    new name. Small batches are buffered into row groups of up to ``ROW_GROUP_ROWS`` rows /
+    ``ROW_GROUP_BYTES`` bytes; files carry physical names and field ids under column mapping."""
 
-    def __init__(self, schema: StructType, *, configuration: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        schema: StructType,
+        *,
+        mode: ColumnMappingMode = "none",
+        partition_columns: Sequence[str] = (),
+        configuration: dict[str, str] | None = None,
+    ) -> None:
         self.schema = schema
+        self.mode = mode
+        self.partition_columns = list(partition_columns)
         self.configuration = configuration or {}
         self.sink = pa.BufferOutputStream()
         self.writer: pq.ParquetWriter | None = None
@@ -137,11 +155,16 @@ class DataFileWriter:
         self.rows = 0
         self.nans: Counter[tuple[str, ...]] = Counter()
 
+    @property
+    def buffered_rows(self) -> int:
+        """Rows given to :meth:`write` so far (written row groups plus the buffer)."""
+        return self.rows + self.pending_rows
+
     def write(self, table: pa.Table) -> None:
         """Buffer logical rows (columns by logical name, cast and checked against the schema)."""
         if not table.num_rows:
             return
-        physical = logical_to_physical(table, self.schema, "none")
+        physical = logical_to_physical(table, self.schema, self.mode, partition_columns=self.partition_columns)
         self.pending.append(physical)
         self.pending_rows += physical.num_rows
         self.pending_bytes += physical.nbytes
@@ -154,16 +177,25 @@ class DataFileWriter:
         group = pa.concat_tables(self.pending).combine_chunks()
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         if self.writer is None:
-            self.writer = pq.ParquetWriter(
-                self.sink, physical_arrow_schema(self.schema, "none"), compression="zstd", write_statistics=True
-            )
+            schema = physical_arrow_schema(self.schema, self.mode, partition_columns=self.partition_columns)
+            self.writer = pq.ParquetWriter(self.sink, schema, compression="zstd", write_statistics=True)
         self.writer.write_table(group, row_group_size=group.num_rows)
         self.rows += group.num_rows
         self.nans.update(nan_counts(group))
 
-    def finish(self, storage: Storage, root: str, *, prefix: str = "part") -> WrittenFile | None:
-        """Store the file at ``<root>/<prefix>-<uuid>.zstd.parquet`` (put-if-absent: a data file is never
-        overwritten) and describe it as an ``add`` with full statistics; None when no rows were written."""
+    def finish(
+        self,
+        storage: Storage,
+        root: str,
+        *,
+        directory: str = "",
+        partition_values: dict[str, str | None] | None = None,
+        data_change: bool = True,
+        prefix: str = "part",
+    ) -> WrittenFile | None:
+        """Store the file at ``<root>/<directory>/<prefix>-<uuid>.zstd.parquet`` (put-if-absent: a
+        data file is never overwritten) and describe it as an ``add`` with full statistics; None
+        when no rows were written. ``directory`` is relative and URI-encoded, as action paths are."""
         self._flush()
         if self.writer is None:
             return None
@@ -172,18 +204,21 @@ class DataFileWriter:
         stats = delta_stats_json(
             pq.ParquetFile(pa.BufferReader(payload)).metadata,
             self.schema,
+            mode=self.mode,
+            partition_columns=self.partition_columns,
             config=DataSkippingConfig.from_configuration(self.configuration),
             nan_counts=dict(self.nans),
         )
         name = f"{prefix}-{uuid.uuid4()}.zstd.parquet"
-        location = require_within(root, join(root, name))
+        path = f"{directory}/{name}" if directory else name
+        location = require_within(root, join(root, *(unquote(part) for part in path.split("/"))))
         storage.put_if_absent(location, payload)
         add = Add(
-            path=name,
-            partitionValues={},
+            path=path,
+            partitionValues=partition_values or {},
             size=len(payload),
             modificationTime=int(time.time() * 1000),
-            dataChange=True,
+            dataChange=data_change,
             stats=stats,
         )
         return WrittenFile(add=add.to_json_dict(), location=location, rows=self.rows)

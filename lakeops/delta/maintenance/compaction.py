@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, cast
-from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.delta.actions import Add, Remove
@@ -30,26 +27,20 @@ from lakeops.delta.schema import (
     ColumnMappingMode,
     StructType,
     column_mapping_mode,
-    logical_to_physical,
     parse_schema,
-    physical_arrow_schema,
     physical_name,
     type_to_json,
 )
 from lakeops.delta.snapshot import DeltaSnapshot
-from lakeops.delta.stats import DataSkippingConfig, delta_stats_json
+from lakeops.delta.writer import DataFileWriter, WrittenFile
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.ops.predicate import parse_predicate
-from lakeops.parquet.statistics import nan_counts as count_nans
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import join, require_within
+from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import parse_size
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 #: Rows a DV may hide before its file is rewritten even when it is not small (Delta's default ratio).
 DEFAULT_DV_PURGE_RATIO = 0.05
-#: Upper bound of rows buffered per row group: keeps a task's memory bounded by the batch, not the bin.
-ROW_GROUP_ROWS = 1_000_000
 
 
 class CompactionOptions(BaseModel):
@@ -94,12 +85,6 @@ class RewriteGroup(BaseModel):
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
-
-
-class WrittenFile(BaseModel):
-    add: dict[str, Any]
-    location: str
-    rows: int
 
 
 class RewriteResult(BaseModel):
@@ -267,61 +252,6 @@ def plan_compaction(
 # --- execute: runs inside a Spark task -------------------------------------------------------------
 
 
-class _RollingWriter:
-    """Writes row groups of bounded size and starts a new file every ``rows_per_file`` rows."""
-
-    def __init__(self, schema: pa.Schema, rows_per_file: int) -> None:
-        self.schema = schema
-        self.rows_per_file = max(1, rows_per_file)
-        self.row_group_rows = min(self.rows_per_file, ROW_GROUP_ROWS)
-        self.pending: list[pa.Table] = []
-        self.pending_rows = 0
-        self.sink: pa.BufferOutputStream | None = None
-        self.writer: pq.ParquetWriter | None = None
-        self.file_rows = 0
-        self.file_nans: Counter[tuple[str, ...]] = Counter()
-        self.finished: list[tuple[bytes, int, dict[tuple[str, ...], int]]] = []
-
-    def write(self, table: pa.Table) -> None:
-        if table.num_rows:
-            self.pending.append(table)
-            self.pending_rows += table.num_rows
-        while self.pending_rows >= min(self.row_group_rows, self.rows_per_file - self.file_rows):
-            self._flush(min(self.row_group_rows, self.rows_per_file - self.file_rows))
-
-    def _flush(self, rows: int) -> None:
-        combined = pa.concat_tables(self.pending).combine_chunks() if len(self.pending) > 1 else self.pending[0]
-        head, tail = combined.slice(0, rows), combined.slice(rows)
-        self.pending = [tail] if tail.num_rows else []
-        self.pending_rows = tail.num_rows
-        if self.writer is None:
-            self.sink = pa.BufferOutputStream()
-            self.writer = pq.ParquetWriter(self.sink, self.schema, compression="zstd", write_statistics=True)
-        self.writer.write_table(head, row_group_size=head.num_rows)
-        self.file_rows += head.num_rows
-        self.file_nans.update(count_nans(head))
-        if self.file_rows >= self.rows_per_file:
-            self._close_file()
-
-    def _close_file(self) -> None:
-        assert self.writer is not None and self.sink is not None
-        self.writer.close()
-        self.finished.append((self.sink.getvalue().to_pybytes(), self.file_rows, dict(self.file_nans)))
-        self.writer, self.sink, self.file_rows, self.file_nans = None, None, 0, Counter()
-
-    def close(self) -> list[tuple[bytes, int, dict[tuple[str, ...], int]]]:
-        """Finish the last file; returns (bytes, rows, NaN counts by column path) per file."""
-        if self.pending_rows:
-            self._flush(self.pending_rows)
-        if self.writer is not None:
-            self._close_file()
-        return self.finished
-
-
-def _data_file_name() -> str:
-    return f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
-
-
 def iter_live_tables(group: RewriteGroup) -> Iterator[tuple[SourceFile, pa.Table]]:
     """Each input file of the bin as logical rows (no partition columns), its deletion vector applied."""
     storage = open_storage(group.table_root, group.storage)
@@ -346,61 +276,51 @@ def _rows_per_file(group: RewriteGroup) -> int:
     return max(1, math.floor(group.target_file_size / (group.bytes / total_rows)))
 
 
-def _upload(
-    group: RewriteGroup,
-    storage: Storage,
-    schema: StructType,
-    mode: ColumnMappingMode,
-    payload: bytes,
-    rows: int,
-    nan_counts: dict[tuple[str, ...], int],
-) -> WrittenFile:
-    """Store one finished file under a fresh name (put-if-absent: a data file is never overwritten)
-    and describe it as an ``add`` action with full statistics."""
-    name = _data_file_name()
-    rel = f"{group.output_dir}/{name}" if group.output_dir else name
-    location = require_within(group.table_root, join(group.table_root, *(unquote(p) for p in rel.split("/"))))
-    storage.put_if_absent(location, payload)
-    stats = delta_stats_json(
-        pq.ParquetFile(pa.BufferReader(payload)).metadata,
-        schema,
-        mode=mode,
-        partition_columns=group.partition_columns,
-        config=DataSkippingConfig.from_configuration(group.configuration),
-        nan_counts=nan_counts,
-    )
-    add = Add(
-        path=rel,
-        partitionValues=group.partition_values,
-        size=len(payload),
-        modificationTime=int(time.time() * 1000),
-        dataChange=False,
-        stats=stats,
-    )
-    return WrittenFile(add=add.to_json_dict(), location=location, rows=rows)
-
-
 def rewrite_group(group: RewriteGroup) -> RewriteResult:
-    """Rewrite one bin into files of about the target size; returns their ``add`` actions."""
+    """Rewrite one bin into files of about the target size; returns their ``add`` actions.
+
+    Rows stream through one :class:`DataFileWriter` at a time, so a task holds one row group and one
+    encoded output file in memory, whatever the size of the bin. A task that fails deletes what it
+    already stored before it dies.
+    """
     started = time.monotonic()
     storage = open_storage(group.table_root, group.storage)
     schema = parse_schema(group.schema_string)
     mode = cast(ColumnMappingMode, group.column_mapping_mode)
-    roller = _RollingWriter(
-        physical_arrow_schema(schema, mode, partition_columns=group.partition_columns), _rows_per_file(group)
-    )
-    rows_read = dropped = 0
-    for source, table in iter_live_tables(group):
-        rows_read += table.num_rows
-        dropped += source.deleted_rows
-        roller.write(logical_to_physical(table, schema, mode, partition_columns=group.partition_columns))
+    rows_per_file = _rows_per_file(group)
+
+    def new_writer() -> DataFileWriter:
+        return DataFileWriter(
+            schema, mode=mode, partition_columns=group.partition_columns, configuration=group.configuration
+        )
+
+    def store(writer: DataFileWriter) -> None:
+        done = writer.finish(
+            storage,
+            group.table_root,
+            directory=group.output_dir,
+            partition_values=group.partition_values,
+            data_change=False,
+        )
+        if done is not None:
+            written.append(done)
 
     written: list[WrittenFile] = []
+    rows_read = dropped = 0
+    writer = new_writer()
     try:
-        for payload, rows, nan_counts in roller.close():
-            written.append(_upload(group, storage, schema, mode, payload, rows, nan_counts))
+        for source, table in iter_live_tables(group):
+            rows_read += table.num_rows
+            dropped += source.deleted_rows
+            while table.num_rows:
+                room = rows_per_file - writer.buffered_rows
+                writer.write(table.slice(0, room))
+                table = table.slice(room)
+                if writer.buffered_rows >= rows_per_file:
+                    store(writer)
+                    writer = new_writer()
+        store(writer)
     except BaseException:
-        # A task that fails leaves nothing behind: its partial output is deleted before it dies.
         storage.delete_many([w.location for w in written])
         raise
     return RewriteResult(
