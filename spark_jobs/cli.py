@@ -30,6 +30,7 @@ from lakeops.units import parse_duration, parse_size
 COMMANDS: dict[str, str] = {
     "inspect": "spark_jobs.inspect_table",  # not `inspect`: scripts run by spark-submit would shadow the stdlib
     "compact": "spark_jobs.compact",
+    "checkpoint": "spark_jobs.checkpoint",
     "expire": "spark_jobs.expire",
     "orphans": "spark_jobs.orphans",
     "cdc": "spark_jobs.cdc",

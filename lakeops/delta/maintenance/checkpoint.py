@@ -1,0 +1,455 @@
+"""Writing a Delta checkpoint: plan, part tasks, and the ``_last_checkpoint`` pointer written last.
+
+Implements "Checkpoints" (content, single and multi-part file names, "readers must only use a
+complete checkpoint"), "Checkpoint Format", "Last Checkpoint File" and "JSON checksum", and the
+writer requirement under "Checkpoints" that multi-part rows be clustered by ``path`` so every
+attempt writes the same bytes into the same part.
+
+Content: the state at one version after reconciliation — one ``protocol``, one ``metaData``, every
+``txn`` (those older than ``delta.setTransactionRetentionDuration`` dropped, only when that property
+is set), every live ``add`` and every ``remove`` tombstone that has not expired. A tombstone expires
+when ``deletionTimestamp + delta.deletedFileRetentionDuration`` (default one week) is before now; a
+tombstone without a timestamp counts as deleted at the epoch, as Delta Spark treats it.
+
+Layout: ``protocol``, ``metaData`` and ``txn`` rows first, then the file actions sorted by path.
+When there are more actions than ``part_size``, the sorted paths are cut into contiguous ranges (a
+path never straddles two parts, so its ``add`` and tombstones stay together); part 1 also holds
+the non-file actions ("or null otherwise"). The plan carries only the range bounds: a Spark task
+re-reads the log segment, keeps the actions of its range (memory bounded by the part, not the
+table), checks it found exactly the count the driver planned, and writes its part. When one part
+suffices the driver writes it from the snapshot it already holds.
+
+Atomicity: each part is one atomic object write. ``_last_checkpoint`` is written only after every
+part exists, and never moved back to an older version. An interrupted run leaves at most an
+incomplete part set, which readers skip; a rerun rewrites the same names with the same content.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from itertools import groupby
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn
+from lakeops.delta.checkpoint_reader import read_checkpoint_part
+from lakeops.delta.checkpoint_writer import (
+    CheckpointAction,
+    checkpoint_bytes,
+    checkpoint_schema,
+    encode_actions,
+    schema_from_text,
+    schema_to_text,
+)
+from lakeops.delta.commit_file import parse_commit
+from lakeops.delta.features import check_writable
+from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint, render_last_checkpoint
+from lakeops.delta.log_segment import (
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    LogListing,
+    LogSegment,
+    checkpoint_file_names,
+    list_log,
+    read_log_file,
+    segment_for_version,
+)
+from lakeops.delta.maintenance.vacuum import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY
+from lakeops.delta.snapshot import DeltaSnapshot, _Replay
+from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.uri import join
+from lakeops.units import parse_delta_interval
+
+__all__ = [
+    "DEFAULT_PART_SIZE",
+    "CheckpointOptions",
+    "CheckpointPart",
+    "CheckpointPlan",
+    "PartWritten",
+    "finalize_checkpoint",
+    "plan_checkpoint",
+    "select_actions",
+    "write_part",
+    "write_parts_on_driver",
+]
+
+#: Actions per part before a checkpoint is split. A task holds its part's actions as Python objects
+#: (about 2 KB per ``add`` with stats), so a part costs its task up to ~2 GB at this size.
+DEFAULT_PART_SIZE = 1_000_000
+
+SET_TRANSACTION_RETENTION_KEY = "delta.setTransactionRetentionDuration"
+
+
+class CheckpointOptions(BaseModel):
+    """What the user asked for: a version (default the latest), the part size, and whether to
+    rewrite a checkpoint that already exists."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int | None = Field(default=None, ge=0)
+    part_size: int = Field(default=DEFAULT_PART_SIZE, gt=0)
+    force: bool = False
+
+
+class CheckpointPart(BaseModel):
+    """One part file and the path range it holds: the unit a Spark task writes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_root: str
+    storage: StorageOptions
+    version: int
+    part: int
+    parts: int
+    location: str
+    #: Inclusive lower bound of the paths in this part; None for part 1, which also holds the
+    #: protocol, metadata and transaction rows.
+    first_path: str | None
+    #: Exclusive upper bound; None for the last part.
+    end_path: str | None
+    actions: int
+    add_files: int
+    remove_tombstones: int
+    tombstone_cutoff_ms: int
+    txn_cutoff_ms: int | None
+    arrow_schema: str
+
+    def holds(self, path: str) -> bool:
+        return (self.first_path is None or path >= self.first_path) and (self.end_path is None or path < self.end_path)
+
+
+class PartWritten(BaseModel):
+    """What a part task wrote."""
+
+    part: int
+    location: str
+    actions: int
+    add_files: int
+    bytes: int
+    seconds: float
+
+
+class CheckpointPlan(BaseModel):
+    """Immutable, printable plan: the version, what the checkpoint will hold and its parts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_root: str
+    version: int
+    latest_version: int
+    #: A complete checkpoint of ``version`` exists already (nothing is planned unless forced).
+    already_checkpointed: bool
+    previous_checkpoint_version: int | None
+    last_checkpoint_version: int | None
+    part_size: int
+    actions: int
+    add_files: int
+    remove_tombstones: int
+    expired_tombstones: int
+    txns: int
+    expired_txns: int
+    tombstone_cutoff_ms: int
+    txn_cutoff_ms: int | None
+    parts: list[CheckpointPart]
+    #: The snapshot planned from, on the driver only (never serialised): lets the driver write a part
+    #: without replaying the log again.
+    _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
+
+
+def _cutoff_ms(table: str, key: str, text: str, now_ms: int) -> int:
+    """``now`` minus the interval a retention property holds."""
+    try:
+        retention = parse_delta_interval(text)
+    except InvalidArgument as exc:
+        raise ProtocolError(f"{table}: table property {key}={text!r} is not an interval ({exc})") from exc
+    return now_ms - int(retention.total_seconds() * 1000)
+
+
+def select_actions(
+    protocol: Protocol,
+    metadata: Metadata,
+    txns: dict[str, Txn],
+    files: dict[tuple[str, str | None], Add],
+    tombstones: dict[tuple[str, str | None], Remove],
+    *,
+    with_table_actions: bool,
+    tombstone_cutoff_ms: int,
+    txn_cutoff_ms: int | None,
+) -> list[CheckpointAction]:
+    """The checkpoint rows of a reconciled state, in checkpoint order: ``protocol``, ``metaData`` and
+    unexpired ``txn`` (when ``with_table_actions``), then live adds and unexpired tombstones by path."""
+    head: list[CheckpointAction] = []
+    if with_table_actions:
+        head = [protocol, metadata]
+        head += [
+            t
+            for _, t in sorted(txns.items())
+            if txn_cutoff_ms is None or t.last_updated is None or t.last_updated >= txn_cutoff_ms
+        ]
+    kept = [r for r in tombstones.values() if (r.deletion_timestamp or 0) >= tombstone_cutoff_ms]
+    body: list[tuple[str, int, str, Add | Remove]] = [(a.path, 0, a.key[1] or "", a) for a in files.values()]
+    body += [(r.path, 1, r.key[1] or "", r) for r in kept]
+    body.sort(key=lambda row: row[:3])
+    return head + [row[3] for row in body]
+
+
+def _file_path(action: CheckpointAction) -> str | None:
+    return action.path if isinstance(action, Add | Remove) else None
+
+
+def _ranges(actions: list[CheckpointAction], part_size: int) -> list[tuple[int, int]]:
+    """``[start, end)`` index ranges of ``actions`` (from :func:`select_actions`) holding at most
+    ``part_size`` actions each, cut only between different paths (the leading non-file actions
+    stay in the first range)."""
+    ranges: list[tuple[int, int]] = []
+    start = end = 0
+    for _, group in groupby(actions, key=_file_path):
+        size = sum(1 for _ in group)
+        if end > start and end - start + size > part_size:
+            ranges.append((start, end))
+            start = end
+        end += size
+    ranges.append((start, end))
+    return ranges
+
+
+def plan_checkpoint(
+    snapshot: DeltaSnapshot,
+    options: CheckpointOptions,
+    storage_options: StorageOptions,
+    *,
+    now_ms: int | None = None,
+) -> CheckpointPlan:
+    """Decide what the checkpoint of ``snapshot`` holds and how it is split into parts.
+
+    Raises :class:`~lakeops.errors.UnsupportedFeature` for a table with a writer feature lakeops
+    does not implement: a checkpoint must carry every action such a feature defines.
+    """
+    table = snapshot.table_root
+    if options.version is not None and options.version != snapshot.version:
+        raise InvalidArgument(
+            f"{table}: asked to checkpoint version {options.version} of a snapshot at {snapshot.version}"
+        )
+    check_writable(snapshot.protocol, table)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    metadata = snapshot.metadata
+    config = metadata.configuration
+    tombstone_retention = config.get(DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION)
+    tombstone_cutoff = _cutoff_ms(table, DELETED_FILE_RETENTION_PROPERTY, tombstone_retention, now_ms)
+    txn_retention = config.get(SET_TRANSACTION_RETENTION_KEY)
+    txn_cutoff = _cutoff_ms(table, SET_TRANSACTION_RETENTION_KEY, txn_retention, now_ms) if txn_retention else None
+    actions = select_actions(
+        snapshot.protocol,
+        metadata,
+        snapshot.txns,
+        snapshot.files,
+        snapshot.tombstones,
+        with_table_actions=True,
+        tombstone_cutoff_ms=tombstone_cutoff,
+        txn_cutoff_ms=txn_cutoff,
+    )
+    kept_txns = [a for a in actions if isinstance(a, Txn)]
+    kept_removes = [a for a in actions if isinstance(a, Remove)]
+    listing = snapshot.listing
+    already = snapshot.version in listing.checkpoints
+    parts: list[CheckpointPart] = []
+    if not already or options.force:
+        schema = schema_to_text(
+            checkpoint_schema(
+                snapshot.protocol,
+                metadata,
+                txns=kept_txns,
+                adds=list(snapshot.files.values()),
+                removes=kept_removes,
+            )
+        )
+        ranges = _ranges(actions, options.part_size)
+        names = checkpoint_file_names(snapshot.version, len(ranges))
+        for index, ((start, end), name) in enumerate(zip(ranges, names, strict=True)):
+            chunk = actions[start:end]
+            parts.append(
+                CheckpointPart(
+                    table_root=table,
+                    storage=storage_options,
+                    version=snapshot.version,
+                    part=index + 1,
+                    parts=len(ranges),
+                    location=join(table, LOG_DIR, name),
+                    first_path=None if index == 0 else _file_path(chunk[0]),
+                    end_path=_file_path(actions[end]) if end < len(actions) else None,
+                    actions=len(chunk),
+                    add_files=sum(1 for a in chunk if isinstance(a, Add)),
+                    remove_tombstones=sum(1 for a in chunk if isinstance(a, Remove)),
+                    tombstone_cutoff_ms=tombstone_cutoff,
+                    txn_cutoff_ms=txn_cutoff,
+                    arrow_schema=schema,
+                )
+            )
+    plan = CheckpointPlan(
+        table_root=table,
+        version=snapshot.version,
+        latest_version=listing.latest_version if listing.latest_version is not None else snapshot.version,
+        already_checkpointed=already,
+        previous_checkpoint_version=max((v for v in listing.checkpoints if v < snapshot.version), default=None),
+        last_checkpoint_version=listing.last_checkpoint.version if listing.last_checkpoint else None,
+        part_size=options.part_size,
+        actions=len(actions),
+        add_files=len(snapshot.files),
+        remove_tombstones=len(kept_removes),
+        expired_tombstones=len(snapshot.tombstones) - len(kept_removes),
+        txns=len(kept_txns),
+        expired_txns=len(snapshot.txns) - len(kept_txns),
+        tombstone_cutoff_ms=tombstone_cutoff,
+        txn_cutoff_ms=txn_cutoff,
+        parts=parts,
+    )
+    plan._snapshot = snapshot
+    return plan
+
+
+# --- execute: a part, on a Spark task or on the driver ---------------------------------------------
+
+
+def _write(storage: Storage, part: CheckpointPart, actions: list[CheckpointAction], started: float) -> PartWritten:
+    """Encode and store one part; refuses to write a part whose content differs from the plan's count."""
+    add_files = sum(1 for a in actions if isinstance(a, Add))
+    removes = sum(1 for a in actions if isinstance(a, Remove))
+    if (len(actions), add_files, removes) != (part.actions, part.add_files, part.remove_tombstones):
+        raise ProtocolError(
+            f"{part.location}: part {part.part} of {part.parts} would hold {len(actions)} actions "
+            f"({add_files} adds, {removes} tombstones) but the plan counted {part.actions} "
+            f"({part.add_files} adds, {part.remove_tombstones} tombstones); the log of version {part.version} "
+            "changed while checkpointing (was it expired or rewritten?)"
+        )
+    payload = checkpoint_bytes(encode_actions(actions, schema_from_text(part.arrow_schema)))
+    storage.write(part.location, payload)  # atomic per object: a reader sees all of it or nothing
+    return PartWritten(
+        part=part.part,
+        location=part.location,
+        actions=len(actions),
+        add_files=add_files,
+        bytes=len(payload),
+        seconds=time.monotonic() - started,
+    )
+
+
+def _part_actions(
+    part: CheckpointPart,
+    protocol: Protocol,
+    metadata: Metadata,
+    txns: dict[str, Txn],
+    files: dict[tuple[str, str | None], Add],
+    tombstones: dict[tuple[str, str | None], Remove],
+) -> list[CheckpointAction]:
+    actions = select_actions(
+        protocol,
+        metadata,
+        txns,
+        files,
+        tombstones,
+        with_table_actions=part.part == 1,
+        tombstone_cutoff_ms=part.tombstone_cutoff_ms,
+        txn_cutoff_ms=part.txn_cutoff_ms,
+    )
+    return [a for a in actions if (path := _file_path(a)) is None or part.holds(path)]
+
+
+def write_parts_on_driver(plan: CheckpointPlan) -> list[PartWritten]:
+    """Write every part of ``plan`` in this process (the usual case: one part), from the snapshot it
+    was planned from when the plan still holds it, else by :func:`write_part`."""
+    snapshot = plan._snapshot
+    if snapshot is None:
+        return [write_part(part) for part in plan.parts]
+    written = []
+    for part in plan.parts:
+        started = time.monotonic()
+        storage = open_storage(part.table_root, part.storage)
+        actions = _part_actions(
+            part, snapshot.protocol, snapshot.metadata, snapshot.txns, snapshot.files, snapshot.tombstones
+        )
+        written.append(_write(storage, part, actions, started))
+    return written
+
+
+def _segment_to_replay(listing: LogListing, part: CheckpointPart) -> LogSegment:
+    """The log segment of ``part.version``, avoiding a complete checkpoint of that very version when
+    the commits allow: with ``--force`` sibling tasks are replacing its parts while this one reads."""
+    if part.version in listing.checkpoints:
+        others = {v: c for v, c in listing.checkpoints.items() if v != part.version}
+        try:
+            return segment_for_version(replace(listing, checkpoints=others), part.table_root, part.version)
+        except VersionNotFound:
+            pass  # the commits before it are gone: that checkpoint is the only way to the version
+    return segment_for_version(listing, part.table_root, part.version)
+
+
+def write_part(part: CheckpointPart) -> PartWritten:
+    """The Spark task: replay the log segment of ``part.version`` keeping only the file actions of the
+    part's path range (a path's actions all fall in one range, so reconciliation is unaffected), then
+    write the part."""
+    started = time.monotonic()
+    storage = open_storage(part.table_root, part.storage)
+    segment = _segment_to_replay(list_log(storage, part.table_root), part)
+    replay = _Replay(part.table_root)
+    if segment.checkpoint is not None:
+        for info in segment.checkpoint.files:
+            replay.apply_checkpoint(
+                a
+                for a in read_checkpoint_part(storage, info.path)
+                if not isinstance(a, Add | Remove) or part.holds(a.path)
+            )
+    for version, info in segment.commits:
+        commit = parse_commit(read_log_file(storage, info), version, info.path)
+        replay.apply_commit(
+            replace(
+                commit,
+                adds=[a for a in commit.adds if part.holds(a.path)],
+                removes=[r for r in commit.removes if part.holds(r.path)],
+            )
+        )
+    if replay.protocol is None or replay.metadata is None:
+        raise ProtocolError(f"{part.table_root}: version {part.version} has no protocol or metaData action")
+    actions = _part_actions(part, replay.protocol, replay.metadata, replay.txns, replay.files, replay.tombstones)
+    return _write(storage, part, actions, started)
+
+
+# --- finalize: driver ------------------------------------------------------------------------------
+
+
+def _current_pointer(storage: Storage, location: str) -> LastCheckpoint | None:
+    """The pointer as it is now; a missing or corrupt one is replaced, so both read as None."""
+    try:
+        return parse_last_checkpoint(storage.read(location), location)
+    except (NotFound, CorruptFile):
+        return None
+
+
+def finalize_checkpoint(
+    plan: CheckpointPlan, written: list[PartWritten], storage_options: StorageOptions
+) -> LastCheckpoint | None:
+    """Check every part is in place, then point ``_last_checkpoint`` at the new checkpoint.
+
+    Returns the pointer written, or None when the current pointer already names a newer version
+    (a checkpoint of an older ``--version`` must not move readers backwards).
+    """
+    if sorted(w.part for w in written) != [p.part for p in plan.parts]:
+        raise InvalidArgument(f"{plan.table_root}: written parts do not match the plan's {len(plan.parts)} parts")
+    storage = open_storage(plan.table_root, storage_options)
+    for part in plan.parts:
+        if not storage.exists(part.location):
+            raise NotFound(f"{part.location}: checkpoint part {part.part} of {part.parts} is missing after writing")
+    location = join(plan.table_root, LOG_DIR, LAST_CHECKPOINT)
+    current = _current_pointer(storage, location)
+    if current is not None and current.version > plan.version:
+        return None
+    pointer = LastCheckpoint(
+        version=plan.version,
+        size=sum(w.actions for w in written),
+        parts=len(plan.parts) if len(plan.parts) > 1 else None,
+        sizeInBytes=sum(w.bytes for w in written),
+        numOfAddFiles=sum(w.add_files for w in written),
+    )
+    storage.write(location, render_last_checkpoint(pointer))
+    return pointer
