@@ -10,7 +10,7 @@ import time
 
 from rich.console import Console
 
-from lakeops.delta.maintenance.log_expiry import parse_retention
+from lakeops.delta.retention import parse_retention
 from lakeops.ops import orphans
 from lakeops.ops.orphans import OrphansReport, VacuumOptions
 from lakeops.storage import StorageOptions

@@ -9,7 +9,8 @@ import time
 from datetime import UTC, datetime
 
 from lakeops.delta.maintenance import log_expiry
-from lakeops.delta.maintenance.log_expiry import ExpiryOptions, ExpiryPlan, format_duration, parse_retention
+from lakeops.delta.maintenance.log_expiry import ExpiryOptions, ExpiryPlan
+from lakeops.delta.retention import format_duration, parse_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UnsupportedFeature
 from lakeops.ops.detect import detect_format

@@ -9,16 +9,18 @@ from datetime import datetime
 from lakeops.delta.actions import Add
 from lakeops.delta.features import enabled_features
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
+from lakeops.delta.retention import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    DELETED_FILE_RETENTION_PROPERTY,
+    cutoff_ms,
+    table_retention,
+)
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UnsupportedFeature
 from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from lakeops.units import parse_delta_interval
-
-#: ``delta.deletedFileRetentionDuration`` when the table does not set it ("Add File and Remove File").
-DEFAULT_TOMBSTONE_RETENTION = "interval 1 week"
 
 
 class InspectReport(Report):
@@ -72,10 +74,10 @@ def inspect_table(
     snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
     threshold = effective_target_size(snapshot, CompactionOptions())
     files = list(snapshot.files.values())
-    retention = parse_delta_interval(
-        snapshot.metadata.configuration.get("delta.deletedFileRetentionDuration", DEFAULT_TOMBSTONE_RETENTION)
+    retention = table_retention(
+        snapshot.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
     )
-    horizon_ms = int((time.time() - retention.total_seconds()) * 1000)
+    horizon_ms = cutoff_ms(retention, int(time.time() * 1000))
     reclaimable = [r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) < horizon_ms]
     listed = list(snapshot.listing.commits) + list(snapshot.listing.checkpoints)
     counts = [a.num_records for a in files]

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from lakeops.delta.maintenance import vacuum
-from lakeops.delta.maintenance.log_expiry import format_duration
 from lakeops.delta.maintenance.vacuum import BatchResult, DeleteBatch, VacuumOptions, VacuumPlan
+from lakeops.delta.retention import format_duration
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.ops.detect import detect_format

@@ -55,12 +55,17 @@ from lakeops.delta.log_segment import (
     read_log_file,
     segment_for_version,
 )
-from lakeops.delta.maintenance.vacuum import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY
+from lakeops.delta.retention import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    DELETED_FILE_RETENTION_PROPERTY,
+    SET_TRANSACTION_RETENTION_PROPERTY,
+    cutoff_ms,
+    table_retention,
+)
 from lakeops.delta.snapshot import DeltaSnapshot, _Replay
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join
-from lakeops.units import parse_delta_interval
 
 __all__ = [
     "DEFAULT_PART_SIZE",
@@ -78,8 +83,6 @@ __all__ = [
 #: Actions per part before a checkpoint is split. A task holds its part's actions as Python objects
 #: (about 2 KB per ``add`` with stats), so a part costs its task up to ~2 GB at this size.
 DEFAULT_PART_SIZE = 1_000_000
-
-SET_TRANSACTION_RETENTION_KEY = "delta.setTransactionRetentionDuration"
 
 
 class CheckpointOptions(BaseModel):
@@ -158,15 +161,6 @@ class CheckpointPlan(BaseModel):
     _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
 
 
-def _cutoff_ms(table: str, key: str, text: str, now_ms: int) -> int:
-    """``now`` minus the interval a retention property holds."""
-    try:
-        retention = parse_delta_interval(text)
-    except InvalidArgument as exc:
-        raise ProtocolError(f"{table}: table property {key}={text!r} is not an interval ({exc})") from exc
-    return now_ms - int(retention.total_seconds() * 1000)
-
-
 def select_actions(
     protocol: Protocol,
     metadata: Metadata,
@@ -236,10 +230,15 @@ def plan_checkpoint(
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     metadata = snapshot.metadata
     config = metadata.configuration
-    tombstone_retention = config.get(DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION)
-    tombstone_cutoff = _cutoff_ms(table, DELETED_FILE_RETENTION_PROPERTY, tombstone_retention, now_ms)
-    txn_retention = config.get(SET_TRANSACTION_RETENTION_KEY)
-    txn_cutoff = _cutoff_ms(table, SET_TRANSACTION_RETENTION_KEY, txn_retention, now_ms) if txn_retention else None
+    tombstone_retention = table_retention(
+        snapshot.metadata, table, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
+    )
+    tombstone_cutoff = cutoff_ms(tombstone_retention, now_ms)
+    txn_cutoff = (
+        cutoff_ms(table_retention(snapshot.metadata, table, SET_TRANSACTION_RETENTION_PROPERTY, ""), now_ms)
+        if SET_TRANSACTION_RETENTION_PROPERTY in config
+        else None
+    )
     actions = select_actions(
         snapshot.protocol,
         metadata,

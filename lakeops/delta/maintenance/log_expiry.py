@@ -36,29 +36,27 @@ from pydantic import BaseModel, ConfigDict
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
 from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, commit_timestamps, list_log
+from lakeops.delta.retention import (
+    DEFAULT_LOG_RETENTION,
+    LOG_RETENTION_PROPERTY,
+    format_duration,
+    resolve_retention,
+)
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
-from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError, UnsafeOperation
+from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, require_within
-from lakeops.units import parse_delta_interval, parse_duration
 
 __all__ = [
-    "DEFAULT_LOG_RETENTION",
-    "LOG_RETENTION_PROPERTY",
     "ExpiryOptions",
     "ExpiryPlan",
     "LogFile",
     "execute_expiry",
     "expired_log_files",
-    "format_duration",
-    "parse_retention",
     "plan_expiry",
     "pointer_to",
-    "resolve_retention",
 ]
 
-LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
-DEFAULT_LOG_RETENTION = "interval 30 days"
 #: When "false", Delta writers never clean the log up on their own; lakeops then needs ``force``.
 CLEANUP_ENABLED_PROPERTY = "delta.enableExpiredLogCleanup"
 
@@ -73,63 +71,6 @@ _VERSIONED: list[tuple[LogFileKind, re.Pattern[str]]] = [
 ]
 _HADOOP_CRC = re.compile(r"^\.(.+)\.crc$")
 _PARQUET_TAIL = 8  # 4-byte footer length + "PAR1"
-
-
-# --- retention: shared by log expiry and VACUUM --------------------------------------------------
-
-
-def format_duration(value: timedelta) -> str:
-    """``30d``, ``12h``, ``90s``: the unit the CLI accepts, for messages and reports."""
-    seconds = value.total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
-
-
-def parse_retention(text: str) -> timedelta:
-    """A retention given on the command line (``7d``); a negative one is refused by name."""
-    if text.strip().startswith("-"):
-        raise InvalidArgument(f"retention {text!r} is negative; give a duration such as '7d'")
-    return parse_duration(text)
-
-
-def resolve_retention(
-    snapshot: DeltaSnapshot,
-    requested: timedelta | None,
-    *,
-    property_name: str,
-    default: str,
-    override: bool,
-    override_flag: str,
-    allow_zero: bool,
-) -> timedelta:
-    """The retention to apply: ``requested`` if given, else the table property, else ``default``.
-
-    A request shorter than the table's own setting is the classic way to destroy files a reader or
-    writer still needs, so it is refused unless ``override`` (Delta's retention-duration check).
-    """
-    table = snapshot.table_root
-    text = snapshot.metadata.configuration.get(property_name, default)
-    try:
-        configured = parse_delta_interval(text)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{table}: table property {property_name}={text!r} is not an interval ({exc})") from exc
-    if configured < timedelta(0):
-        raise InvalidArgument(f"{table}: table property {property_name}={text!r} is negative")
-    if requested is None:
-        return configured
-    if requested < timedelta(0):
-        raise InvalidArgument(f"{table}: retention {format_duration(requested)} is negative")
-    if requested == timedelta(0) and not allow_zero:
-        raise InvalidArgument(f"{table}: retention must be longer than zero")
-    if requested < configured and not override:
-        raise UnsafeOperation(
-            f"{table}: retention {format_duration(requested)} is shorter than the table's {property_name} "
-            f"({format_duration(configured)}); files that concurrent readers, writers or time travel still "
-            f"need could be deleted. Pass {override_flag} only if nothing uses the table from before that horizon"
-        )
-    return requested
 
 
 # --- plan ----------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_timestamps, list_log, read_log_file
-from lakeops.delta.maintenance.log_expiry import resolve_retention
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import UnsafeOperation
@@ -57,8 +57,6 @@ from lakeops.storage.uri import is_within, join, normalize, relative_to, require
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
-    "DEFAULT_DELETED_FILE_RETENTION",
-    "DELETED_FILE_RETENTION_PROPERTY",
     "BatchResult",
     "Candidate",
     "DeleteBatch",
@@ -70,8 +68,6 @@ __all__ = [
     "recheck",
 ]
 
-DELETED_FILE_RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
-DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
 CHANGE_DATA_DIR = "_change_data"
 #: Paths per Spark task: S3's DeleteObjects limit, so one task is one request.
 DEFAULT_BATCH_SIZE = 1000

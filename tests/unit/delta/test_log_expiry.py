@@ -23,12 +23,12 @@ from lakeops.delta.maintenance.log_expiry import (
     ExpiryOptions,
     ExpiryPlan,
     execute_expiry,
-    parse_retention,
     plan_expiry,
 )
+from lakeops.delta.retention import parse_retention
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import InvalidArgument, UnsafeOperation, UnsupportedFeature, VersionNotFound
+from lakeops.errors import InvalidArgument, ProtocolError, UnsafeOperation, UnsupportedFeature, VersionNotFound
 from lakeops.storage import open_storage
 
 DAY = 86400.0
@@ -292,7 +292,7 @@ def test_retention_checks(tmp_path: Path) -> None:
 def test_bad_property_and_disabled_cleanup_are_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     _write_table(bad, 1, checkpoints=(), config={"delta.logRetentionDuration": "forever"})
-    with pytest.raises(InvalidArgument, match="delta.logRetentionDuration='forever' is not an interval"):
+    with pytest.raises(ProtocolError, match="delta.logRetentionDuration='forever' is not an interval"):
         _plan(bad)
     off = tmp_path / "off"
     _write_table(off, 3, checkpoints=(1,), config={"delta.enableExpiredLogCleanup": "false"})
