@@ -14,11 +14,17 @@ from lakeops.ops import cdc
 from lakeops.ops.cdc import CdcOptions, CdcReport
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs.runner import TaskFailed, run_units
-from spark_jobs.session import build_session
+from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.runner import TaskFailed
 
 HELP = "extract the change rows of versions V..W into a Delta table (Delta change data feed)"
 USES_SPARK = True
+
+
+class Options(CdcOptions):
+    """The planner's options plus ``dry_run`` (plan and report, write nothing)."""
+
+    dry_run: bool = False
 
 
 def _version(text: str) -> int:
@@ -45,34 +51,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CdcReport:
-    """Plan, extract on Spark, commit; ``args`` are the parsed ``cdc`` options."""
+    """``lakeops cdc``: :func:`execute` with the parsed options."""
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> CdcReport:
+    """Plan, extract on Spark, commit."""
     console = progress
     started = time.monotonic()
-    options = CdcOptions(from_version=args.from_version, to_version=args.to_version, output=args.output)
-    console.print(f"planning the change feed of {args.table} from version {args.from_version} ...")
-    plan = cdc.plan(args.table, options, storage_options)
+    console.print(f"planning the change feed of {table} from version {options.from_version} ...")
+    plan = cdc.plan(table, options, storage_options)
     if plan.already_extracted:
         console.print(f"{plan.output_root} already holds versions through {plan.extracted_through}: nothing to do")
-        return cdc.dry_run_report(plan, started) if args.dry_run else cdc.commit(plan, [], storage_options, started)
+        return cdc.dry_run_report(plan, started) if options.dry_run else cdc.commit(plan, [], storage_options, started)
     console.print(
         f"versions {plan.from_version}..{plan.to_version}: {plan.source_files} files "
         f"({format_size(plan.source_bytes)}) in {len(plan.units)} units"
     )
-    if args.dry_run:
+    if options.dry_run:
         return cdc.dry_run_report(plan, started)
     cdc.require_output_writable(plan, storage_options)
     results: list[cdc.ExportResult] = []
     if plan.units:
-        spark = build_session(master=args.master, conf=dict(args.conf))
-        console.print(f"extracting {len(plan.units)} units on Spark ({spark.conf.get('spark.master', 'connect')}) ...")
         try:
-            results = run_units(
-                spark,
+            results = spark.run_units(
                 plan.units,
                 cdc.task_for(plan),
                 cdc.ExportResult,
+                label=f"extracting {len(plan.units)} units",
                 description=f"lakeops cdc {plan.table_root} v{plan.from_version}..v{plan.to_version}",
-                progress=lambda done, total: console.print(f"  {done}/{total} Spark tasks done"),
+                progress=console,
             )
         except TaskFailed as failure:
             # Nothing was committed: the units that did finish leave no files behind either.

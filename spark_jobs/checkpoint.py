@@ -13,11 +13,17 @@ from rich.console import Console
 from lakeops.ops import checkpoint
 from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport, PartWritten
 from lakeops.storage import StorageOptions
-from spark_jobs.runner import TaskFailed, run_units
-from spark_jobs.session import build_session
+from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.runner import TaskFailed
 
 HELP = "write a Delta checkpoint (single or multi-part) and _last_checkpoint"
 USES_SPARK = True
+
+
+class Options(CheckpointOptions):
+    """The planner's options plus ``dry_run`` (plan and report, write nothing)."""
+
+    dry_run: bool = False
 
 
 def _positive_int(text: str) -> int:
@@ -35,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--part-size",
         type=_positive_int,
-        default=checkpoint.CheckpointOptions().part_size,
+        default=Options().part_size,
         help="most actions per part file; more actions make a multi-part checkpoint (default 1000000)",
     )
     parser.add_argument("--force", action="store_true", help="rewrite a checkpoint that already exists")
@@ -43,33 +49,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CheckpointReport:
+    """``lakeops checkpoint``: :func:`execute` with the parsed options."""
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> CheckpointReport:
     """Plan, write the parts (driver or Spark), then ``_last_checkpoint``."""
     console = progress
     started = time.monotonic()
-    options = CheckpointOptions(version=args.version, part_size=args.part_size, force=args.force)
-    console.print(f"planning checkpoint of {args.table} ...")
-    plan = checkpoint.plan(args.table, options, storage_options)
+    console.print(f"planning checkpoint of {table} ...")
+    plan = checkpoint.plan(table, options, storage_options)
     if plan is None:
-        return checkpoint.not_applicable_report(args.table, started, dry_run=args.dry_run)
+        return checkpoint.not_applicable_report(table, started, dry_run=options.dry_run)
     console.print(
         f"version {plan.version}: {plan.actions} actions ({plan.add_files} files, {plan.remove_tombstones} "
         f"tombstones, {plan.expired_tombstones} expired) in {len(plan.parts)} part(s)"
     )
-    if args.dry_run or not plan.parts:
-        return checkpoint.unwritten_report(plan, started, dry_run=args.dry_run)
+    if options.dry_run or not plan.parts:
+        return checkpoint.unwritten_report(plan, started, dry_run=options.dry_run)
     if len(plan.parts) == 1:
         written = checkpoint.write_on_driver(plan)
     else:
-        spark = build_session(master=args.master, conf=dict(args.conf))
-        console.print(f"writing {len(plan.parts)} parts on Spark ({spark.conf.get('spark.master', 'connect')}) ...")
         try:
-            written = run_units(
-                spark,
+            written = spark.run_units(
                 plan.parts,
                 checkpoint.task_for(plan),
                 PartWritten,
+                label=f"writing {len(plan.parts)} parts",
                 description=f"lakeops checkpoint {plan.table_root} @ v{plan.version}",
-                progress=lambda done, total: console.print(f"  {done}/{total} Spark tasks done"),
+                progress=console,
             )
         except TaskFailed:
             # The parts already written stay: an incomplete set is invisible to readers, and a rerun

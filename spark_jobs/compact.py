@@ -13,60 +13,74 @@ from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs.runner import TaskFailed, run_units
-from spark_jobs.session import build_session
+from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.runner import TaskFailed
 
 HELP = "bin-pack small files into larger ones (Delta OPTIMIZE), purging deletion vectors"
 USES_SPARK = True
 
 
+class Options(CompactionOptions):
+    """The planner's options plus the job's own: ``dry_run`` plans and reports, changing nothing."""
+
+    dry_run: bool = False
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     from spark_jobs.cli import size_arg
 
+    defaults = Options()
     parser.add_argument("--target-file-size", type=size_arg, help="e.g. 128MB (default: table property, else 128MB)")
-    parser.add_argument("--min-input-files", type=int, default=5, help="smallest bin worth rewriting (default 5)")
+    parser.add_argument(
+        "--min-input-files",
+        type=int,
+        default=defaults.min_input_files,
+        help=f"smallest bin worth rewriting (default {defaults.min_input_files})",
+    )
     parser.add_argument("--where", help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\"")
     parser.add_argument(
         "--dv-purge-ratio",
         type=float,
-        default=0.05,
-        help="rewrite files whose deletion vector hides more than this share of rows (default 0.05)",
+        default=defaults.dv_purge_ratio,
+        help="rewrite files whose deletion vector hides more than this share of rows "
+        f"(default {defaults.dv_purge_ratio})",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CompactionReport:
-    """Plan, rewrite on Spark, commit; ``args`` are the parsed ``compact`` options."""
+    """``lakeops compact``: :func:`execute` with the parsed options."""
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> CompactionReport:
+    """Plan, rewrite on Spark, commit."""
     console = progress
     started = time.monotonic()
-    options = CompactionOptions(
-        target_file_size=args.target_file_size,
-        min_input_files=args.min_input_files,
-        where=args.where,
-        dv_purge_ratio=args.dv_purge_ratio,
-    )
-    console.print(f"planning compaction of {args.table} ...")
-    plan = compaction.plan(args.table, options, storage_options)
+    console.print(f"planning compaction of {table} ...")
+    plan = compaction.plan(table, options, storage_options)
     console.print(
         f"version {plan.read_version}: {plan.input_files} of {plan.live_files} files "
         f"({format_size(plan.input_bytes)}) in {len(plan.groups)} bins to rewrite"
     )
-    if args.dry_run or not plan.groups:
+    if options.dry_run or not plan.groups:
         return (
             compaction.dry_run_report(plan, started)
-            if args.dry_run
+            if options.dry_run
             else compaction.commit(plan, [], storage_options, started)
         )
-    spark = build_session(master=args.master, conf=dict(args.conf))
-    console.print(f"rewriting {len(plan.groups)} bins on Spark ({spark.conf.get('spark.master', 'connect')}) ...")
     try:
-        results = run_units(
-            spark,
+        results = spark.run_units(
             plan.groups,
             compaction.task_for(plan),
             compaction.RewriteResult,
+            label=f"rewriting {len(plan.groups)} bins",
             description=f"lakeops compact {plan.table_root} @ v{plan.read_version}",
-            progress=lambda done, total: console.print(f"  {done}/{total} Spark tasks done"),
+            progress=console,
         )
     except TaskFailed as failure:
         # Nothing was committed: the bins that did finish leave no files behind either.

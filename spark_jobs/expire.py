@@ -9,18 +9,33 @@ import argparse
 import sys
 import time
 
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from lakeops.ops import expiry
 from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, parse_retention
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
+from spark_jobs.operations import SparkSettings, options_from_args
 
 HELP = "delete Delta log files older than delta.logRetentionDuration, keeping the checkpoint they need"
 USES_SPARK = False
 
 #: Paths echoed to the console by a dry run; ``--json`` lists them all.
 SHOWN_PATHS = 20
+
+
+class Options(BaseModel):
+    """``older_than`` as given on the command line (``30d``; None: the table property); the floors
+    keep versions readable whatever their age (see ``ExpiryOptions``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    older_than: str | None = None
+    force: bool = False
+    keep_from_version: int | None = Field(default=None, ge=0)
+    retain_last: int | None = Field(default=None, ge=1)
+    dry_run: bool = False
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +51,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="allow a retention shorter than the table's delta.logRetentionDuration, or a table with "
         "delta.enableExpiredLogCleanup=false",
     )
+    parser.add_argument(
+        "--keep-from-version",
+        type=int,
+        metavar="V",
+        help="keep version V readable and every commit from V on (e.g. what a change-feed consumer has not "
+        "extracted yet)",
+    )
+    parser.add_argument("--retain-last", type=int, metavar="N", help="keep the newest N versions readable")
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
 
 
@@ -48,11 +71,26 @@ def show_paths(console: Console, paths: list[str]) -> None:
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> ExpiryReport:
-    """Plan and delete on the driver; ``args`` are the parsed ``expire`` options."""
+    """``lakeops expire``: :func:`execute` with the parsed options."""
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> ExpiryReport:
+    """Plan and delete on the driver (``spark`` is unused: a few log files need no cluster)."""
     started = time.monotonic()
-    retention = parse_retention(args.older_than) if args.older_than is not None else None
-    progress.print(f"planning log expiry of {args.table} ...")
-    plan = expiry.plan(args.table, ExpiryOptions(retention=retention, force=args.force), storage_options)
+    retention = parse_retention(options.older_than) if options.older_than is not None else None
+    progress.print(f"planning log expiry of {table} ...")
+    planned = ExpiryOptions(
+        retention=retention,
+        force=options.force,
+        keep_from_version=options.keep_from_version,
+        retain_last=options.retain_last,
+    )
+    plan = expiry.plan(table, planned, storage_options)
     if plan.note:
         progress.print(plan.note)
     else:
@@ -60,7 +98,7 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
             f"keeping the checkpoint at version {plan.checkpoint_version} and everything after it; "
             f"{len(plan.files)} log files ({format_size(plan.bytes)}) below it expire"
         )
-    if args.dry_run:
+    if options.dry_run:
         report = expiry.dry_run_report(plan, started)
         show_paths(progress, report.paths)
         return report

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.storage import StorageOptions
+from spark_jobs.operations import SparkSettings, options_from_args
 
 HELP = "show a table's version, files, small files, checkpoint lag and features"
 USES_SPARK = False
+
+
+class Options(BaseModel):
+    """Time travel: ``version`` or ``timestamp`` (default: the latest version)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int | None = None
+    timestamp: datetime | None = None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,4 +38,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> InspectReport:
-    return inspect_table(args.table, storage_options, version=args.version, timestamp=args.timestamp)
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> InspectReport:
+    """Read the table's metadata (``spark`` is unused: nothing here needs a cluster)."""
+    return inspect_table(table, storage_options, version=options.version, timestamp=options.timestamp)

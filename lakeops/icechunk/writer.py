@@ -172,6 +172,7 @@ def commit(
     on_conflict: Literal["rebase", "abort"] = "rebase",
     max_attempts: int = 5,
     clock: Clock = _utc_now,
+    validate: Callable[[Repository, refs.BranchVersion], None] | None = None,
 ) -> CommitResult:
     """Commit ``changes`` on ``branch`` (see the module docs for the protocol and the fields filled).
 
@@ -179,6 +180,10 @@ def commit(
     (missing parent group, chunk of a non-array, indices outside the grid),
     :class:`~lakeops.errors.CommitConflict` as described above, and
     :class:`~lakeops.errors.CommitStateUnknown` when the branch write's outcome is unknown.
+
+    ``validate`` is called with the tip each attempt is about to build on; it raises
+    :class:`~lakeops.errors.CommitConflict` when the changes must not be applied on top of that
+    tip (a rewrite whose inputs a concurrent commit replaced), which aborts the commit as above.
     """
     if max_attempts < 1:
         raise InvalidArgument(f"max_attempts must be at least 1, got {max_attempts}")
@@ -190,6 +195,8 @@ def commit(
         payloads, written_chunks = _write_chunks(repo, changes, ours)
         for attempt in range(1, max_attempts + 1):
             tip = refs.branch_tip(storage, repo.root, branch)
+            if validate is not None:
+                validate(repo, tip)
             parent = repo.read_snapshot(tip.snapshot_id)
             try:
                 snapshot, manifest = _apply(

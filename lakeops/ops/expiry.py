@@ -29,6 +29,8 @@ class ExpiryReport(Report):
     cutoff: str = ""
     cutoff_version: int | None = None
     checkpoint_kept: int | None = None
+    #: The lowest version kept readable for a change-feed consumer or ``retain_last``, if any.
+    floor_version: int | None = None
     deleted_files: int = 0
     deleted_bytes: int = 0
     deleted_commits: int = 0
@@ -65,6 +67,7 @@ def _report(plan: ExpiryPlan, started: float, *, dry_run: bool) -> ExpiryReport:
         cutoff=datetime.fromtimestamp(plan.cutoff_ms / 1000, UTC).isoformat(timespec="seconds"),
         cutoff_version=plan.cutoff_version,
         checkpoint_kept=plan.checkpoint_version,
+        floor_version=plan.floor_version,
         deleted_files=len(plan.files),
         deleted_bytes=plan.bytes,
         deleted_commits=kinds.count("commit"),

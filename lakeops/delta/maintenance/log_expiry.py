@@ -7,7 +7,9 @@ checkpoints "allow older JSON Delta log entries to be deleted after a period of 
 1. ``cutoff = now - retention``; the *cutoff version* is the newest commit not newer than it, dated
    as readers date commits (file modification time, made monotonic: :func:`commit_timestamps`).
 2. The *cutoff checkpoint* is the newest **complete** checkpoint at or below the cutoff version
-   ("Checkpoints": readers use only complete checkpoints). Without one nothing is deleted.
+   ("Checkpoints": readers use only complete checkpoints) and at or below the floors of
+   :class:`ExpiryOptions` (versions a change-feed consumer or ``retain_last`` still needs). Without
+   one nothing is deleted.
 3. Every versioned log file strictly below that checkpoint goes: commit JSONs, version checksum
    files (``n.crc``), classic and multi-part checkpoints (stale incomplete part sets included), log
    compaction files lying wholly below it, and Hadoop's hidden ``.<name>.crc`` sidecars of those.
@@ -31,7 +33,7 @@ from typing import Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
@@ -86,12 +88,20 @@ class LogFile(BaseModel):
 
 
 class ExpiryOptions(BaseModel):
-    """``retention`` None means "the table property, else 30 days"."""
+    """``retention`` None means "the table property, else 30 days".
+
+    Floors on top of the retention: ``keep_from_version`` V keeps version V reconstructible and every
+    commit from V on (a change-feed consumer that has extracted through V still needs them), and
+    ``retain_last`` N does the same for the newest N versions. The cutoff checkpoint is then the
+    newest complete one at or below the lowest floor as well as at or below the cutoff version.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     retention: timedelta | None = None
     force: bool = False
+    keep_from_version: int | None = Field(default=None, ge=0)
+    retain_last: int | None = Field(default=None, ge=1)
 
 
 class ExpiryPlan(BaseModel):
@@ -105,6 +115,8 @@ class ExpiryPlan(BaseModel):
     cutoff_ms: int
     cutoff_version: int | None
     checkpoint_version: int | None
+    #: The lowest version the floors (``keep_from_version``, ``retain_last``) keep readable, if any.
+    floor_version: int | None = None
     note: str | None
     files: list[LogFile]
     #: The version ``_last_checkpoint`` will be repointed to, when it would otherwise dangle.
@@ -187,17 +199,22 @@ def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOption
     cutoff_ms = now_ms - int(retention.total_seconds() * 1000)
     old_enough = [v for v, ts in commit_timestamps(listing) if ts <= cutoff_ms]
     cutoff_version = max(old_enough) if old_enough else None
-    candidates = [v for v in listing.checkpoints if cutoff_version is not None and v <= cutoff_version]
+    floors = [options.keep_from_version, snapshot.version - options.retain_last + 1 if options.retain_last else None]
+    floor = min((f for f in floors if f is not None), default=None)
+    limit = cutoff_version if floor is None or cutoff_version is None else min(cutoff_version, floor)
+    candidates = [v for v in listing.checkpoints if limit is not None and v <= limit]
     checkpoint_version = max(candidates) if candidates else None
     note: str | None = None
     files: list[LogFile] = []
     if cutoff_version is None:
         note = f"no commit is older than the retention ({format_duration(retention)}); nothing to expire"
     elif checkpoint_version is None:
-        note = (
-            f"no complete checkpoint at or below version {cutoff_version} (the newest commit older than the "
-            "retention); nothing is deleted until one exists"
+        why = (
+            "the newest commit older than the retention"
+            if limit == cutoff_version
+            else f"version {floor} and later must stay readable (keep_from_version / retain_last)"
         )
+        note = f"no complete checkpoint at or below version {limit} ({why}); nothing is deleted until one exists"
     else:
         files = expired_log_files(storage, listing.log_dir, checkpoint_version)
         if not files:
@@ -212,6 +229,7 @@ def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOption
         cutoff_ms=cutoff_ms,
         cutoff_version=cutoff_version,
         checkpoint_version=checkpoint_version,
+        floor_version=floor,
         note=note,
         files=files,
         last_checkpoint_target=max(listing.checkpoints) if stale else None,

@@ -152,6 +152,34 @@ def test_an_unreadable_cutoff_checkpoint_stops_expiry(tmp_path: Path) -> None:
     assert _names(location) == before
 
 
+def test_floors_keep_a_consumers_versions_and_the_last_n(tmp_path: Path) -> None:
+    """All seven commits are past the retention; a change-feed consumer that extracted through version 3
+    still needs versions 3.. readable, so the cutoff checkpoint drops from 4 to 2; retain_last=5 keeps
+    versions 2..6, the same; a floor below every checkpoint stops expiry with a note naming it."""
+    location = tmp_path / "t"
+    _write_table(location, 7, checkpoints=(2, 4))
+    _age_commits(location, {v: 40 - v for v in range(7)})
+    before = {v: _ids(location, v) for v in range(2, 7)}
+
+    assert _plan(location).checkpoint_version == 4  # without a floor
+    assert _plan(location, retain_last=5).checkpoint_version == 2
+    stopped = _plan(location, keep_from_version=1)
+    assert stopped.checkpoint_version is None and stopped.files == [] and stopped.floor_version == 1
+    assert stopped.note is not None and "at or below version 1 (version 1 and later must stay readable" in stopped.note
+
+    plan = _expire(location, keep_from_version=3, retain_last=2)  # the lower floor wins
+
+    assert (plan.cutoff_version, plan.floor_version, plan.checkpoint_version) == (6, 3, 2)
+    assert sorted(Path(f.path).name for f in plan.files) == [f"{v:020d}.json" for v in range(2)]
+    storage = open_storage(str(location))
+    for version in range(2, 7):  # every version from the checkpoint on, with its commit JSON
+        assert _ids(location, version) == before[version]
+        assert (_log(location) / f"{version:020d}.json").exists()
+        load_snapshot(storage, str(location), version=version)
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        ExpiryOptions(retain_last=0)
+
+
 def test_dry_run_deletes_nothing(tmp_path: Path) -> None:
     location = tmp_path / "t"
     _write_table(location, 5, checkpoints=(3,))
