@@ -116,7 +116,8 @@ def parse_type(value: Any) -> Any:
         raise ProtocolError(f"unknown Iceberg type {value!r}")
     if isinstance(value, dict):
         kind = value.get("type")
-        model = {"struct": StructType, "list": ListType, "map": MapType}.get(kind)  # type: ignore[arg-type]
+        nested: dict[Any, type[BaseModel]] = {"struct": StructType, "list": ListType, "map": MapType}
+        model = nested.get(kind)
         if model is None:
             raise ProtocolError(f"unknown Iceberg nested type {kind!r} in {value!r}")
         return model.model_validate(value)

@@ -1,0 +1,334 @@
+"""Iceberg table metadata ("Table Metadata", "Table Metadata Fields", "Snapshots", "Snapshot
+Reference", "Table statistics"; Appendix C "Table Metadata and Snapshots"; Appendix E).
+
+One model reads v1, v2 and v3 files and presents them as v2, with Appendix E's defaults where v1 is
+silent (sequence numbers 0; ``schemas``/``partition-specs``/``sort-orders`` built from the deprecated
+single-value fields). Serialising goes back to the file's own version: v1 files keep their required
+``schema`` and ``partition-spec`` and never gain sequence numbers.
+
+Fields this model does not name (a newer spec's additions) are kept and written back untouched, so
+rewriting a table's metadata never drops what another writer recorded. Writing is allowed for
+format versions 1 and 2 only (:meth:`TableMetadata.check_writable`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lakeops.errors import CorruptFile, ProtocolError, UnsupportedFeature, VersionNotFound
+from lakeops.iceberg.partitioning import PARTITION_DATA_ID_START, UNSORTED, PartitionSpec, SortOrder
+from lakeops.iceberg.types import Schema
+
+__all__ = [
+    "MAIN_BRANCH",
+    "SUPPORTED_READ_VERSIONS",
+    "SUPPORTED_WRITE_VERSIONS",
+    "BlobMetadata",
+    "MetadataLogEntry",
+    "PartitionStatisticsFile",
+    "Snapshot",
+    "SnapshotLogEntry",
+    "SnapshotRef",
+    "StatisticsFile",
+    "TableMetadata",
+    "parse_metadata",
+    "serialize_metadata",
+]
+
+MAIN_BRANCH = "main"
+SUPPORTED_READ_VERSIONS = (1, 2, 3)
+SUPPORTED_WRITE_VERSIONS = (1, 2)
+
+_FROZEN = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+#: Open to fields a newer spec adds, so they survive a rewrite.
+_OPEN = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
+
+Operation = Literal["append", "replace", "overwrite", "delete"]
+
+
+class Snapshot(BaseModel):
+    model_config = _OPEN
+
+    snapshot_id: int = Field(alias="snapshot-id")
+    parent_snapshot_id: int | None = Field(default=None, alias="parent-snapshot-id")
+    sequence_number: int = Field(default=0, alias="sequence-number")  # Appendix E: 0 when reading v1
+    timestamp_ms: int = Field(alias="timestamp-ms")
+    manifest_list: str | None = Field(default=None, alias="manifest-list")
+    manifests: tuple[str, ...] | None = None  # v1 only, instead of a manifest list
+    summary: dict[str, str] | None = None
+    schema_id: int | None = Field(default=None, alias="schema-id")
+
+    @property
+    def operation(self) -> str | None:
+        return (self.summary or {}).get("operation")
+
+
+class SnapshotRef(BaseModel):
+    """A branch or tag with its optional retention fields ("Snapshot Reference")."""
+
+    model_config = _OPEN
+
+    snapshot_id: int = Field(alias="snapshot-id")
+    type: Literal["branch", "tag"]
+    min_snapshots_to_keep: int | None = Field(default=None, alias="min-snapshots-to-keep", gt=0)
+    max_snapshot_age_ms: int | None = Field(default=None, alias="max-snapshot-age-ms", gt=0)
+    max_ref_age_ms: int | None = Field(default=None, alias="max-ref-age-ms", gt=0)
+
+
+class SnapshotLogEntry(BaseModel):
+    model_config = _FROZEN
+
+    snapshot_id: int = Field(alias="snapshot-id")
+    timestamp_ms: int = Field(alias="timestamp-ms")
+
+
+class MetadataLogEntry(BaseModel):
+    model_config = _FROZEN
+
+    metadata_file: str = Field(alias="metadata-file")
+    timestamp_ms: int = Field(alias="timestamp-ms")
+
+
+class BlobMetadata(BaseModel):
+    model_config = _OPEN
+
+    type: str
+    snapshot_id: int = Field(alias="snapshot-id")
+    sequence_number: int = Field(alias="sequence-number")
+    fields: tuple[int, ...]
+    properties: dict[str, str] | None = None
+
+
+class StatisticsFile(BaseModel):
+    """A Puffin statistics file of one snapshot ("Table statistics")."""
+
+    model_config = _OPEN
+
+    snapshot_id: int = Field(alias="snapshot-id")
+    statistics_path: str = Field(alias="statistics-path")
+    file_size_in_bytes: int = Field(alias="file-size-in-bytes")
+    file_footer_size_in_bytes: int = Field(alias="file-footer-size-in-bytes")
+    key_metadata: str | None = Field(default=None, alias="key-metadata")
+    blob_metadata: tuple[BlobMetadata, ...] = Field(default=(), alias="blob-metadata")
+
+
+class PartitionStatisticsFile(BaseModel):
+    """Partition statistics of one snapshot (added to the spec after v2; PyIceberg writes the list)."""
+
+    model_config = _OPEN
+
+    snapshot_id: int = Field(alias="snapshot-id")
+    statistics_path: str = Field(alias="statistics-path")
+    file_size_in_bytes: int = Field(alias="file-size-in-bytes")
+
+
+class TableMetadata(BaseModel):
+    """A table's metadata file, read as v2 (Appendix E) whatever its version."""
+
+    model_config = _OPEN
+
+    format_version: int = Field(alias="format-version")
+    table_uuid: UUID | None = Field(default=None, alias="table-uuid")
+    location: str
+    last_sequence_number: int = Field(default=0, alias="last-sequence-number")
+    last_updated_ms: int = Field(alias="last-updated-ms")
+    last_column_id: int = Field(alias="last-column-id")
+    schemas: tuple[Schema, ...]
+    current_schema_id: int = Field(alias="current-schema-id")
+    partition_specs: tuple[PartitionSpec, ...] = Field(alias="partition-specs")
+    default_spec_id: int = Field(alias="default-spec-id")
+    last_partition_id: int = Field(alias="last-partition-id")
+    properties: dict[str, str] = {}
+    current_snapshot_id: int | None = Field(default=None, alias="current-snapshot-id")
+    snapshots: tuple[Snapshot, ...] = ()
+    snapshot_log: tuple[SnapshotLogEntry, ...] = Field(default=(), alias="snapshot-log")
+    metadata_log: tuple[MetadataLogEntry, ...] = Field(default=(), alias="metadata-log")
+    sort_orders: tuple[SortOrder, ...] = Field(default=(UNSORTED,), alias="sort-orders")
+    default_sort_order_id: int = Field(default=0, alias="default-sort-order-id")
+    refs: dict[str, SnapshotRef] = {}
+    statistics: tuple[StatisticsFile, ...] = ()
+    partition_statistics: tuple[PartitionStatisticsFile, ...] = Field(default=(), alias="partition-statistics")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_v2(cls, data: Any) -> Any:
+        """Appendix E "Reading v1 metadata for v2": fill the v2 fields from the deprecated ones."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "schemas" not in data and "schema" in data:
+            schema = dict(data["schema"])
+            schema.setdefault("schema-id", 0)
+            data["schemas"] = [schema]
+            data.setdefault("current-schema-id", schema["schema-id"])
+        if "partition-specs" not in data and "partition-spec" in data:
+            spec = PartitionSpec.from_v1_fields(data["partition-spec"])
+            data["partition-specs"] = [spec.to_json()]
+            data.setdefault("default-spec-id", spec.spec_id)
+        if "last-partition-id" not in data and "partition-specs" in data:
+            ids = [f["field-id"] for s in data["partition-specs"] for f in s.get("fields", []) if "field-id" in f]
+            data["last-partition-id"] = max(ids, default=PARTITION_DATA_ID_START - 1)
+        if data.get("current-snapshot-id") == -1:  # old Java writers' "no snapshot"
+            data["current-snapshot-id"] = None
+        # "There is always a main branch reference pointing to the current-snapshot-id."
+        refs = dict(data.get("refs") or {})
+        if MAIN_BRANCH not in refs and data.get("current-snapshot-id") is not None:
+            refs[MAIN_BRANCH] = {"snapshot-id": data["current-snapshot-id"], "type": "branch"}
+        data["refs"] = refs
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TableMetadata:
+        if self.current_schema_id not in {s.schema_id for s in self.schemas}:
+            raise ValueError(f"current-schema-id {self.current_schema_id} is not in schemas")
+        if self.default_spec_id not in {s.spec_id for s in self.partition_specs}:
+            raise ValueError(f"default-spec-id {self.default_spec_id} is not in partition-specs")
+        main = self.refs.get(MAIN_BRANCH)
+        if main is not None and main.snapshot_id != self.current_snapshot_id:
+            raise ValueError(
+                f"refs.main points at {main.snapshot_id} but current-snapshot-id is {self.current_snapshot_id}"
+            )
+        known = {s.snapshot_id for s in self.snapshots}
+        for name, ref in self.refs.items():
+            if ref.snapshot_id not in known:
+                raise ValueError(f"ref {name!r} points at snapshot {ref.snapshot_id}, which is not in snapshots")
+        return self
+
+    # --- lookups ------------------------------------------------------------------------------
+
+    def current_schema(self) -> Schema:
+        return self.schema_by_id(self.current_schema_id)
+
+    def schema_by_id(self, schema_id: int) -> Schema:
+        for schema in self.schemas:
+            if schema.schema_id == schema_id:
+                return schema
+        raise ProtocolError(f"{self.location}: no schema with id {schema_id}")
+
+    def schemas_newest_first(self) -> list[Schema]:
+        """The current schema, then the others newest first: how a dropped column is still typed."""
+        others = sorted((s for s in self.schemas if s.schema_id != self.current_schema_id), key=lambda s: -s.schema_id)
+        return [self.current_schema(), *others]
+
+    def spec_by_id(self, spec_id: int) -> PartitionSpec:
+        for spec in self.partition_specs:
+            if spec.spec_id == spec_id:
+                return spec
+        raise ProtocolError(f"{self.location}: no partition spec with id {spec_id}")
+
+    def default_spec(self) -> PartitionSpec:
+        return self.spec_by_id(self.default_spec_id)
+
+    def sort_order_by_id(self, order_id: int) -> SortOrder:
+        for order in self.sort_orders:
+            if order.order_id == order_id:
+                return order
+        raise ProtocolError(f"{self.location}: no sort order with id {order_id}")
+
+    def default_sort_order(self) -> SortOrder:
+        return self.sort_order_by_id(self.default_sort_order_id)
+
+    def snapshot_by_id(self, snapshot_id: int) -> Snapshot:
+        for snapshot in self.snapshots:
+            if snapshot.snapshot_id == snapshot_id:
+                return snapshot
+        raise VersionNotFound(f"{self.location}: no snapshot {snapshot_id} (expired, or never existed)")
+
+    def current_snapshot(self) -> Snapshot | None:
+        return None if self.current_snapshot_id is None else self.snapshot_by_id(self.current_snapshot_id)
+
+    def snapshot_for_ref(self, name: str) -> Snapshot | None:
+        """The snapshot a branch or tag points at; None for ``main`` of an empty table."""
+        ref = self.refs.get(name)
+        if ref is None:
+            if name == MAIN_BRANCH:
+                return None
+            raise VersionNotFound(f"{self.location}: no branch or tag named {name!r}")
+        return self.snapshot_by_id(ref.snapshot_id)
+
+    def ancestors(self, snapshot_id: int) -> Iterator[Snapshot]:
+        """The snapshot and its parents, newest first, as far as they are still in the metadata."""
+        by_id = {s.snapshot_id: s for s in self.snapshots}
+        current = by_id.get(snapshot_id)
+        seen: set[int] = set()
+        while current is not None and current.snapshot_id not in seen:
+            seen.add(current.snapshot_id)
+            yield current
+            current = by_id.get(current.parent_snapshot_id) if current.parent_snapshot_id is not None else None
+
+    def int_property(self, name: str, default: int) -> int:
+        raw = self.properties.get(name)
+        if raw is None:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise ProtocolError(f"{self.location}: table property {name}={raw!r} is not an integer") from None
+
+    def check_writable(self) -> None:
+        """Refuse to write a format version lakeops does not implement, naming it."""
+        if self.format_version not in SUPPORTED_WRITE_VERSIONS:
+            raise UnsupportedFeature(
+                f"{self.location}: Iceberg format-version {self.format_version} tables can be read but not written by "
+                f"lakeops (it writes format versions {', '.join(map(str, SUPPORTED_WRITE_VERSIONS))})"
+            )
+
+    # --- serialisation ------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The metadata JSON for this table's format version (Appendix C and E)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if self.format_version == 1:
+            data.pop("last-sequence-number", None)
+            for snapshot in data.get("snapshots", []):
+                snapshot.pop("sequence-number", None)
+            data["schema"] = self.current_schema().to_json()
+            data["partition-spec"] = self.default_spec().fields_json()
+        else:
+            for snapshot in data.get("snapshots", []):
+                snapshot.pop("manifests", None)
+        return data
+
+
+def parse_metadata(payload: bytes, location: str) -> TableMetadata:
+    """Decode a metadata file (plain or gzip-compressed JSON); every failure names ``location``."""
+    if payload[:2] == b"\x1f\x8b":
+        try:
+            payload = gzip.decompress(payload)
+        except (OSError, EOFError) as exc:
+            raise CorruptFile(f"{location}: corrupt gzip-compressed metadata file ({exc})") from exc
+    try:
+        data = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptFile(f"{location}: not a JSON metadata file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise CorruptFile(f"{location}: metadata is a JSON {type(data).__name__}, not an object")
+    version = data.get("format-version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ProtocolError(f"{location}: format-version is missing or not an integer ({version!r})")
+    if version not in SUPPORTED_READ_VERSIONS:
+        raise UnsupportedFeature(
+            f"{location}: Iceberg format-version {version} is not supported (lakeops reads "
+            f"{', '.join(map(str, SUPPORTED_READ_VERSIONS))})"
+        )
+    try:
+        return TableMetadata.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
+        )
+        raise ProtocolError(f"{location}: invalid table metadata: {problems}") from None
+    except (ProtocolError, ValueError) as exc:
+        raise ProtocolError(f"{location}: invalid table metadata: {exc}") from None
+
+
+def serialize_metadata(metadata: TableMetadata) -> bytes:
+    """The bytes of a metadata file; only writable format versions are serialised."""
+    metadata.check_writable()
+    return json.dumps(metadata.to_json(), separators=(",", ":")).encode()

@@ -1,0 +1,143 @@
+"""Tables written by PyIceberg, the peer whose output lakeops reads and whose reader checks ours.
+
+Every table lives in a SQLite ``SqlCatalog`` (PyIceberg's own tables) under a test's tmp dir. The
+builders write real data through PyIceberg's public API only: appends, row deletes and overwrites
+(PyIceberg writes copy-on-write), branches and tags.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+)
+
+NAMESPACE = "db"
+
+#: The schema every builder uses: ids 1..6, all optional (PyIceberg appends optional Arrow columns).
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "ts", TimestampType(), required=False),
+    NestedField(3, "category", StringType(), required=False),
+    NestedField(4, "amount", DecimalType(10, 2), required=False),
+    NestedField(5, "score", DoubleType(), required=False),
+    NestedField(6, "day", DateType(), required=False),
+)
+
+ARROW_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("ts", pa.timestamp("us")),
+        ("category", pa.string()),
+        ("amount", pa.decimal128(10, 2)),
+        ("score", pa.float64()),
+        ("day", pa.date32()),
+    ]
+)
+
+#: Partitionings the acceptance tests cover, by name.
+SPECS: dict[str, PartitionSpec] = {
+    "unpartitioned": PartitionSpec(),
+    "identity": PartitionSpec(PartitionField(3, 1000, IdentityTransform(), "category")),
+    "day": PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")),
+    "bucket": PartitionSpec(PartitionField(1, 1000, BucketTransform(4), "id_bucket")),
+}
+
+
+@dataclass
+class PyIcebergTable:
+    catalog: SqlCatalog
+    catalog_uri: str
+    identifier: str
+    table: Table
+
+    @property
+    def location(self) -> str:
+        """The table location as a local path."""
+        return self.table.location().removeprefix("file://")
+
+    def reload(self) -> Table:
+        self.table = self.catalog.load_table(self.identifier)
+        return self.table
+
+    def rows(self, snapshot_id: int | None = None) -> list[dict[str, Any]]:
+        """Every row PyIceberg reads, sorted, as dicts."""
+        scan = self.reload().scan(snapshot_id=snapshot_id)
+        return sorted(scan.to_arrow().to_pylist(), key=_row_key)
+
+
+def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple((value is None, str(value)) for value in row.values())
+
+
+def catalog(tmp_path: Path, name: str = "default") -> tuple[SqlCatalog, str]:
+    """A SQLite ``SqlCatalog`` with its warehouse under ``tmp_path``, and its SQLAlchemy URI."""
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir(exist_ok=True)
+    cat = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
+    cat.create_namespace_if_not_exists(NAMESPACE)
+    return cat, uri
+
+
+def batch(start: int, count: int, *, days: int = 3, categories: tuple[str, ...] = ("a", "b", "c")) -> pa.Table:
+    """``count`` deterministic rows with ids from ``start``, spread over ``days`` days and the categories."""
+    ids = list(range(start, start + count))
+    base = dt.datetime(2024, 1, 1)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([base + dt.timedelta(days=i % days, minutes=i) for i in ids], pa.timestamp("us")),
+            "category": pa.array([categories[i % len(categories)] if i % 11 else None for i in ids], pa.string()),
+            "amount": pa.array([None if i % 7 == 0 else f"{i}.{i % 100:02d}" for i in ids]).cast(pa.decimal128(10, 2)),
+            "score": pa.array([float("nan") if i % 13 == 0 else i / 3 for i in ids], pa.float64()),
+            "day": pa.array([(base + dt.timedelta(days=i % days)).date() for i in ids], pa.date32()),
+        },
+        schema=ARROW_SCHEMA,
+    )
+
+
+def create_table(
+    tmp_path: Path,
+    spec: str = "unpartitioned",
+    *,
+    name: str = "events",
+    properties: dict[str, str] | None = None,
+) -> PyIcebergTable:
+    """An empty PyIceberg table with :data:`SCHEMA` and the named partitioning."""
+    cat, uri = catalog(tmp_path)
+    identifier = f"{NAMESPACE}.{name}"
+    table = cat.create_table(identifier, SCHEMA, partition_spec=SPECS[spec], properties=properties or {})
+    return PyIcebergTable(cat, uri, identifier, table)
+
+
+def small_file_table(
+    tmp_path: Path,
+    spec: str = "unpartitioned",
+    *,
+    appends: int = 8,
+    rows: int = 20,
+    properties: dict[str, str] | None = None,
+) -> PyIcebergTable:
+    """A table grown by ``appends`` small appends of ``rows`` rows each (one small file per partition each)."""
+    table = create_table(tmp_path, spec, properties=properties)
+    for i in range(appends):
+        table.table.append(batch(i * rows, rows))
+        table.reload()
+    return table
