@@ -32,7 +32,7 @@ from lakeops.errors import (
     NotATable,
     StorageError,
 )
-from lakeops.storage import Storage
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join
 
 METADATA_DIR = "metadata"
@@ -169,8 +169,15 @@ def _engine(uri: str) -> sa.Engine:
 class SqlCatalog:
     """One table of a SQL catalog shared with PyIceberg (same tables, same commit protocol)."""
 
-    def __init__(self, storage: Storage, uri: str, identifier: TableIdentifier, catalog_name: str = "default") -> None:
-        self.storage = storage
+    def __init__(
+        self,
+        uri: str,
+        identifier: TableIdentifier,
+        catalog_name: str = "default",
+        *,
+        storage_options: StorageOptions | None = None,
+    ) -> None:
+        self.storage_options = storage_options or StorageOptions()
         self.uri = uri
         self.identifier = identifier
         self.catalog_name = catalog_name
@@ -202,7 +209,9 @@ class SqlCatalog:
         return join(table_location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
 
     def swap(self, expected: str, new: str, payload: bytes) -> None:
-        self.storage.put_if_absent(new, payload)
+        # The table's files may live on another store than the catalog: open the one ``new`` is on.
+        storage = open_storage(new, self.storage_options)
+        storage.put_if_absent(new, payload)
         statement = (
             sa.update(ICEBERG_TABLES)
             .where(self._where(), ICEBERG_TABLES.c.metadata_location == expected)
@@ -224,5 +233,5 @@ class SqlCatalog:
                 f"{self.table}: the catalog update to {new} failed ({exc}); whether it landed is unknown"
             ) from exc
         if updated != 1:
-            self.storage.delete_many([new])
+            storage.delete_many([new])
             raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")

@@ -41,7 +41,7 @@ def test_identifier_parsing() -> None:
 def test_sql_catalog_swap_is_seen_by_pyiceberg(tmp_path: Path) -> None:
     pyiceberg, uri = _pyiceberg_table(tmp_path)
     storage = open_storage(str(tmp_path))
-    ours = SqlCatalog(storage, uri, TableIdentifier.parse("db.events"))
+    ours = SqlCatalog(uri, TableIdentifier.parse("db.events"))
     current = ours.current()
     assert current == pyiceberg.load_table("db.events").metadata_location
 
@@ -58,7 +58,7 @@ def test_sql_catalog_swap_is_seen_by_pyiceberg(tmp_path: Path) -> None:
 def test_sql_catalog_stale_swap_conflicts_and_removes_its_file(tmp_path: Path) -> None:
     pyiceberg, uri = _pyiceberg_table(tmp_path)
     storage = open_storage(str(tmp_path))
-    ours = SqlCatalog(storage, uri, TableIdentifier.parse("db.events"))
+    ours = SqlCatalog(uri, TableIdentifier.parse("db.events"))
     stale = ours.current()
     pyiceberg.load_table("db.events").append(pa.table({"id": pa.array([4], pa.int64())}))  # moves the pointer
 
@@ -73,7 +73,7 @@ def test_sql_catalog_stale_swap_conflicts_and_removes_its_file(tmp_path: Path) -
 def test_sql_catalog_unknown_table(tmp_path: Path) -> None:
     _, uri = _pyiceberg_table(tmp_path)
     with pytest.raises(NotATable, match="db.missing"):
-        SqlCatalog(open_storage(str(tmp_path)), uri, TableIdentifier.parse("db.missing")).current()
+        SqlCatalog(uri, TableIdentifier.parse("db.missing")).current()
 
 
 def test_file_system_catalog_racing_writers(tmp_path: Path) -> None:

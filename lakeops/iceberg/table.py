@@ -1,0 +1,104 @@
+"""An Iceberg table as lakeops addresses it: a location (file-system table) or a catalog entry, and
+the metadata its catalog currently points at ("File System Tables", "Metastore Tables").
+
+:class:`TableRef` is the JSON-serialisable address that travels in plans; :func:`load_table`
+resolves it to the current metadata file and parses it. A pointer to a metadata file that is gone is
+reported as such (the catalog row, the file), never as "no table".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from lakeops.errors import InvalidArgument, NotFound
+from lakeops.iceberg.catalog import Catalog, FileSystemCatalog, SqlCatalog, TableIdentifier
+from lakeops.iceberg.metadata import TableMetadata, parse_metadata
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.uri import normalize
+
+__all__ = ["IcebergTable", "TableRef", "load_table", "read_metadata"]
+
+
+class TableRef(BaseModel):
+    """Where a table is: ``location`` for a file-system table, else ``catalog_uri`` (a SQLAlchemy URL
+    of a catalog shared with PyIceberg's ``SqlCatalog``) + ``identifier`` (``namespace.table``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    location: str | None = None
+    catalog_uri: str | None = None
+    identifier: str | None = None
+    catalog_name: str = "default"
+
+    @model_validator(mode="after")
+    def _one_address(self) -> TableRef:
+        if (self.location is None) == (self.catalog_uri is None):
+            raise ValueError("give either a table location or a catalog URI with an identifier")
+        if self.catalog_uri is not None and self.identifier is None:
+            raise ValueError("a catalog table needs an identifier (namespace.table)")
+        return self
+
+    def __str__(self) -> str:
+        return self.location if self.location is not None else f"{self.catalog_name}.{self.identifier}"
+
+    def catalog(self, storage_options: StorageOptions) -> Catalog:
+        if self.location is not None:
+            location = normalize(self.location)
+            return FileSystemCatalog(open_storage(location, storage_options), location)
+        assert self.catalog_uri is not None and self.identifier is not None
+        return SqlCatalog(
+            self.catalog_uri,
+            TableIdentifier.parse(self.identifier),
+            self.catalog_name,
+            storage_options=storage_options,
+        )
+
+
+@dataclass(frozen=True)
+class IcebergTable:
+    """One table at one metadata version."""
+
+    ref: TableRef
+    catalog: Catalog
+    storage_options: StorageOptions
+    metadata_location: str
+    metadata: TableMetadata
+
+    @property
+    def name(self) -> str:
+        return str(self.ref)
+
+    @property
+    def storage(self) -> Storage:
+        """The store the table's files (data, manifests, metadata) live on."""
+        return open_storage(self.metadata.location, self.storage_options)
+
+    def refresh(self) -> IcebergTable:
+        """The table as its catalog points at it now; the table's UUID must not have changed
+        ("Table Metadata Fields": ``table-uuid``)."""
+        fresh = load_table(self.ref, self.storage_options, catalog=self.catalog)
+        if self.metadata.table_uuid is not None and fresh.metadata.table_uuid != self.metadata.table_uuid:
+            raise InvalidArgument(
+                f"{self.name}: table-uuid changed from {self.metadata.table_uuid} to {fresh.metadata.table_uuid}: "
+                "the table was dropped and re-created"
+            )
+        return fresh
+
+
+def read_metadata(storage: Storage, location: str, table: str) -> TableMetadata:
+    """Parse the metadata file at ``location``; a missing file names the table that points at it."""
+    try:
+        payload = storage.read(location)
+    except NotFound as exc:
+        raise NotFound(f"{table}: the current metadata file {location} does not exist") from exc
+    return parse_metadata(payload, location)
+
+
+def load_table(ref: TableRef, storage_options: StorageOptions, *, catalog: Catalog | None = None) -> IcebergTable:
+    """The table's current metadata, as its catalog names it."""
+    catalog = catalog or ref.catalog(storage_options)
+    location = catalog.current()
+    metadata = read_metadata(open_storage(location, storage_options), location, str(ref))
+    return IcebergTable(ref, catalog, storage_options, location, metadata)

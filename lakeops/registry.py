@@ -1,0 +1,82 @@
+"""Table names from the registry file: where each named table is.
+
+The registry (``$LAKEOPS_REGISTRY``, else ``lakeops.yaml`` in the working directory) lists the tables
+the platform maintains; the command line accepts a registry name wherever it takes a table. Only the
+address of each entry is read here (``name``, ``location`` or ``catalog: {uri, name}`` +
+``identifier``, ``format``); policies are the orchestration layer's business and are validated there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from lakeops.errors import InvalidArgument
+
+__all__ = ["REGISTRY_ENV", "RegisteredTable", "lookup", "registry_path"]
+
+REGISTRY_ENV = "LAKEOPS_REGISTRY"
+DEFAULT_FILE = "lakeops.yaml"
+
+
+class CatalogAddress(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    uri: str
+    name: str = "default"
+
+
+class RegisteredTable(BaseModel):
+    """An entry's address; its other keys (policies) are left to the orchestration layer."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str
+    location: str | None = None
+    catalog: CatalogAddress | None = None
+    identifier: str | None = None
+    format: Literal["auto", "delta", "iceberg", "icechunk"] = "auto"
+
+    @model_validator(mode="after")
+    def _one_address(self) -> RegisteredTable:
+        if (self.location is None) == (self.catalog is None or self.identifier is None):
+            raise ValueError("give location, or catalog and identifier (not both)")
+        return self
+
+
+def registry_path() -> Path:
+    return Path(os.environ.get(REGISTRY_ENV) or DEFAULT_FILE)
+
+
+def _entries(path: Path) -> list[Any]:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InvalidArgument(f"registry {path}: cannot read it ({exc})") from exc
+    except yaml.YAMLError as exc:
+        raise InvalidArgument(f"registry {path}: not valid YAML ({exc})") from exc
+    tables = (document or {}).get("tables", []) if isinstance(document, dict) else None
+    if not isinstance(tables, list):
+        raise InvalidArgument(f"registry {path}: 'tables' must be a list of table entries")
+    return tables
+
+
+def lookup(name: str) -> RegisteredTable | None:
+    """The registry entry called ``name``, or None when there is no registry or no such entry."""
+    path = registry_path()
+    if not path.is_file():
+        if REGISTRY_ENV in os.environ:
+            raise InvalidArgument(f"registry {path} (from ${REGISTRY_ENV}) does not exist")
+        return None
+    for i, raw in enumerate(_entries(path)):
+        if isinstance(raw, dict) and raw.get("name") == name:
+            try:
+                return RegisteredTable.model_validate(raw)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors())
+                raise InvalidArgument(f"registry {path}: table {name!r} (entry {i}): {problems}") from None
+    return None

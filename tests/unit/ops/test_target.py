@@ -1,0 +1,69 @@
+"""Which table a command acts on: a location, a catalog identifier, or a registry name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lakeops.errors import InvalidArgument, NotATable
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.storage import StorageOptions
+
+OPTIONS = StorageOptions()
+
+
+def _delta_table(path: Path) -> Path:
+    (path / "_delta_log").mkdir(parents=True)
+    (path / "_delta_log" / "00000000000000000000.json").write_text("{}\n")
+    return path
+
+
+def _iceberg_table(path: Path) -> Path:
+    (path / "metadata").mkdir(parents=True)
+    (path / "metadata" / "v1.metadata.json").write_text(json.dumps({"format-version": 2}))
+    return path
+
+
+def test_locations_are_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    delta = _delta_table(tmp_path / "d")
+    iceberg = _iceberg_table(tmp_path / "i")
+    assert resolve_target(f"file://{delta}", CatalogOptions(), OPTIONS).format == "delta"
+    target = resolve_target(str(iceberg) + "/", CatalogOptions(), OPTIONS)
+    assert target.format == "iceberg" and target.iceberg is not None and target.iceberg.location == str(iceberg)
+    with pytest.raises(NotATable):
+        resolve_target(str(tmp_path), CatalogOptions(), OPTIONS)
+
+
+def test_catalog_identifier() -> None:
+    target = resolve_target("db.events", CatalogOptions(catalog_uri="sqlite:///c.db", catalog_name="prod"), OPTIONS)
+    assert target.format == "iceberg" and target.location is None
+    assert str(target) == "prod.db.events" and target.iceberg is not None
+    assert target.iceberg.catalog_uri == "sqlite:///c.db"
+
+
+def test_registry_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    delta = _delta_table(tmp_path / "tables" / "events")
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(
+        "tables:\n"
+        f"  - name: events\n    location: {delta}\n    compaction: {{target_file_size: 128MB}}\n"
+        "  - name: orders\n    catalog: {uri: 'sqlite:///cat.db'}\n    identifier: shop.orders\n"
+        f"  - name: wrong\n    location: {delta}\n    format: iceberg\n"
+        "  - name: broken\n    identifier: a.b\n"
+    )
+    monkeypatch.chdir(tmp_path)  # ./lakeops.yaml is the default registry
+    assert resolve_target("events", CatalogOptions(), OPTIONS).location == str(delta)
+    orders = resolve_target("orders", CatalogOptions(), OPTIONS)
+    assert orders.iceberg is not None and orders.iceberg.identifier == "shop.orders"
+    with pytest.raises(InvalidArgument, match="declared iceberg but .* holds a delta table"):
+        resolve_target("wrong", CatalogOptions(), OPTIONS)
+    with pytest.raises(
+        InvalidArgument, match=r"table 'broken' \(entry 3\): .*give location, or catalog and identifier"
+    ):
+        resolve_target("broken", CatalogOptions(), OPTIONS)
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(tmp_path / "missing.yaml"))
+    with pytest.raises(InvalidArgument, match="missing.yaml .*does not exist"):
+        resolve_target("events", CatalogOptions(), OPTIONS)
