@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from iceberg_fixtures import minimal_metadata
 
 from lakeops.errors import CommitConflict, CommitStateUnknown
 from lakeops.iceberg.commit import RetryPolicy, commit_change
@@ -19,24 +20,7 @@ from lakeops.storage import StorageOptions
 def _table(tmp_path: Path, properties: dict[str, str] | None = None) -> IcebergTable:
     location = tmp_path / "t"
     (location / "metadata").mkdir(parents=True)
-    metadata = {
-        "format-version": 2,
-        "table-uuid": "fb072c92-a02b-11e9-ae9c-1bb7bc9eca94",
-        "location": str(location),
-        "last-sequence-number": 0,
-        "last-updated-ms": 1,
-        "last-column-id": 1,
-        "schemas": [
-            {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": True, "type": "int"}]}
-        ],
-        "current-schema-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "default-spec-id": 0,
-        "last-partition-id": 999,
-        "properties": properties or {},
-        "sort-orders": [{"order-id": 0, "fields": []}],
-        "default-sort-order-id": 0,
-    }
+    metadata = minimal_metadata(location=str(location), properties=properties)
     (location / "metadata" / "v1.metadata.json").write_text(json.dumps(metadata))
     return load_table(TableRef(location=str(location)), StorageOptions())
 

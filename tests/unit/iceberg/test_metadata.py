@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from iceberg_fixtures import minimal_metadata
 from pyiceberg_tables import batch, create_table, small_file_table
 
 from lakeops.errors import CorruptFile, ProtocolError, UnsupportedFeature, VersionNotFound
@@ -99,28 +100,8 @@ def test_v1_partition_fields_without_ids_are_numbered_from_1000() -> None:
     assert spec.fields[0].transform != "void" and not spec.is_unpartitioned
 
 
-def _minimal(version: int) -> dict[str, object]:
-    return {
-        "format-version": version,
-        "table-uuid": "fb072c92-a02b-11e9-ae9c-1bb7bc9eca94",
-        "location": "s3://b/wh/t",
-        "last-sequence-number": 0,
-        "last-updated-ms": 1,
-        "last-column-id": 1,
-        "schemas": [
-            {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": True, "type": "int"}]}
-        ],
-        "current-schema-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "default-spec-id": 0,
-        "last-partition-id": 999,
-        "sort-orders": [{"order-id": 0, "fields": []}],
-        "default-sort-order-id": 0,
-    }
-
-
 def test_v3_reads_but_is_refused_for_writing_by_name() -> None:
-    doc = _minimal(3)
+    doc = minimal_metadata(3)
     doc["schemas"][0]["fields"].append(  # type: ignore[index]
         {"id": 2, "name": "y", "required": True, "type": "long", "initial-default": 7, "write-default": 8}
     )
@@ -135,7 +116,7 @@ def test_v3_reads_but_is_refused_for_writing_by_name() -> None:
 
 def test_unknown_format_version_is_named() -> None:
     with pytest.raises(UnsupportedFeature, match=r"v9\.metadata\.json: Iceberg format-version 9 is not supported"):
-        parse_metadata(json.dumps(_minimal(9)).encode(), "/t/metadata/v9.metadata.json")
+        parse_metadata(json.dumps(minimal_metadata(9)).encode(), "/t/metadata/v9.metadata.json")
 
 
 @pytest.mark.parametrize(
@@ -143,17 +124,17 @@ def test_unknown_format_version_is_named() -> None:
     [
         (b"{not json", CorruptFile, "not a JSON metadata file"),
         (b"[1, 2]", CorruptFile, "metadata is a JSON list"),
-        (json.dumps({**_minimal(2), "current-schema-id": 5}).encode(), ProtocolError, "current-schema-id 5"),
-        (json.dumps({**_minimal(2), "location": None}).encode(), ProtocolError, "location"),
+        (json.dumps({**minimal_metadata(2), "current-schema-id": 5}).encode(), ProtocolError, "current-schema-id 5"),
+        (json.dumps({**minimal_metadata(2), "location": None}).encode(), ProtocolError, "location"),
         (
-            json.dumps({**_minimal(2), "refs": {"t": {"snapshot-id": 4, "type": "tag"}}}).encode(),
+            json.dumps({**minimal_metadata(2), "refs": {"t": {"snapshot-id": 4, "type": "tag"}}}).encode(),
             ProtocolError,
             "ref 't' points at snapshot 4",
         ),
         (
             json.dumps(
                 {
-                    **_minimal(2),
+                    **minimal_metadata(2),
                     "schemas": [
                         {"type": "struct", "fields": [{"id": 1, "name": "x", "required": True, "type": "int128"}]}
                     ],
@@ -171,7 +152,9 @@ def test_malformed_metadata_names_the_file(payload: bytes, error: type[Exception
 
 
 def test_gzip_metadata_and_missing_snapshot() -> None:
-    metadata = parse_metadata(gzip.compress(json.dumps(_minimal(2)).encode()), "/t/metadata/v1.gz.metadata.json")
+    metadata = parse_metadata(
+        gzip.compress(json.dumps(minimal_metadata(2)).encode()), "/t/metadata/v1.gz.metadata.json"
+    )
     assert metadata.current_snapshot() is None and metadata.snapshot_for_ref("main") is None
     with pytest.raises(VersionNotFound, match="no snapshot 42"):
         metadata.snapshot_by_id(42)
