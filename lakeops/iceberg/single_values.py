@@ -1,14 +1,17 @@
 """Single values of Iceberg types as bytes and as JSON (Appendix D "Single-value serialization").
 
-Binary form: the ``lower_bounds``/``upper_bounds`` of manifests and the partition field summaries of
-manifest lists. JSON form: ``initial-default``/``write-default`` in schemas and partition values
-written into metadata. Values are in lakeops' canonical representation (days, microseconds and
-nanoseconds as ints; ``Decimal``, ``UUID``, ``bytes``, ``str``), which is what the binary form stores,
-so no calendar arithmetic happens on the hot path.
+The binary form is what manifests store as column ``lower_bounds``/``upper_bounds`` and manifest lists
+as partition field summaries; the JSON form is what schemas store as ``initial-default``/``write-default``
+and metadata as partition values. Values are in lakeops' canonical representation (days, microseconds
+and nanoseconds as ints, ``Decimal``, ``UUID``, ``bytes``, ``str``), which is what both encodings
+store, so encoding a bound needs no calendar arithmetic. Decimals are their unscaled integer in the
+fewest two's-complement bytes; Appendix B hashes exactly these bytes, so bucketing reuses
+:func:`to_bytes`.
 
-String and binary bounds are truncated as metrics mode ``truncate(N)`` does: the lower bound is a
-prefix; the upper bound is a prefix whose last code point (byte) is incremented, so it still bounds
-every value from above. When no such prefix exists (all maximal), there is no upper bound.
+String and binary bounds are truncated as the default metrics mode ``truncate(16)`` does (see
+"Manifests", note on ``lower_bounds``/``upper_bounds``): a lower bound is a prefix; an upper bound is
+a prefix whose last code point (byte) is incremented so it still bounds every longer value; when
+every kept element is already maximal there is no upper bound at all.
 """
 
 from __future__ import annotations
@@ -17,153 +20,217 @@ import datetime as dt
 import re
 import struct
 import uuid
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from lakeops.errors import CorruptFile, InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, ListType, MapType, PrimitiveType, StructType
 
-__all__ = ["from_bytes", "from_json", "to_bytes", "to_json", "truncate_lower", "truncate_upper"]
+__all__ = [
+    "decimal_from_unscaled",
+    "decimal_unscaled",
+    "from_bytes",
+    "from_json",
+    "to_bytes",
+    "to_json",
+    "truncate_lower",
+    "truncate_upper",
+]
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
-_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_TIMESTAMPS = frozenset({"timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"})
-#: struct formats of the fixed-width types: little-endian 4 or 8 bytes.
-_FIXED_WIDTH = {
+#: little-endian fixed-width primitives (Appendix D's table)
+_PACKED = {
     "int": "<i",
     "date": "<i",
     "long": "<q",
     "time": "<q",
+    "timestamp": "<q",
+    "timestamptz": "<q",
+    "timestamp_ns": "<q",
+    "timestamptz_ns": "<q",
     "float": "<f",
     "double": "<d",
-    **dict.fromkeys(_TIMESTAMPS, "<q"),
 }
+_MICROS_PER_DAY = 86_400_000_000
+_SURROGATES = range(0xD800, 0xE000)
 _MAX_CODE_POINT = 0x10FFFF
 
 
-def _name(type_: IcebergType) -> str:
-    return type_.name if isinstance(type_, PrimitiveType) else str(type_)
+def _type_name(type_: IcebergType) -> str:
+    if isinstance(type_, PrimitiveType):
+        return type_.name
+    return type_.type if isinstance(type_, StructType | ListType | MapType) else str(type_)
 
 
-def _unscaled(value: Decimal, scale: int) -> int:
-    sign, digits, exponent = value.as_tuple()
+def decimal_unscaled(type_: DecimalType, value: Decimal | int | str) -> int:
+    """The unscaled integer of a decimal value of ``type_`` (``14.20`` in ``decimal(4,2)`` → 1420).
+    A value with more fractional digits than the scale, or more digits than the precision, is not a
+    value of the type: :class:`InvalidArgument`."""
+    try:
+        number = Decimal(value)
+    except (InvalidOperation, TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{value!r} is not a {type_} value") from exc
+    sign, digits, exponent = number.as_tuple()
     if not isinstance(exponent, int):
-        raise InvalidArgument(f"decimal value {value} is not finite")
-    unscaled = int("".join(map(str, digits)) or "0") * 10 ** (exponent + scale) if exponent + scale >= 0 else None
-    if unscaled is None:
-        raise InvalidArgument(f"decimal value {value} has more than {scale} digits after the point")
-    return -unscaled if sign else unscaled
+        raise InvalidArgument(f"{value!r} is not a finite {type_} value")
+    shift = exponent + type_.scale
+    magnitude = int("".join(map(str, digits)))
+    if shift < 0:
+        magnitude, dropped = divmod(magnitude, 10**-shift)
+        if dropped:
+            raise InvalidArgument(f"{value!r} has more than {type_.scale} digits after the point for {type_}")
+    else:
+        magnitude *= 10**shift
+    if magnitude >= 10**type_.precision:
+        raise InvalidArgument(f"{value!r} has more than {type_.precision} digits for {type_}")
+    return -magnitude if sign else magnitude
 
 
-def _min_bytes(number: int) -> bytes:
-    """Two's-complement big-endian in the fewest bytes that hold ``number``."""
-    length = max(1, (number + (number < 0)).bit_length() // 8 + 1)
-    return number.to_bytes(length, "big", signed=True)
+def decimal_from_unscaled(type_: DecimalType, unscaled: int) -> Decimal:
+    """The decimal of ``type_`` whose unscaled value is ``unscaled``, with exactly ``scale`` digits
+    after the point (``Decimal("14.20")``, not ``Decimal("14.2")``). Built from its digits, exactly:
+    decimal arithmetic would round to the context's 28 digits, and ``decimal(38,S)`` has up to 38."""
+    return Decimal((int(unscaled < 0), tuple(map(int, str(abs(unscaled)))), -type_.scale))
+
+
+def _min_twos_complement(number: int) -> bytes:
+    """Big-endian two's complement in the fewest bytes that hold ``number`` (at least one)."""
+    magnitude_bits = (number if number >= 0 else ~number).bit_length()
+    return number.to_bytes(magnitude_bits // 8 + 1, "big", signed=True)
 
 
 def to_bytes(type_: IcebergType, value: Any) -> bytes:
-    """The binary single value of ``value`` (Appendix D)."""
-    name = _name(type_)
-    if isinstance(type_, StructType | ListType | MapType):
-        raise UnsupportedFeature(f"{type_.type} values have no binary single-value form")
-    if name == "boolean":
-        return b"\x01" if value else b"\x00"
-    if name in _FIXED_WIDTH:
-        return struct.pack(_FIXED_WIDTH[name], value)
-    if name == "string":
-        return str(value).encode("utf-8")
-    if name == "uuid":
-        return (value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))).bytes
-    if isinstance(type_, DecimalType):
-        return _min_bytes(_unscaled(Decimal(value), type_.scale))
-    if isinstance(type_, FixedType) or name == "binary":
-        return bytes(value)
-    raise UnsupportedFeature(f"{name} values have no binary single-value form")
+    """The binary single value of ``value`` (Appendix D). Struct, list and map have none:
+    :class:`UnsupportedFeature`; a value the type cannot hold: :class:`InvalidArgument`."""
+    name = _type_name(type_)
+    try:
+        if name == "boolean":
+            return b"\x01" if value else b"\x00"
+        if name in _PACKED:
+            return struct.pack(_PACKED[name], value)
+        if name == "string":
+            return value.encode("utf-8")
+        if name == "uuid":
+            return _as_uuid(value).bytes
+        if isinstance(type_, DecimalType):
+            return _min_twos_complement(decimal_unscaled(type_, value))
+        if isinstance(type_, FixedType):
+            if len(value) != type_.length:
+                raise InvalidArgument(f"{type_} value has {len(value)} bytes")
+            return bytes(value)
+        if name == "binary":
+            return bytes(value)
+    except (struct.error, OverflowError, TypeError, AttributeError, ValueError) as exc:
+        raise InvalidArgument(f"{value!r} is not a {name} value ({exc})") from exc
+    raise UnsupportedFeature(f"{name} values have no binary single-value form (Appendix D)")
+
+
+def _as_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 def from_bytes(type_: IcebergType, data: bytes) -> Any:
-    """The value a binary single value holds; a length that does not fit the type is corrupt."""
-    name = _name(type_)
-    try:
-        if name == "boolean":
-            _expect_length(type_, data, 1)
-            return data != b"\x00"
-        if name in _FIXED_WIDTH:
-            fmt = _FIXED_WIDTH[name]
-            _expect_length(type_, data, struct.calcsize(fmt))
-            return struct.unpack(fmt, data)[0]
-        if name == "string":
-            return data.decode("utf-8")
-        if name == "uuid":
-            _expect_length(type_, data, 16)
-            return uuid.UUID(bytes=bytes(data))
-        if isinstance(type_, DecimalType):
-            if not data:
-                raise CorruptFile(f"an empty single value cannot be a {type_}")
-            return Decimal(int.from_bytes(data, "big", signed=True)).scaleb(-type_.scale)
-        if isinstance(type_, FixedType):
-            _expect_length(type_, data, type_.length)
-            return bytes(data)
-        if name == "binary":
-            return bytes(data)
-    except UnicodeDecodeError as exc:
-        raise CorruptFile(f"a string single value is not UTF-8 ({exc})") from exc
-    raise UnsupportedFeature(f"{name} values have no binary single-value form")
+    """The value a binary single value holds. A length the type cannot have is :class:`CorruptFile`
+    naming the type and the length."""
+    name = _type_name(type_)
+    if name == "boolean":
+        _expect_length(name, data, 1)
+        return data != b"\x00"
+    if name in _PACKED:
+        fmt = _PACKED[name]
+        _expect_length(name, data, struct.calcsize(fmt))
+        return struct.unpack(fmt, data)[0]
+    if name == "string":
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptFile(f"a string single value is not UTF-8 ({exc})") from exc
+    if name == "uuid":
+        _expect_length(name, data, 16)
+        return uuid.UUID(bytes=bytes(data))
+    if isinstance(type_, DecimalType):
+        if not data:
+            raise CorruptFile(f"a {name} single value has 0 bytes, expected at least 1")
+        return decimal_from_unscaled(type_, int.from_bytes(data, "big", signed=True))
+    if isinstance(type_, FixedType):
+        _expect_length(name, data, type_.length)
+        return bytes(data)
+    if name == "binary":
+        return bytes(data)
+    raise UnsupportedFeature(f"{name} values have no binary single-value form (Appendix D)")
 
 
-def _expect_length(type_: IcebergType, data: bytes, length: int) -> None:
+def _expect_length(name: str, data: bytes, length: int) -> None:
     if len(data) != length:
-        raise CorruptFile(f"a {_name(type_)} single value has {len(data)} bytes, expected {length}")
+        raise CorruptFile(f"a {name} single value has {len(data)} bytes, expected {length}")
 
 
-def _iso_fraction(seconds_value: dt.datetime | dt.time, fraction: int, digits: int) -> str:
-    base = seconds_value.replace(microsecond=0).isoformat()
-    return f"{base}.{fraction:0{digits}d}"
+def _iso(moment: dt.datetime | dt.time, fraction: int, digits: int) -> str:
+    return f"{moment.isoformat()}.{fraction:0{digits}d}"
 
 
-def _split(value: int, per_second: int) -> tuple[int, int]:
-    seconds, fraction = divmod(value, per_second)
-    return seconds, fraction
+def _digits(name: str) -> tuple[int, int]:
+    """(units per second, fractional digits) of a time or timestamp type."""
+    return (1_000_000_000, 9) if name.endswith("_ns") else (1_000_000, 6)
 
 
 def to_json(type_: IcebergType, value: Any) -> Any:
-    """The JSON single value of ``value`` (Appendix D)."""
+    """The JSON single value of ``value`` (Appendix D). Structs are dicts keyed by field name
+    (null fields are left out of the JSON, which is keyed by field id); maps are dicts."""
     if value is None:
         return None
-    name = _name(type_)
-    if isinstance(type_, StructType):
-        return {str(f.id): to_json(f.type, value.get(f.name)) for f in type_.fields}
-    if isinstance(type_, ListType):
-        return [to_json(type_.element, v) for v in value]
-    if isinstance(type_, MapType):
-        items = value.items() if isinstance(value, dict) else value
-        keys, values = zip(*items, strict=True) if items else ((), ())
-        return {"keys": [to_json(type_.key, k) for k in keys], "values": [to_json(type_.value, v) for v in values]}
-    if name in ("boolean", "int", "long"):
-        return value
+    name = _type_name(type_)
+    try:
+        if isinstance(type_, StructType):
+            fields = ((f, value.get(f.name)) for f in type_.fields)
+            return {str(f.id): to_json(f.type, v) for f, v in fields if v is not None}
+        if isinstance(type_, ListType):
+            return [to_json(type_.element, v) for v in value]
+        if isinstance(type_, MapType):
+            return {
+                "keys": [to_json(type_.key, k) for k in value],
+                "values": [to_json(type_.value, v) for v in value.values()],
+            }
+        if name in ("boolean", "int", "long", "string") or isinstance(type_, DecimalType | FixedType):
+            return _primitive_to_json(type_, name, value)
+        return _temporal_to_json(name, value)
+    except (OverflowError, TypeError, AttributeError, ValueError) as exc:
+        raise InvalidArgument(f"{value!r} is not a {name} value ({exc})") from exc
+
+
+def _primitive_to_json(type_: IcebergType, name: str, value: Any) -> Any:
+    if isinstance(type_, DecimalType):
+        return f"{decimal_from_unscaled(type_, decimal_unscaled(type_, value)):f}"
+    if isinstance(type_, FixedType):
+        return to_bytes(type_, value).hex()
+    checks = {"boolean": bool, "int": int, "long": int, "string": str}
+    if not isinstance(value, checks[name]) or (name in ("int", "long") and isinstance(value, bool)):
+        raise InvalidArgument(f"{value!r} is not a {name} value")
+    return value
+
+
+def _temporal_to_json(name: str, value: Any) -> Any:
+    """float, double, date, time, timestamps, uuid, binary (the ones whose JSON is not the value)."""
     if name in ("float", "double"):
         return float(value)
-    if isinstance(type_, DecimalType):
-        unscaled = _unscaled(Decimal(value), type_.scale)
-        return f"{Decimal(unscaled).scaleb(-type_.scale):f}"
     if name == "date":
         return (_EPOCH_DATE + dt.timedelta(days=value)).isoformat()
     if name == "time":
-        seconds, micros = _split(value, 1_000_000)
-        return _iso_fraction((_EPOCH + dt.timedelta(seconds=seconds)).time(), micros, 6)
-    if name in _TIMESTAMPS:
-        per_second, digits = (1_000_000_000, 9) if name.endswith("_ns") else (1_000_000, 6)
-        seconds, fraction = _split(value, per_second)
-        text = _iso_fraction(_EPOCH + dt.timedelta(seconds=seconds), fraction, digits)
+        if not 0 <= value < _MICROS_PER_DAY:
+            raise InvalidArgument(f"{value!r} microseconds is not a time of day")
+        seconds, micros = divmod(value, 1_000_000)
+        return _iso((_EPOCH + dt.timedelta(seconds=seconds)).time(), micros, 6)
+    if name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+        per_second, digits = _digits(name)
+        seconds, fraction = divmod(value, per_second)
+        text = _iso(_EPOCH + dt.timedelta(seconds=seconds), fraction, digits)
         return text + "+00:00" if name.startswith("timestamptz") else text
-    if name == "string":
-        return str(value)
     if name == "uuid":
-        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))).lower()
-    if isinstance(type_, FixedType) or name == "binary":
+        return str(_as_uuid(value))
+    if name == "binary":
         return bytes(value).hex()
-    raise UnsupportedFeature(f"{name} values have no JSON single-value form")
+    raise UnsupportedFeature(f"{name} values have no JSON single-value form (Appendix D)")
 
 
 _TIMESTAMP = re.compile(
@@ -171,95 +238,115 @@ _TIMESTAMP = re.compile(
 )
 
 
-def _parse_timestamp(text: str, name: str) -> int:
-    """Micro- or nanoseconds since the epoch of an ISO-8601 timestamp; a zone offset is converted to
-    UTC (``datetime`` alone cannot hold nanoseconds, so the fraction is read separately)."""
+def _parse_timestamp(name: str, text: str) -> int:
+    """Micro- or nanoseconds since the epoch of an ISO-8601 timestamp. ``timestamptz`` values must
+    carry an offset (any offset; converted to UTC), ``timestamp`` values must not (Appendix D).
+    The fraction is read apart from ``datetime``, which cannot hold nanoseconds."""
     match = _TIMESTAMP.fullmatch(text)
     if match is None:
         raise ValueError("not an ISO-8601 timestamp")
-    zone = match["zone"] or ""
-    moment = dt.datetime.fromisoformat(match["base"] + zone.replace("Z", "+00:00"))
+    zone = match["zone"]
+    if name.startswith("timestamptz") != (zone is not None):
+        raise ValueError("timestamptz values need a zone offset" if zone is None else "timestamp values take no offset")
+    moment = dt.datetime.fromisoformat(match["base"] + ("" if zone is None else zone.replace("Z", "+00:00")))
     if moment.tzinfo is not None:
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
-    digits = 9 if name.endswith("_ns") else 6
-    whole = (moment - _EPOCH) // dt.timedelta(seconds=1)
-    return whole * 10**digits + int(((match["fraction"] or "") + "0" * digits)[:digits])
+    per_second, digits = _digits(name)
+    fraction = int(((match["fraction"] or "") + "0" * digits)[:digits])
+    return (moment - _EPOCH) // dt.timedelta(seconds=1) * per_second + fraction
 
 
 def from_json(type_: IcebergType, obj: Any) -> Any:
-    """The value a JSON single value holds; malformed input is an :class:`InvalidArgument` naming it."""
+    """The value a JSON single value holds (structs as dicts keyed by field name, maps as dicts);
+    malformed input is :class:`InvalidArgument` quoting it."""
     if obj is None:
         return None
-    name = _name(type_)
     try:
-        if isinstance(type_, StructType):
-            return {f.name: from_json(f.type, obj.get(str(f.id))) for f in type_.fields}
-        if isinstance(type_, ListType):
-            return [from_json(type_.element, v) for v in obj]
-        if isinstance(type_, MapType):
-            return dict(
-                zip(
-                    (from_json(type_.key, k) for k in obj["keys"]),
-                    (from_json(type_.value, v) for v in obj["values"]),
-                    strict=True,
-                )
-            )
-        if name == "boolean" and isinstance(obj, bool):
-            return obj
-        if name in ("int", "long") and isinstance(obj, int) and not isinstance(obj, bool):
-            return obj
-        if name in ("float", "double") and isinstance(obj, int | float) and not isinstance(obj, bool):
-            return float(obj)
-        if isinstance(type_, DecimalType):
-            value = Decimal(str(obj))
-            return Decimal(_unscaled(value, type_.scale)).scaleb(-type_.scale)
-        if name == "date":
-            return (dt.date.fromisoformat(obj) - _EPOCH_DATE).days
-        if name == "time":
-            parsed = dt.time.fromisoformat(obj)
-            return ((parsed.hour * 60 + parsed.minute) * 60 + parsed.second) * 1_000_000 + parsed.microsecond
-        if name in _TIMESTAMPS:
-            return _parse_timestamp(obj, name)
-        if name == "string" and isinstance(obj, str):
-            return obj
-        if name == "uuid":
-            return uuid.UUID(obj)
-        if isinstance(type_, FixedType) or name == "binary":
-            data = bytes.fromhex(obj)
-            if isinstance(type_, FixedType) and len(data) != type_.length:
-                raise ValueError(f"{len(data)} bytes, expected {type_.length}")
-            return data
+        value = _from_json(type_, obj)
     except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError) as exc:
         raise InvalidArgument(f"{obj!r} is not a JSON single value of type {type_} ({exc})") from exc
-    raise InvalidArgument(f"{obj!r} is not a JSON single value of type {type_}")
+    if value is None:
+        raise InvalidArgument(f"{obj!r} is not a JSON single value of type {type_}")
+    return value
+
+
+def _from_json(type_: IcebergType, obj: Any) -> Any:
+    """The decoded value, or None when ``obj`` has the wrong JSON kind for the type."""
+    name = _type_name(type_)
+    if isinstance(type_, StructType):
+        return {f.name: from_json(f.type, obj.get(str(f.id))) for f in type_.fields}
+    if isinstance(type_, ListType):
+        return [from_json(type_.element, v) for v in obj]
+    if isinstance(type_, MapType):
+        keys = [from_json(type_.key, k) for k in obj["keys"]]
+        return dict(zip(keys, (from_json(type_.value, v) for v in obj["values"]), strict=True))
+    if name == "boolean":
+        return obj if isinstance(obj, bool) else None
+    if isinstance(obj, bool):
+        return None
+    if name in ("int", "long"):
+        return obj if isinstance(obj, int) else None
+    if name in ("float", "double"):
+        return float(obj) if isinstance(obj, int | float) else None
+    if isinstance(type_, DecimalType):
+        return decimal_from_unscaled(type_, decimal_unscaled(type_, str(obj)))
+    if not isinstance(obj, str):
+        return None
+    return _text_from_json(type_, name, obj)
+
+
+def _text_from_json(type_: IcebergType, name: str, text: str) -> Any:
+    if name == "string":
+        return text
+    if name == "date":
+        return (dt.date.fromisoformat(text) - _EPOCH_DATE).days
+    if name == "time":
+        parsed = dt.time.fromisoformat(text)
+        if parsed.tzinfo is not None:
+            raise ValueError("time values take no offset")
+        return ((parsed.hour * 60 + parsed.minute) * 60 + parsed.second) * 1_000_000 + parsed.microsecond
+    if name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+        return _parse_timestamp(name, text)
+    if name == "uuid":
+        return uuid.UUID(text)
+    if isinstance(type_, FixedType) or name == "binary":
+        data = bytes.fromhex(text)
+        if isinstance(type_, FixedType) and len(data) != type_.length:
+            raise ValueError(f"{len(data)} bytes, expected {type_.length}")
+        return data
+    return None
+
+
+def _check_bound(type_: IcebergType, width: int) -> bool:
+    """Whether ``type_`` is truncated at all (string, binary); a width must be positive."""
+    if width <= 0:
+        raise InvalidArgument(f"a bound truncation width must be positive, got {width}")
+    return _type_name(type_) in ("string", "binary")
 
 
 def truncate_lower(type_: IcebergType, value: Any, width: int) -> Any:
-    """A lower bound of at most ``width`` code points (strings) or bytes (binary): a prefix."""
-    return value[:width] if _name(type_) in ("string", "binary") else value
+    """A lower bound of at most ``width`` code points (string) or bytes (binary): the prefix.
+    Values of other types (including fixed, whose bounds keep their length) are returned as they are."""
+    return value[:width] if _check_bound(type_, width) else value
 
 
 def truncate_upper(type_: IcebergType, value: Any, width: int) -> Any:
-    """An upper bound of at most ``width`` code points/bytes: the prefix with its last element
-    incremented (carrying past maximal ones), or None when no shorter bound exists."""
-    name = _name(type_)
-    if name not in ("string", "binary") or len(value) <= width:
+    """An upper bound of at most ``width`` code points (string) or bytes (binary): the prefix with
+    its last element incremented, carrying past maximal ones (0xFF, U+10FFFF) and over the surrogate
+    range; None when no such prefix exists. Values that fit, and other types, are returned as they are."""
+    if not _check_bound(type_, width) or len(value) <= width:
         return value
-    if name == "binary":
-        prefix = bytearray(value[:width])
-        while prefix:
-            if prefix[-1] < 0xFF:
-                prefix[-1] += 1
-                return bytes(prefix)
-            prefix.pop()
-        return None
-    points = [ord(c) for c in value[:width]]
+    if isinstance(value, str):
+        points = [ord(c) for c in value[:width]]
+        limit = _MAX_CODE_POINT
+    else:
+        points = list(value[:width])
+        limit = 0xFF
     while points:
-        following = points[-1] + 1
-        if 0xD800 <= following <= 0xDFFF:
-            following = 0xE000  # surrogates are not characters: skip them
-        if following <= _MAX_CODE_POINT:
-            points[-1] = following
-            return "".join(map(chr, points))
-        points.pop()
+        following = points.pop() + 1
+        if following in _SURROGATES and limit == _MAX_CODE_POINT:
+            following = _SURROGATES.stop
+        if following <= limit:
+            points.append(following)
+            return "".join(map(chr, points)) if isinstance(value, str) else bytes(points)
     return None

@@ -1,30 +1,36 @@
 """Partition transforms: Appendix B's hash test values, the spec's truncate examples, floor semantics
-before 1970, and PyIceberg as the oracle on random values."""
+before 1970, transform strings, and PyIceberg as the oracle on random values of every source type
+(values, result types, human strings); the Arrow form agrees with the value form, nulls included."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
+import struct
 import uuid
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from pydantic import TypeAdapter
 from pyiceberg import transforms as pyiceberg_transforms
 from pyiceberg import types as pyiceberg_types
 
-from lakeops.errors import ProtocolError, UnsupportedFeature
+from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 from lakeops.iceberg.transforms import (
     BucketTransform,
     DayTransform,
     HourTransform,
+    IdentityTransform,
     MonthTransform,
     TruncateTransform,
+    VoidTransform,
     YearTransform,
     bucket_hash,
     parse_transform,
 )
-from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, PrimitiveType
+from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, PrimitiveType, StructType, parse_type
 
 
 def _p(name: str) -> PrimitiveType:
@@ -58,107 +64,287 @@ def test_appendix_b_hash_values(type_: IcebergType, value: Any, expected: int) -
     assert bucket_hash(type_, value) == expected
 
 
-def test_nan_hashes_canonically_and_nanosecond_timestamps_hash_as_micros() -> None:
-    assert bucket_hash(_p("double"), float("nan")) == bucket_hash(_p("double"), -float("nan"))
+def test_appendix_b_timestamptz_example_is_the_utc_instant() -> None:
+    instant = dt.datetime.fromisoformat("2017-11-16T14:31:08-08:00")
+    micros = (instant - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    assert bucket_hash(_p("timestamptz"), micros) == -2047944441
+
+
+def test_nan_is_canonical_and_nanosecond_timestamps_hash_as_micros() -> None:
+    nan_bits = [0x7FF8000000000001, 0xFFF8000000000000, 0x7FF0000000000F00]
+    nans = [float("nan")] + [struct.unpack("<d", bits.to_bytes(8, "little"))[0] for bits in nan_bits]
+    assert {bucket_hash(_p("double"), nan) for nan in nans} == {bucket_hash(_p("float"), float("nan"))}
+    assert bucket_hash(_p("double"), float("nan")) != bucket_hash(_p("double"), 0.0)
     assert bucket_hash(_p("timestamp_ns"), 1510871468000000123) == -2047944441
+    assert bucket_hash(_p("timestamptz_ns"), -1) == bucket_hash(_p("timestamptz"), -1)  # floored, not truncated
+    with pytest.raises(UnsupportedFeature, match="have no Appendix B hash"):
+        bucket_hash(StructType(), {})
+
+
+def test_bucket_drops_the_sign_bit_before_the_modulus() -> None:
+    # hash("iceberg") is positive, hash(34 as date) negative: -653330422 & 0x7FFFFFFF = 1494153226
+    assert BucketTransform(100).apply(_p("date"), 17486) == 1494153226 % 100
+    assert BucketTransform(16).apply(_p("string"), "iceberg") == 1210000089 % 16
 
 
 def test_truncate_examples() -> None:
     assert TruncateTransform(10).apply(_p("int"), 1) == 0
     assert TruncateTransform(10).apply(_p("int"), -1) == -10
     assert TruncateTransform(10).apply(_p("long"), -1) == -10
+    assert TruncateTransform(10).apply(_p("long"), 10) == 10
     assert TruncateTransform(50).apply(DecimalType(precision=9, scale=2), Decimal("10.65")) == Decimal("10.50")
+    assert str(TruncateTransform(50).apply(DecimalType(precision=9, scale=2), Decimal("-0.01"))) == "-0.50"
     assert TruncateTransform(3).apply(_p("string"), "iceberg") == "ice"
     assert TruncateTransform(2).apply(_p("string"), "😀😀😀") == "😀😀"  # code points, not bytes
     assert TruncateTransform(2).apply(_p("binary"), b"\x00\x01\x02") == b"\x00\x01"
+    with pytest.raises(InvalidArgument, match="more than 2 digits after the point"):
+        TruncateTransform(5).apply(DecimalType(precision=9, scale=2), Decimal("1.001"))
 
 
 def test_time_transforms_floor_before_1970() -> None:
-    minute_before = -60_000_000
     ts = _p("timestamp")
-    assert [
-        t.apply(ts, minute_before) for t in (YearTransform(), MonthTransform(), DayTransform(), HourTransform())
-    ] == [
-        -1,
-        -1,
-        -1,
-        -1,
-    ]
-    assert DayTransform().result_type(ts) == _p("date")
+    transforms = (YearTransform(), MonthTransform(), DayTransform(), HourTransform())
+    assert [t.apply(ts, -60_000_000) for t in transforms] == [-1, -1, -1, -1]  # 1969-12-31T23:59
+    assert [t.apply(_p("timestamptz_ns"), -1) for t in transforms] == [-1, -1, -1, -1]
+    assert [t.apply(ts, 0) for t in transforms] == [0, 0, 0, 0]
+    # 1968-02-29T00:00 (a leap day): year -2, month -23, day -672, hour -16128
+    assert [t.apply(ts, -672 * 86_400_000_000) for t in transforms] == [-2, -23, -672, -16128]
     assert MonthTransform().apply(_p("date"), -1) == -1 and YearTransform().apply(_p("date"), 365) == 1
-    assert HourTransform().to_human(ts, 419686) == "2017-11-16-22" and MonthTransform().to_human(ts, 574) == "2017-11"
-    assert parse_transform("void").apply(ts, 5) is None and parse_transform("identity").apply(ts, None) is None
+    assert [t.apply(_p("date"), -719_162) for t in transforms[:3]] == [-1969, -1969 * 12, -719_162]  # 0001-01-01
 
 
-def _random_values(type_name: str, rng: random.Random) -> list[Any]:
-    if type_name == "int":
-        return [rng.randint(-(2**31), 2**31 - 1) for _ in range(200)]
-    if type_name == "long":
-        return [rng.randint(-(2**63), 2**63 - 1) for _ in range(200)]
-    if type_name == "date":
-        return [rng.randint(-50_000, 50_000) for _ in range(200)]
-    if type_name in ("timestamp", "timestamptz"):
-        return [rng.randint(-(2**50), 2**50) for _ in range(200)]
-    if type_name == "string":
-        return [
-            "".join(
-                chr(rng.choice([rng.randint(32, 126), rng.randint(0x400, 0x4FF), 0x1F600]))
-                for _ in range(rng.randint(0, 12))
-            )
-            for _ in range(200)
-        ]
-    if type_name == "decimal":
-        return [Decimal(rng.randint(-(10**12), 10**12)).scaleb(-3) for _ in range(200)]
-    raise AssertionError(type_name)
+def test_human_strings_name_partition_directories() -> None:
+    ts = _p("timestamp")
+    assert YearTransform().to_human(ts, 47) == "2017" and YearTransform().to_human(ts, -1) == "1969"
+    assert MonthTransform().to_human(ts, 574) == "2017-11" and MonthTransform().to_human(ts, -1) == "1969-12"
+    assert DayTransform().to_human(ts, 17486) == "2017-11-16" and DayTransform().to_human(ts, -1) == "1969-12-31"
+    assert HourTransform().to_human(ts, 419686) == "2017-11-16-22" and HourTransform().to_human(ts, -1) == (
+        "1969-12-31-23"
+    )
+    assert IdentityTransform().to_human(_p("timestamp_ns"), 1510871468123456789) == "2017-11-16T22:31:08.123456789"
+    assert IdentityTransform().to_human(_p("timestamptz"), 1510871468000000) == "2017-11-16T22:31:08+00:00"
+    assert BucketTransform(4).to_human(_p("string"), 3) == "3" and VoidTransform().to_human(ts, None) == "null"
+    assert YearTransform().to_human(_p("date"), 20_000) == "21970"  # past datetime's year 9999
 
 
-_PYICEBERG_TYPES = {
-    "int": (_p("int"), pyiceberg_types.IntegerType()),
-    "long": (_p("long"), pyiceberg_types.LongType()),
-    "date": (_p("date"), pyiceberg_types.DateType()),
-    "timestamp": (_p("timestamp"), pyiceberg_types.TimestampType()),
-    "timestamptz": (_p("timestamptz"), pyiceberg_types.TimestamptzType()),
-    "string": (_p("string"), pyiceberg_types.StringType()),
-    "decimal": (DecimalType(precision=18, scale=3), pyiceberg_types.DecimalType(18, 3)),
-}
+def test_void_and_null_inputs() -> None:
+    for text in ("identity", "bucket[4]", "truncate[4]", "year", "month", "day", "hour", "void"):
+        source = _p("long") if text.startswith("truncate") else _p("timestamp")
+        assert parse_transform(text).apply(source, None) is None
+    assert VoidTransform().apply(_p("long"), 5) is None
+    assert VoidTransform().result_type(_p("long")) == _p("long")
+    assert VoidTransform().apply_arrow(_p("long"), pa.array([1, None, 3])).to_pylist() == [None, None, None]
 
 
-@pytest.mark.parametrize("type_name", sorted(_PYICEBERG_TYPES))
-@pytest.mark.parametrize("transform", ["bucket[16]", "bucket[1000]", "truncate[7]", "year", "month", "day", "hour"])
-def test_pyiceberg_agrees(type_name: str, transform: str) -> None:
-    ours_type, theirs_type = _PYICEBERG_TYPES[type_name]
-    ours = parse_transform(transform)
-    theirs = pyiceberg_transforms.parse_transform(transform)
-    if not ours.can_transform(ours_type):
-        assert not theirs.can_transform(theirs_type)
-        return
-    assert theirs.can_transform(theirs_type)
-    apply = theirs.transform(theirs_type)
-    for value in _random_values(type_name, random.Random(f"{type_name}-{transform}")):
-        assert ours.apply(ours_type, value) == apply(value), (transform, type_name, value)
-
-
-@pytest.mark.parametrize("transform", ["year", "month", "day", "hour", "bucket[7]"])
-def test_arrow_form_agrees_with_values(transform: str) -> None:
-    ts = _p("timestamptz")
-    values = [None, -1, 0, 1, -3_600_000_001, 1510871468123456, -(2**50), 2**50]
-    array = pa.array(values, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-    ours = parse_transform(transform)
-    assert ours.apply_arrow(ts, array).to_pylist() == [ours.apply(ts, v) for v in values]
-    dates = pa.array([None, -1, 0, 17486, -50_000], pa.int32()).cast(pa.date32())
-    if transform != "hour":
-        assert ours.apply_arrow(_p("date"), dates).to_pylist() == [
-            ours.apply(_p("date"), v) for v in [None, -1, 0, 17486, -50_000]
-        ]
+def test_result_types() -> None:
+    decimal = DecimalType(precision=9, scale=2)
+    assert DayTransform().result_type(_p("timestamp")) == _p("date")
+    assert YearTransform().result_type(_p("date")) == _p("int")
+    assert BucketTransform(8).result_type(decimal) == _p("int")
+    assert TruncateTransform(8).result_type(decimal) == decimal
+    assert IdentityTransform().result_type(FixedType(length=3)) == FixedType(length=3)
+    with pytest.raises(ProtocolError, match="hour cannot be applied to a date column"):
+        HourTransform().result_type(_p("date"))
 
 
 def test_transform_strings() -> None:
-    assert str(parse_transform(" bucket[16] ")) == "bucket[16]"
+    for text in ("identity", "bucket[16]", "truncate[4]", "year", "month", "day", "hour", "void"):
+        assert str(parse_transform(text)) == text
+        assert parse_transform(f"  {text}\n") == parse_transform(text)
     assert parse_transform("truncate[4]") == TruncateTransform(4) and parse_transform("bucket[3]") == BucketTransform(3)
-    for bad in ("bucket[sixteen]", "bucket[0]", "truncate[]", "bucket 16", "Day!"):
-        with pytest.raises(ProtocolError, match="valid forms: identity, bucket\\[N\\]"):
+    assert len({parse_transform("bucket[3]"), BucketTransform(3), BucketTransform(4)}) == 2  # hashable, by value
+    assert parse_transform("Day") == DayTransform()  # names are case-insensitive, as in the reference implementation
+    malformed = ("bucket[sixteen]", "bucket[0]", "truncate[]", "truncate[-1]", "bucket", "year[2]", "bucket 16", "Day!")
+    for bad in (*malformed, "", "bucket[١٦]"):
+        with pytest.raises(ProtocolError, match=r"'.*' ?; valid forms: identity, bucket\[N\], truncate\[W\], year"):
             parse_transform(bad)
-    with pytest.raises(UnsupportedFeature, match="'zorder' is not supported"):
-        parse_transform("zorder")
+    with pytest.raises(ProtocolError, match="malformed partition transform 'bucket\\[0\\]'"):
+        parse_transform("bucket[0]")
+    for future in ("zorder", "bucket_v2[4]"):
+        with pytest.raises(UnsupportedFeature, match=f"'{future}' is not supported".replace("[", "\\[")):
+            parse_transform(future)
     with pytest.raises(ProtocolError, match="cannot be applied to a string column"):
         parse_transform("hour").apply(_p("string"), "x")
+    with pytest.raises(InvalidArgument, match="number of buckets must be a positive integer"):
+        BucketTransform(0)
+
+
+# --- PyIceberg as the oracle -------------------------------------------------------------------------
+
+_SOURCE_TYPES = {name: name for name in ("boolean", "int", "long", "float", "date", "time", "string", "uuid", "binary")}
+_SOURCE_TYPES |= {name: name for name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns")}
+_SOURCE_TYPES |= {"fixed": "fixed[5]", "decimal": "decimal(18,3)", "decimal38": "decimal(38,10)"}
+#: name → (our type, PyIceberg's type), both parsed from the spec's spelling
+_SOURCES: dict[str, tuple[IcebergType, Any]] = {
+    name: (parse_type(text), TypeAdapter(pyiceberg_types.IcebergType).validate_python(text))
+    for name, text in _SOURCE_TYPES.items()
+}
+#: every instant ``datetime`` can hold, so PyIceberg's datetime-based arithmetic can answer
+_MICROS_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def random_values(type_name: str, rng: random.Random, count: int = 300) -> list[Any]:
+    """``count`` canonical values of a source type, with edge cases first."""
+    draw: dict[str, Any] = {
+        "boolean": lambda: rng.random() < 0.5,
+        "int": lambda: rng.randint(-(2**31), 2**31 - 1),
+        "long": lambda: rng.randint(-(2**63), 2**63 - 1),
+        "float": lambda: rng.uniform(-1e6, 1e6),
+        "date": lambda: rng.randint(-719_162, 2_932_896),  # 0001-01-01 .. 9999-12-31
+        "time": lambda: rng.randrange(86_400_000_000),
+        "timestamp": lambda: rng.randint(*_MICROS_RANGE),
+        "timestamptz": lambda: rng.randint(*_MICROS_RANGE),
+        "timestamp_ns": lambda: rng.randint(-(2**63), 2**63 - 1),
+        "timestamptz_ns": lambda: rng.randint(-(2**63), 2**63 - 1),
+        "string": lambda: "".join(
+            chr(rng.choice([rng.randint(32, 126), rng.randint(0x400, 0x4FF), 0x1F600, 0x10FFFF]))
+            for _ in range(rng.randint(0, 12))
+        ),
+        "uuid": lambda: uuid.UUID(int=rng.getrandbits(128)),
+        "fixed": lambda: rng.randbytes(5),
+        "binary": lambda: rng.randbytes(rng.randint(0, 20)),
+        "decimal": lambda: Decimal(rng.randint(-(10**18) + 1, 10**18 - 1)).scaleb(-3),
+        "decimal38": lambda: Decimal(f"{rng.randint(-(10**38) + 1, 10**38 - 1)}E-10"),
+    }
+    edges: dict[str, list[Any]] = {
+        "int": [0, -1, 1, -(2**31) + 7, 2**31 - 1],
+        "long": [0, -1, -(2**63) + 7, 2**63 - 1],
+        "date": [0, -1, -365, 17486],
+        "timestamp": [0, -1, 1, -3_600_000_000, -3_600_000_001],
+        "timestamptz_ns": [0, -1, -999, -1000, -1001],
+        "string": ["", "iceberg", "😀😀😀😀😀😀😀😀"],
+        "decimal": [Decimal("0.000"), Decimal("-0.001"), Decimal("10.650")],
+        "decimal38": [Decimal("9999999999999999999999999999.9999999999"), Decimal("0E-10"), Decimal("1E-10")],
+    }
+    fixed = edges.get(type_name, [])
+    return fixed + [draw[type_name]() for _ in range(count - len(fixed))]
+
+
+_TRANSFORMS = ["identity", "bucket[1]", "bucket[16]", "bucket[1000]", "truncate[1]", "truncate[7]"]
+_TRANSFORMS += ["year", "month", "day", "hour", "void"]
+
+
+def _normalised(type_: Any) -> str:
+    return str(type_).replace(" ", "")
+
+
+@pytest.mark.parametrize("type_name", sorted(_SOURCES))
+@pytest.mark.parametrize("transform", _TRANSFORMS)
+def test_pyiceberg_agrees_on_values_result_types_and_human_strings(type_name: str, transform: str) -> None:
+    ours_type, theirs_type = _SOURCES[type_name]
+    ours = parse_transform(transform)
+    theirs = pyiceberg_transforms.parse_transform(transform)
+    assert ours.can_transform(ours_type) == theirs.can_transform(theirs_type)
+    if not ours.can_transform(ours_type):
+        return
+    assert _normalised(ours.result_type(ours_type)) == _normalised(theirs.result_type(theirs_type))
+    apply = theirs.transform(theirs_type)
+    values = random_values(type_name, random.Random(f"{type_name}-{transform}"))
+    for value in [None, *values]:
+        result = ours.apply(ours_type, value)
+        assert result == apply(value), (transform, type_name, value)
+        if not type_name.endswith("_ns"):  # PyIceberg names nanosecond values by their raw integer
+            expected_human = theirs.to_human_string(theirs_type, result)
+            assert ours.to_human(ours_type, result) == expected_human, (transform, type_name, value)
+
+
+# --- Arrow form ---------------------------------------------------------------------------------------
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "date": pa.date32(),
+    "time": pa.time64("us"),
+    "timestamp": pa.timestamp("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"),
+    "timestamp_ns": pa.timestamp("ns"),
+    "timestamptz_ns": pa.timestamp("ns", tz="UTC"),
+    "string": pa.string(),
+    "uuid": pa.uuid(),
+    "fixed": pa.binary(5),
+    "binary": pa.binary(),
+    "decimal": pa.decimal128(18, 3),
+    "decimal38": pa.decimal128(38, 10),
+}
+_ARROW_STORAGE = {"date": pa.int32(), "time": pa.int64(), "uuid": pa.binary(16)}
+
+
+def _arrow_column(type_name: str, values: list[Any]) -> pa.Array:
+    """Canonical values as the Arrow column a Parquet reader produces for the Iceberg type."""
+    arrow_type = _ARROW_TYPES[type_name]
+    if type_name in ("date", "time") or type_name.startswith("timestamp"):
+        return pa.array(values, _ARROW_STORAGE.get(type_name, pa.int64())).cast(arrow_type)
+    if type_name == "uuid":
+        storage = pa.array([None if v is None else v.bytes for v in values], pa.binary(16))
+        return pa.ExtensionArray.from_storage(arrow_type, storage)
+    return pa.array(values, arrow_type)
+
+
+@pytest.mark.parametrize("type_name", sorted(_SOURCES))
+@pytest.mark.parametrize("transform", _TRANSFORMS)
+def test_arrow_form_agrees_with_values(type_name: str, transform: str) -> None:
+    source, _ = _SOURCES[type_name]
+    ours = parse_transform(transform)
+    if not ours.can_transform(source):
+        return
+    values = random_values(type_name, random.Random(f"arrow-{type_name}-{transform}"), 200)
+    values[1::17] = [None] * len(values[1::17])
+    column = _arrow_column(type_name, values)
+    result = ours.apply_arrow(source, column)
+    assert len(result) == len(column)
+    if transform == "identity":
+        assert result.equals(column)
+    else:
+        assert result.to_pylist() == [ours.apply(source, v) for v in values], (transform, type_name)
+
+
+def test_arrow_form_of_other_units_and_layouts() -> None:
+    micros = [None, -1, 0, 1_510_871_468_123_456, -3_600_000_001]
+    as_nanos = pa.array([None if v is None else v * 1000 + 999 for v in micros], pa.int64()).cast(pa.timestamp("ns"))
+    as_millis = pa.array([None if v is None else v // 1000 for v in micros], pa.int64()).cast(pa.timestamp("ms"))
+    for transform in (DayTransform(), HourTransform(), BucketTransform(7)):
+        expected = [transform.apply(_p("timestamp"), v) for v in micros]
+        assert transform.apply_arrow(_p("timestamp"), as_nanos).to_pylist() == expected
+        assert transform.apply_arrow(_p("timestamp"), pa.array(micros, pa.int64())).to_pylist() == expected
+        floored = [None if v is None else v // 1000 * 1000 for v in micros]
+        assert transform.apply_arrow(_p("timestamp"), as_millis).to_pylist() == [
+            transform.apply(_p("timestamp"), v) for v in floored
+        ]
+    uuids = [uuid.UUID(int=7), None]
+    as_fixed = pa.array([None if u is None else u.bytes for u in uuids], pa.binary(16))
+    assert BucketTransform(9).apply_arrow(_p("uuid"), as_fixed).to_pylist() == [
+        BucketTransform(9).apply(_p("uuid"), u) for u in uuids
+    ]
+    large = pa.array(["iceberg", None, "😀😀😀😀"], pa.large_string())
+    assert TruncateTransform(3).apply_arrow(_p("string"), large).to_pylist() == ["ice", None, "😀😀😀"]
+    far = [-3_000_000, 3_000_000, 2_932_897]  # beyond what datetime holds: years -6244, 10183 and 10000
+    far_dates = pa.array(far, pa.int32()).cast(pa.date32())
+    for transform in (YearTransform(), MonthTransform()):
+        assert transform.apply_arrow(_p("date"), far_dates).to_pylist() == [transform.apply(_p("date"), d) for d in far]
+    assert YearTransform().apply(_p("date"), 2_932_897) == 10000 - 1970
+    with pytest.raises(InvalidArgument, match="does not hold Iceberg date values"):
+        DayTransform().apply_arrow(_p("date"), pa.array(["2017-11-16"]))
+
+
+@pytest.mark.parametrize(("type_name", "smallest"), [("int", -(2**31)), ("long", -(2**63))])
+def test_truncating_below_the_smallest_integer_is_refused(type_name: str, smallest: int) -> None:
+    source, theirs_type = _SOURCES[type_name]
+    bucket = pyiceberg_transforms.BucketTransform(10).transform(theirs_type)
+    for value in (smallest, smallest + 1):
+        assert BucketTransform(10).apply(source, value) == bucket(value)
+    assert TruncateTransform(10).apply(source, smallest + 8) == smallest + 8  # ...48 (int) / ...08 (long): multiples
+    with pytest.raises(InvalidArgument, match=f"truncate\\[10\\] of {smallest} is below the smallest {type_name}"):
+        TruncateTransform(10).apply(source, smallest)
+    with pytest.raises(InvalidArgument, match=f"truncate\\[10\\] of {smallest} is below the smallest {type_name}"):
+        TruncateTransform(10).apply_arrow(source, pa.array([0, smallest, None], _ARROW_TYPES[type_name]))
+
+
+def test_truncating_below_the_smallest_decimal_is_refused() -> None:
+    source = DecimalType(precision=3, scale=1)
+    assert TruncateTransform(10).apply(source, Decimal("-98.9")) == Decimal("-99.0")
+    with pytest.raises(InvalidArgument, match="truncate\\[10\\] of -99.9 is below the smallest decimal\\(3,1\\)"):
+        TruncateTransform(10).apply(source, Decimal("-99.9"))
+    with pytest.raises(InvalidArgument, match="below the smallest decimal\\(3,1\\)"):
+        TruncateTransform(10).apply_arrow(source, pa.array([Decimal("-99.9")], pa.decimal128(3, 1)))
