@@ -27,6 +27,7 @@ from lakeops.errors import CorruptFile, InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, ListType, MapType, PrimitiveType, StructType
 
 __all__ = [
+    "canonical",
     "decimal_from_unscaled",
     "decimal_unscaled",
     "from_bytes",
@@ -39,19 +40,10 @@ __all__ = [
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
+_TIMESTAMPS = ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns")
 #: little-endian fixed-width primitives (Appendix D's table)
-_PACKED = {
-    "int": "<i",
-    "date": "<i",
-    "long": "<q",
-    "time": "<q",
-    "timestamp": "<q",
-    "timestamptz": "<q",
-    "timestamp_ns": "<q",
-    "timestamptz_ns": "<q",
-    "float": "<f",
-    "double": "<d",
-}
+_PACKED = {"int": "<i", "date": "<i", "long": "<q", "time": "<q", "float": "<f", "double": "<d"}
+_PACKED |= dict.fromkeys(_TIMESTAMPS, "<q")
 _MICROS_PER_DAY = 86_400_000_000
 _SURROGATES = range(0xD800, 0xE000)
 _MAX_CODE_POINT = 0x10FFFF
@@ -92,6 +84,38 @@ def decimal_from_unscaled(type_: DecimalType, unscaled: int) -> Decimal:
     after the point (``Decimal("14.20")``, not ``Decimal("14.2")``). Built from its digits, exactly:
     decimal arithmetic would round to the context's 28 digits, and ``decimal(38,S)`` has up to 38."""
     return Decimal((int(unscaled < 0), tuple(map(int, str(abs(unscaled)))), -type_.scale))
+
+
+def canonical(type_: IcebergType, value: Any) -> Any:
+    """``value`` in lakeops' canonical representation of ``type_``, from the Python forms that Arrow's
+    ``to_pylist``, Parquet footer statistics and Avro readers produce: ``date``/``time``/``datetime``
+    (aware ones converted to UTC, naive ones taken as UTC), UUIDs as 16 bytes, decimals of any exponent,
+    ``bytearray``, maps as ``(key, value)`` pairs. Values already canonical come back equal."""
+    if value is None:
+        return None
+    name = _type_name(type_)
+    if isinstance(type_, StructType):
+        return {f.name: canonical(f.type, value.get(f.name)) for f in type_.fields}
+    if isinstance(type_, ListType):
+        return [canonical(type_.element, v) for v in value]
+    if isinstance(type_, MapType):
+        pairs = value.items() if isinstance(value, dict) else value
+        return {canonical(type_.key, k): canonical(type_.value, v) for k, v in pairs}
+    if name == "date" and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return (value - _EPOCH_DATE).days
+    if name == "time" and isinstance(value, dt.time):
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+    if name in _TIMESTAMPS and isinstance(value, dt.datetime):
+        naive = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo is not None else value
+        micros = (naive - _EPOCH) // dt.timedelta(microseconds=1)
+        return micros * 1000 if name.endswith("_ns") else micros
+    if name == "uuid":
+        return uuid.UUID(bytes=bytes(value)) if isinstance(value, bytes | bytearray | memoryview) else _as_uuid(value)
+    if isinstance(type_, DecimalType):
+        return decimal_from_unscaled(type_, decimal_unscaled(type_, value))
+    if isinstance(type_, FixedType) or name == "binary":
+        return bytes(value)
+    return value
 
 
 def _min_twos_complement(number: int) -> bytes:
@@ -221,7 +245,7 @@ def _temporal_to_json(name: str, value: Any) -> Any:
             raise InvalidArgument(f"{value!r} microseconds is not a time of day")
         seconds, micros = divmod(value, 1_000_000)
         return _iso((_EPOCH + dt.timedelta(seconds=seconds)).time(), micros, 6)
-    if name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+    if name in _TIMESTAMPS:
         per_second, digits = _digits(name)
         seconds, fraction = divmod(value, per_second)
         text = _iso(_EPOCH + dt.timedelta(seconds=seconds), fraction, digits)
@@ -305,7 +329,7 @@ def _text_from_json(type_: IcebergType, name: str, text: str) -> Any:
         if parsed.tzinfo is not None:
             raise ValueError("time values take no offset")
         return ((parsed.hour * 60 + parsed.minute) * 60 + parsed.second) * 1_000_000 + parsed.microsecond
-    if name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+    if name in _TIMESTAMPS:
         return _parse_timestamp(name, text)
     if name == "uuid":
         return uuid.UUID(text)

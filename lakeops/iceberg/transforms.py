@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import re
 import struct
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -35,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
-from lakeops.iceberg.single_values import decimal_from_unscaled, decimal_unscaled, to_bytes, to_json
+from lakeops.iceberg.single_values import canonical, decimal_from_unscaled, decimal_unscaled, to_bytes, to_json
 from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, PrimitiveType
 
 __all__ = [
@@ -161,10 +160,7 @@ def _python_values(source: IcebergType, array: pa.Array) -> list[Any]:
     name = str(source)
     if name in ("date", "time") or name in _TIMESTAMPS:
         return _epoch_ints(source, array).to_pylist()
-    values = array.to_pylist()
-    if name == "uuid":
-        return [uuid.UUID(bytes=v) if isinstance(v, bytes) else v for v in values]
-    return values
+    return [canonical(source, v) for v in array.to_pylist()]
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pydantic import TypeAdapter
 from pyiceberg import transforms as pyiceberg_transforms
-from pyiceberg import types as pyiceberg_types
+from unit.iceberg.test_single_values import SOURCES, random_values
 
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 from lakeops.iceberg.transforms import (
@@ -30,7 +29,7 @@ from lakeops.iceberg.transforms import (
     bucket_hash,
     parse_transform,
 )
-from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, PrimitiveType, StructType, parse_type
+from lakeops.iceberg.types import DecimalType, FixedType, IcebergType, PrimitiveType, StructType
 
 
 def _p(name: str) -> PrimitiveType:
@@ -171,55 +170,6 @@ def test_transform_strings() -> None:
 
 # --- PyIceberg as the oracle -------------------------------------------------------------------------
 
-_SOURCE_TYPES = {name: name for name in ("boolean", "int", "long", "float", "date", "time", "string", "uuid", "binary")}
-_SOURCE_TYPES |= {name: name for name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns")}
-_SOURCE_TYPES |= {"fixed": "fixed[5]", "decimal": "decimal(18,3)", "decimal38": "decimal(38,10)"}
-#: name → (our type, PyIceberg's type), both parsed from the spec's spelling
-_SOURCES: dict[str, tuple[IcebergType, Any]] = {
-    name: (parse_type(text), TypeAdapter(pyiceberg_types.IcebergType).validate_python(text))
-    for name, text in _SOURCE_TYPES.items()
-}
-#: every instant ``datetime`` can hold, so PyIceberg's datetime-based arithmetic can answer
-_MICROS_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)
-
-
-def random_values(type_name: str, rng: random.Random, count: int = 300) -> list[Any]:
-    """``count`` canonical values of a source type, with edge cases first."""
-    draw: dict[str, Any] = {
-        "boolean": lambda: rng.random() < 0.5,
-        "int": lambda: rng.randint(-(2**31), 2**31 - 1),
-        "long": lambda: rng.randint(-(2**63), 2**63 - 1),
-        "float": lambda: rng.uniform(-1e6, 1e6),
-        "date": lambda: rng.randint(-719_162, 2_932_896),  # 0001-01-01 .. 9999-12-31
-        "time": lambda: rng.randrange(86_400_000_000),
-        "timestamp": lambda: rng.randint(*_MICROS_RANGE),
-        "timestamptz": lambda: rng.randint(*_MICROS_RANGE),
-        "timestamp_ns": lambda: rng.randint(-(2**63), 2**63 - 1),
-        "timestamptz_ns": lambda: rng.randint(-(2**63), 2**63 - 1),
-        "string": lambda: "".join(
-            chr(rng.choice([rng.randint(32, 126), rng.randint(0x400, 0x4FF), 0x1F600, 0x10FFFF]))
-            for _ in range(rng.randint(0, 12))
-        ),
-        "uuid": lambda: uuid.UUID(int=rng.getrandbits(128)),
-        "fixed": lambda: rng.randbytes(5),
-        "binary": lambda: rng.randbytes(rng.randint(0, 20)),
-        "decimal": lambda: Decimal(rng.randint(-(10**18) + 1, 10**18 - 1)).scaleb(-3),
-        "decimal38": lambda: Decimal(f"{rng.randint(-(10**38) + 1, 10**38 - 1)}E-10"),
-    }
-    edges: dict[str, list[Any]] = {
-        "int": [0, -1, 1, -(2**31) + 7, 2**31 - 1],
-        "long": [0, -1, -(2**63) + 7, 2**63 - 1],
-        "date": [0, -1, -365, 17486],
-        "timestamp": [0, -1, 1, -3_600_000_000, -3_600_000_001],
-        "timestamptz_ns": [0, -1, -999, -1000, -1001],
-        "string": ["", "iceberg", "😀😀😀😀😀😀😀😀"],
-        "decimal": [Decimal("0.000"), Decimal("-0.001"), Decimal("10.650")],
-        "decimal38": [Decimal("9999999999999999999999999999.9999999999"), Decimal("0E-10"), Decimal("1E-10")],
-    }
-    fixed = edges.get(type_name, [])
-    return fixed + [draw[type_name]() for _ in range(count - len(fixed))]
-
-
 _TRANSFORMS = ["identity", "bucket[1]", "bucket[16]", "bucket[1000]", "truncate[1]", "truncate[7]"]
 _TRANSFORMS += ["year", "month", "day", "hour", "void"]
 
@@ -228,10 +178,10 @@ def _normalised(type_: Any) -> str:
     return str(type_).replace(" ", "")
 
 
-@pytest.mark.parametrize("type_name", sorted(_SOURCES))
+@pytest.mark.parametrize("type_name", sorted(SOURCES))
 @pytest.mark.parametrize("transform", _TRANSFORMS)
 def test_pyiceberg_agrees_on_values_result_types_and_human_strings(type_name: str, transform: str) -> None:
-    ours_type, theirs_type = _SOURCES[type_name]
+    ours_type, theirs_type = SOURCES[type_name]
     ours = parse_transform(transform)
     theirs = pyiceberg_transforms.parse_transform(transform)
     assert ours.can_transform(ours_type) == theirs.can_transform(theirs_type)
@@ -255,6 +205,7 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "int": pa.int32(),
     "long": pa.int64(),
     "float": pa.float32(),
+    "double": pa.float64(),
     "date": pa.date32(),
     "time": pa.time64("us"),
     "timestamp": pa.timestamp("us"),
@@ -282,10 +233,10 @@ def _arrow_column(type_name: str, values: list[Any]) -> pa.Array:
     return pa.array(values, arrow_type)
 
 
-@pytest.mark.parametrize("type_name", sorted(_SOURCES))
+@pytest.mark.parametrize("type_name", sorted(SOURCES))
 @pytest.mark.parametrize("transform", _TRANSFORMS)
 def test_arrow_form_agrees_with_values(type_name: str, transform: str) -> None:
-    source, _ = _SOURCES[type_name]
+    source, _ = SOURCES[type_name]
     ours = parse_transform(transform)
     if not ours.can_transform(source):
         return
@@ -330,7 +281,7 @@ def test_arrow_form_of_other_units_and_layouts() -> None:
 
 @pytest.mark.parametrize(("type_name", "smallest"), [("int", -(2**31)), ("long", -(2**63))])
 def test_truncating_below_the_smallest_integer_is_refused(type_name: str, smallest: int) -> None:
-    source, theirs_type = _SOURCES[type_name]
+    source, theirs_type = SOURCES[type_name]
     bucket = pyiceberg_transforms.BucketTransform(10).transform(theirs_type)
     for value in (smallest, smallest + 1):
         assert BucketTransform(10).apply(source, value) == bucket(value)
