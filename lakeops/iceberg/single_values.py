@@ -6,7 +6,11 @@ and metadata as partition values. Values are in lakeops' canonical representatio
 and nanoseconds as ints, ``Decimal``, ``UUID``, ``bytes``, ``str``), which is what both encodings
 store, so encoding a bound needs no calendar arithmetic. Decimals are their unscaled integer in the
 fewest two's-complement bytes; Appendix B hashes exactly these bytes, so bucketing reuses
-:func:`to_bytes`.
+:func:`to_bytes`. :func:`canonical` brings the ``date``/``datetime``/UUID-bytes forms that Arrow, Parquet
+statistics and Avro readers hand out into that representation, so every writer encodes the same way.
+
+JSON is read as the reference implementation reads it: ``timestamptz`` needs a zone offset (any offset,
+converted to UTC) and ``timestamp`` must not have one, so a zone is never silently dropped or invented.
 
 String and binary bounds are truncated as the default metrics mode ``truncate(16)`` does (see
 "Manifests", note on ``lower_bounds``/``upper_bounds``): a lower bound is a prefix; an upper bound is
