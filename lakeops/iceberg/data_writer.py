@@ -340,7 +340,8 @@ class ParquetDataWriter:
             raise InvalidArgument(f"cannot write {self.location}: the data lacks column(s) {missing}")
         try:
             return table.select(self._arrow_schema.names).cast(self._arrow_schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as exc:
+            # pyarrow raises ValueError when a required (non-nullable) column holds nulls
             raise InvalidArgument(
                 f"cannot write {self.location}: the data does not fit the table schema ({exc})"
             ) from exc
