@@ -386,8 +386,18 @@ def test_initial_defaults_fill_absent_fields(tmp_path: Path) -> None:
         field(6, "day", "date", **{"initial-default": "2024-02-29"}),
         field(7, "label", "string", **{"initial-default": "none"}),
         field(8, "note", "string"),
+        field(9, "key", "uuid", **{"initial-default": str(U1)}),
+        field(
+            10,
+            "origin",
+            {"type": "struct", "fields": [field(11, "x", "long"), field(12, "at", "timestamptz")]},
+            **{"initial-default": {"11": 7, "12": "2024-01-01T00:00:00+00:00"}},
+        ),
     )
     back = read_parquet(LocalStorage(), written.location, projection)
+    assert back.schema.equals(to_arrow_schema(projection), check_metadata=True)
+    assert back.column("key").to_pylist() == [U1, U1]
+    assert back.column("origin").to_pylist() == [{"x": 7, "at": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)}] * 2
     assert back.column("level").to_pylist() == [42, 42]
     assert back.column("day").to_pylist() == [dt.date(2024, 2, 29)] * 2
     assert back.column("label").to_pylist() == ["none", "none"]
