@@ -26,7 +26,6 @@ row group of Arrow data plus the encoded file.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.arrow_schema import to_arrow_schema
-from lakeops.iceberg.single_values import to_bytes, truncate_lower, truncate_upper
+from lakeops.iceberg.single_values import canonical, to_bytes, truncate_lower, truncate_upper
 from lakeops.iceberg.types import IcebergType, ListType, MapType, PrimitiveType, StructType
 from lakeops.parquet.statistics import ColumnStatistics, file_statistics, nan_counts
 from lakeops.storage import Storage
@@ -184,28 +183,9 @@ def metrics_modes(schema: StructType, properties: Mapping[str, str]) -> dict[int
     return modes
 
 
-_EPOCH_DATE = dt.date(1970, 1, 1)
-_EPOCH = dt.datetime(1970, 1, 1)
-_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_MICRO = dt.timedelta(microseconds=1)
-
-
-def _canonical(type_: IcebergType, value: Any) -> Any:
-    """A footer bound (``date``, ``time``, ``datetime`` as the statistics reader decodes them) in
-    lakeops' canonical form: days, microseconds, nanoseconds as ints."""
-    if isinstance(value, dt.datetime):
-        micros = (value - (_EPOCH_UTC if value.tzinfo else _EPOCH)) // _MICRO
-        return micros * 1000 if str(type_).endswith("_ns") else micros
-    if isinstance(value, dt.date):
-        return (value - _EPOCH_DATE).days
-    if isinstance(value, dt.time):
-        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-    return value
-
-
 def _bound(leaf: _Leaf, value: Any, mode: MetricsMode, upper: bool) -> bytes | None:
     """The Appendix D bytes of a footer bound in ``mode``; ``None`` when no upper bound exists."""
-    value = _canonical(leaf.type, value)
+    value = canonical(leaf.type, value)
     if mode.kind == "truncate":
         assert mode.length is not None
         value = (
