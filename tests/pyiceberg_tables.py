@@ -141,3 +141,21 @@ def small_file_table(
         table.table.append(batch(i * rows, rows))
         table.reload()
     return table
+
+
+#: Merge every append into one manifest (PyIceberg's merge append), so appends rewrite earlier
+#: entries as EXISTING, as Java's default merge append does.
+MERGE_APPENDS = {"commit.manifest-merge.enabled": "true", "commit.manifest.min-count-to-merge": "2"}
+
+
+def entry_history_table(tmp_path: Path, spec: str = "unpartitioned", *, format_version: int = 2) -> PyIcebergTable:
+    """A table whose manifests hold every entry status: three merged appends (ADDED, then EXISTING),
+    a copy-on-write row delete (DELETED plus rewritten files), a delete of whole files, one more append."""
+    table = small_file_table(
+        tmp_path, spec, appends=3, rows=12, properties={"format-version": str(format_version), **MERGE_APPENDS}
+    )
+    table.table.delete("id < 5")
+    table.reload().delete("category == 'a'")
+    table.reload().append(batch(100, 6))
+    table.reload()
+    return table
