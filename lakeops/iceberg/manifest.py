@@ -52,7 +52,7 @@ __all__ = [
     "ManifestEntry",
     "ManifestMetadata",
     "data_file_type",
-    "describe_manifest",
+    "inline_manifest_file",
     "iter_manifest",
     "manifest_entry_type",
     "read_manifest",
@@ -364,7 +364,7 @@ def _summaries(partition_type: StructType, entries: list[ManifestEntry]) -> list
     return summaries
 
 
-def describe_manifest(storage: Storage, path: str, *, snapshot_id: int) -> ManifestFile:
+def inline_manifest_file(storage: Storage, path: str, *, snapshot_id: int) -> ManifestFile:
     """The manifest-list record of a manifest a v1 snapshot lists inline (it has no manifest list):
     spec id and content from the manifest's metadata, counts and summaries from its entries,
     sequence numbers 0 (Appendix E), added by ``snapshot_id``."""

@@ -177,9 +177,9 @@ def manifests_of(storage: Storage, snapshot: Snapshot) -> list[ManifestFile]:
             raise NotFound(f"snapshot {snapshot.snapshot_id}: {exc}") from exc
     if snapshot.manifests is None:
         raise ProtocolError(f"snapshot {snapshot.snapshot_id} has neither a manifest-list nor manifests")
-    from lakeops.iceberg.manifest import describe_manifest  # manifest.py builds on this module
+    from lakeops.iceberg.manifest import inline_manifest_file  # manifest.py builds on this module
 
-    return [describe_manifest(storage, path, snapshot_id=snapshot.snapshot_id) for path in snapshot.manifests]
+    return [inline_manifest_file(storage, path, snapshot_id=snapshot.snapshot_id) for path in snapshot.manifests]
 
 
 def _record(manifest: ManifestFile, *, format_version: int, snapshot_id: int, sequence_number: int) -> dict[str, Any]:

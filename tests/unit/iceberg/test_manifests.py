@@ -608,6 +608,8 @@ def test_avro_schema_of_nested_types_round_trips_through_fastavro(storage: Stora
     buffer = io.BytesIO()
     fastavro.writer(buffer, fastavro.parse_schema(schema), [to_avro(struct, value)])
     storage.put_if_absent(str(tmp_path / "row.avro"), buffer.getvalue())
+    stored = {f["name"]: f for f in fastavro.reader(io.BytesIO(buffer.getvalue())).writer_schema["fields"]}
+    assert (stored["tags"]["type"][1]["key-id"], stored["tags"]["type"][1]["value-id"]) == (4, 5)
     avro = read_avro(storage, str(tmp_path / "row.avro"), "row file")
     assert [from_avro(struct, avro.schema, r, avro.named) for r in avro.records] == [value]
 
