@@ -19,6 +19,7 @@ from typing import Protocol, cast
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lakeops.errors import LakeopsError
@@ -36,7 +37,8 @@ COMMANDS: dict[str, str] = {
     "cdc": "spark_jobs.cdc",
 }
 
-stderr = Console(stderr=True, highlight=False)
+#: Progress and errors; messages hold paths and user values, never rich markup (errors add their own).
+stderr = Console(stderr=True, highlight=False, markup=False)
 
 
 class Command(Protocol):
@@ -73,7 +75,19 @@ timestamp_arg = _checked(datetime.fromisoformat)
 
 
 def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
-    parser.add_argument("table", help="table location: a path, file://, s3:// (s3a:// and s3n:// accepted)")
+    parser.add_argument(
+        "table",
+        help="table location (a path, file://, s3://; s3a:// and s3n:// accepted), namespace.table with "
+        "--catalog-uri, or a table name from the registry file ($LAKEOPS_REGISTRY, else ./lakeops.yaml)",
+    )
+    parser.add_argument(
+        "--catalog-uri",
+        help="Iceberg SQL catalog as a SQLAlchemy URL (sqlite:///catalog.db, postgresql://...); "
+        "TABLE is then namespace.table",
+    )
+    parser.add_argument(
+        "--catalog-name", default="default", help="catalog name within --catalog-uri (default: default)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)")
     parser.add_argument("--region", help="S3 region (default: the AWS configuration chain)")
@@ -109,11 +123,11 @@ def print_report(report: Report, as_json: bool) -> None:
         sys.stdout.write(report.model_dump_json() + "\n")
         return
     title = f"{report.operation} {report.format} {report.table}" + (" (dry run)" if report.dry_run else "")
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
     for label, value in report.summary_lines():
-        table.add_row(label, value)
+        table.add_row(escape(label), escape(value))
     Console().print(table)
 
 
@@ -122,15 +136,20 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if only is not None:
         argv = [only, *argv]
-    args = build_parser(only).parse_args(argv)
+    parser = build_parser(only)
+    args = parser.parse_args(argv)
+    options = getattr(_command(args.command), "Options", None)
+    if args.catalog_uri is not None and (options is None or "catalog_uri" not in options.model_fields):
+        parser.error(f"--catalog-uri: lakeops {args.command} does not support Iceberg catalog tables yet")
     try:
         report = _command(args.command).run(args, storage_options(args), stderr)
     except LakeopsError as exc:
-        stderr.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True, soft_wrap=True)
+        # escape(): messages quote user data (``bucket[16]``) that rich would read as markup.
+        stderr.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)
         return 1
     except ValidationError as exc:  # an option outside its range, caught by the options model
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        stderr.print(f"[red]error:[/red] invalid option: {problems}", markup=True, soft_wrap=True)
+        stderr.print(f"[red]error:[/red] invalid option: {escape(problems)}", markup=True, soft_wrap=True)
         return 2
     print_report(report, args.json)
     return 0

@@ -1,5 +1,6 @@
 """Compaction as a Spark job: ``spark-submit spark_jobs/compact.py TABLE [options]`` (same options as
-``lakeops compact``). The plan and the commit run on the driver; each bin is rewritten by one task."""
+``lakeops compact``). The plan and the commits run on the driver; each file group is rewritten by one
+task. With ``--partial-progress K`` (Iceberg) groups run and commit K at a time."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from lakeops.units import format_size
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 from spark_jobs.runner import TaskFailed
 
-HELP = "bin-pack small files into larger ones (Delta OPTIMIZE), purging deletion vectors"
+HELP = "bin-pack small files into larger ones (Delta OPTIMIZE; Iceberg rewrite_data_files), applying deletes"
 USES_SPARK = True
 
 
@@ -30,22 +31,54 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from spark_jobs.cli import size_arg
 
     defaults = Options()
-    parser.add_argument("--target-file-size", type=size_arg, help="e.g. 128MB (default: table property, else 128MB)")
+    parser.add_argument(
+        "--target-file-size",
+        type=size_arg,
+        help="e.g. 128MB (default: table property delta.targetFileSize / write.target-file-size-bytes, "
+        "else 128MB for Delta, 512MB for Iceberg)",
+    )
     parser.add_argument(
         "--min-input-files",
         type=int,
         default=defaults.min_input_files,
-        help=f"smallest bin worth rewriting (default {defaults.min_input_files})",
+        help=f"smallest group worth rewriting (default {defaults.min_input_files})",
     )
-    parser.add_argument("--where", help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\"")
     parser.add_argument(
+        "--where",
+        help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\" (Iceberg: partition field "
+        "names, or columns partitioned by identity)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    delta = parser.add_argument_group("Delta")
+    delta.add_argument(
         "--dv-purge-ratio",
         type=float,
         default=defaults.dv_purge_ratio,
         help="rewrite files whose deletion vector hides more than this share of rows "
         f"(default {defaults.dv_purge_ratio})",
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    iceberg = parser.add_argument_group("Iceberg")
+    iceberg.add_argument(
+        "--min-file-size", type=size_arg, help="files below this are rewritten (default 75%% of target)"
+    )
+    iceberg.add_argument("--max-file-size", type=size_arg, help="files above this are split (default 180%% of target)")
+    iceberg.add_argument(
+        "--delete-file-threshold", type=int, help="rewrite files with at least this many delete files applied"
+    )
+    iceberg.add_argument(
+        "--max-file-group-size",
+        type=size_arg,
+        default=defaults.max_file_group_size,
+        help="largest group one task rewrites (default 100GB)",
+    )
+    iceberg.add_argument("--sort", action="store_true", help="sort rewritten rows by the table's sort order")
+    iceberg.add_argument("--partial-progress", type=int, metavar="K", help="commit after every K file groups")
+    iceberg.add_argument(
+        "--keep-dangling-deletes",
+        dest="remove_dangling_deletes",
+        action="store_false",
+        help="keep delete files that no longer apply to any data file (default: remove them)",
+    )
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CompactionReport:
@@ -58,38 +91,50 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CompactionReport:
-    """Plan, rewrite on Spark, commit."""
+    """Plan, rewrite on Spark, commit (in batches with partial progress)."""
     console = progress
     started = time.monotonic()
     console.print(f"planning compaction of {table} ...")
     plan = compaction.plan(table, options, storage_options)
     console.print(
-        f"version {plan.read_version}: {plan.input_files} of {plan.live_files} files "
-        f"({format_size(plan.input_bytes)}) in {len(plan.groups)} bins to rewrite"
+        f"{plan.input_files} of {plan.live_files} files ({format_size(plan.input_bytes)}) "
+        f"in {len(plan.groups)} groups to rewrite"
     )
-    if options.dry_run or not plan.groups:
-        return (
-            compaction.dry_run_report(plan, started)
-            if options.dry_run
-            else compaction.commit(plan, [], storage_options, started)
+    if options.dry_run:
+        return compaction.dry_run_report(plan, started)
+    batches = compaction.batches(plan, options.partial_progress)
+    report: CompactionReport | None = None
+    for number, groups in enumerate(batches, start=1):
+        results = []
+        if groups:
+            try:
+                results = spark.run_units(
+                    groups,
+                    compaction.task_for(plan),
+                    compaction.result_type(plan),
+                    label=f"rewriting {len(groups)} groups"
+                    + (f" (batch {number}/{len(batches)})" if len(batches) > 1 else ""),
+                    description=f"lakeops compact {table}",
+                    progress=console,
+                )
+            except TaskFailed as failure:
+                # Nothing of this batch was committed: the groups that did finish leave no files behind.
+                finished = [r for r in failure.completed.values() if isinstance(r, compaction.result_type(plan))]
+                compaction.discard(plan, finished, storage_options)  # type: ignore[arg-type]
+                raise
+            console.print("committing ...")
+        report = compaction.commit(
+            plan,
+            groups,
+            results,
+            storage_options,
+            started,
+            previous=report,
+            final=number == len(batches),  # type: ignore[arg-type]
         )
-    try:
-        results = spark.run_units(
-            plan.groups,
-            compaction.task_for(plan),
-            compaction.RewriteResult,
-            label=f"rewriting {len(plan.groups)} bins",
-            description=f"lakeops compact {plan.table_root} @ v{plan.read_version}",
-            progress=console,
-        )
-    except TaskFailed as failure:
-        # Nothing was committed: the bins that did finish leave no files behind either.
-        finished = [r for r in failure.completed.values() if isinstance(r, compaction.RewriteResult)]
-        compaction.discard(plan, finished, storage_options)
-        raise
-    console.print("committing ...")
-    report = compaction.commit(plan, results, storage_options, started)
-    console.print(f"committed version {report.committed_version}")
+        if report.committed_version is not None:
+            console.print(f"committed version {report.committed_version}")
+    assert report is not None
     return report
 
 

@@ -8,6 +8,7 @@ builders write real data through PyIceberg's public API only: appends, row delet
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,9 +78,18 @@ class PyIcebergTable:
         return self.table
 
     def rows(self, snapshot_id: int | None = None) -> list[dict[str, Any]]:
-        """Every row PyIceberg reads, sorted, as dicts."""
-        scan = self.reload().scan(snapshot_id=snapshot_id)
-        return sorted(scan.to_arrow().to_pylist(), key=_row_key)
+        """Every row PyIceberg reads, sorted, as dicts; NaN reads as the string ``"NaN"`` so rows
+        compare equal (``nan != nan``)."""
+        return rows_of(self.reload().scan(snapshot_id=snapshot_id).to_arrow())
+
+
+def rows_of(table: pa.Table) -> list[dict[str, Any]]:
+    """A table's rows sorted, NaN as ``"NaN"``: equal data compares equal."""
+    return sorted((_comparable(row) for row in table.to_pylist()), key=_row_key)
+
+
+def _comparable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: "NaN" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
 
 
 def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -90,7 +100,7 @@ def catalog(tmp_path: Path, name: str = "default") -> tuple[SqlCatalog, str]:
     """A SQLite ``SqlCatalog`` with its warehouse under ``tmp_path``, and its SQLAlchemy URI."""
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
     warehouse = tmp_path / "warehouse"
-    warehouse.mkdir(exist_ok=True)
+    warehouse.mkdir(parents=True, exist_ok=True)
     cat = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
     cat.create_namespace_if_not_exists(NAMESPACE)
     return cat, uri

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.arrow_schema import to_arrow_schema
+from lakeops.iceberg.manifest import DataFile, FileContent
 from lakeops.iceberg.single_values import canonical, to_bytes, truncate_lower, truncate_upper
 from lakeops.iceberg.types import IcebergType, ListType, MapType, PrimitiveType, StructType
 from lakeops.parquet.statistics import ColumnStatistics, file_statistics, nan_counts
@@ -82,6 +83,34 @@ class WrittenFile(BaseModel):
     lower_bounds: dict[int, bytes]
     upper_bounds: dict[int, bytes]
     split_offsets: list[int]
+
+    def data_file(
+        self,
+        partition: dict[str, Any],
+        *,
+        content: FileContent = FileContent.DATA,
+        equality_ids: list[int] | None = None,
+        sort_order_id: int | None = None,
+    ) -> DataFile:
+        """The manifest's ``data_file`` for this file in ``partition`` (partition field name ->
+        canonical value)."""
+        return DataFile(
+            content=content,
+            file_path=self.location,
+            file_format=self.file_format.upper(),
+            partition=partition,
+            record_count=self.record_count,
+            file_size_in_bytes=self.file_size_in_bytes,
+            column_sizes=self.column_sizes,
+            value_counts=self.value_counts,
+            null_value_counts=self.null_value_counts,
+            nan_value_counts=self.nan_value_counts,
+            lower_bounds=self.lower_bounds,
+            upper_bounds=self.upper_bounds,
+            split_offsets=self.split_offsets,
+            equality_ids=equality_ids,
+            sort_order_id=sort_order_id,
+        )
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 
 from lakeops.delta.last_checkpoint import parse_last_checkpoint
@@ -35,14 +36,6 @@ from spark_jobs.cli import main as lakeops
 
 ROOT = Path(__file__).resolve().parents[2]
 _CHECKPOINT_FILE = ".checkpoint."
-
-
-def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code = lakeops(["checkpoint", *argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    report: dict[str, Any] = json.loads(captured.out)
-    return report
 
 
 def _batch(start: int, n: int, day: str) -> pa.Table:
@@ -152,7 +145,7 @@ def test_checkpoint_replaces_the_log_it_covers(
     assert before["tombstones"] and before["txns"] and before_rs["txns"] == {"app-0": 22, "app-1": 23}
 
     extra = ["--part-size", str(part_size), "--master", "local[2]"] if part_size else []
-    report = _run_cli(capsys, str(table), *extra)
+    report = run_json(capsys, "checkpoint", str(table), *extra)
 
     version = before["version"]
     parts = _checkpoint_files(table, version)
@@ -214,7 +207,7 @@ def test_checkpoint_keeps_deletion_vectors_of_real_tables(
 
     # --force: table_with_deletion_logs already has a (Databricks) checkpoint at its latest version;
     # ours replaces it, so the copy below reads lakeops' file.
-    report = _run_cli(capsys, str(table), "--version", str(before["version"]), "--force")
+    report = run_json(capsys, "checkpoint", str(table), "--version", str(before["version"]), "--force")
 
     # Tombstones older than the default retention (one week) are not carried into the checkpoint.
     horizon_ms = (time.time() - 7 * 86_400) * 1000
@@ -255,7 +248,7 @@ def test_stats_as_struct_are_typed_and_delta_rs_uses_them(
     before_actions = sorted(pa.table(DeltaTable(location).get_add_actions(flatten=True)).to_pylist(), key=str)
     before_rs = _delta_rs_view(table)
 
-    report = _run_cli(capsys, location)
+    report = run_json(capsys, "checkpoint", location)
 
     (part,) = _checkpoint_files(table, report["version"])
     add_type = pq.read_schema(table / "_delta_log" / part).field("add").type
@@ -322,7 +315,7 @@ def test_a_100k_file_log_checkpoints_in_parts(spark: Any, tmp_path: Path, capsys
     version = _write_log_only_table(table, 100_000, 5_000)
 
     started = time.monotonic()
-    report = _run_cli(capsys, str(table), "--part-size", "40000", "--master", "local[2]")
+    report = run_json(capsys, "checkpoint", str(table), "--part-size", "40000", "--master", "local[2]")
     elapsed = time.monotonic() - started
 
     assert (report["version"], report["parts"], report["add_files"], report["actions"]) == (
@@ -365,7 +358,7 @@ def test_an_interrupted_multi_part_checkpoint_is_invisible_and_a_rerun_completes
     assert _lakeops_state(table) == before and _delta_rs_view(table) == before_rs
     written_early = {location: Path(location).read_bytes() for location in early}
 
-    report = _run_cli(capsys, str(table), "--part-size", "5", "--master", "local[2]")
+    report = run_json(capsys, "checkpoint", str(table), "--part-size", "5", "--master", "local[2]")
 
     assert report["parts"] == len(plan.parts) and _pointer(table).parts == len(plan.parts)
     assert {location: Path(location).read_bytes() for location in early} == written_early  # same content
@@ -379,7 +372,7 @@ def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[st
     _delta_rs_table(str(table), partitioned=False, appends=4)
     listed = _log_files(table)
 
-    report = _run_cli(capsys, str(table), "--dry-run", "--part-size", "3")
+    report = run_json(capsys, "checkpoint", str(table), "--dry-run", "--part-size", "3")
 
     assert report["dry_run"] and report["status"] == "planned" and report["parts"] >= 2 and report["bytes"] == 0
     assert _log_files(table) == listed
@@ -390,14 +383,14 @@ def test_an_existing_checkpoint_is_reported_and_kept_unless_forced(
 ) -> None:
     table = tmp_path / "events"
     _delta_rs_table(str(table), partitioned=False, appends=4)
-    first = _run_cli(capsys, str(table))
+    first = run_json(capsys, "checkpoint", str(table))
     listed = _log_files(table)
 
-    again = _run_cli(capsys, str(table))
+    again = run_json(capsys, "checkpoint", str(table))
     assert again["status"] == "already checkpointed" and again["parts"] == 0 and not again["last_checkpoint_updated"]
     assert _log_files(table) == listed
 
-    forced = _run_cli(capsys, str(table), "--force")
+    forced = run_json(capsys, "checkpoint", str(table), "--force")
     assert forced["status"] == "written" and forced["version"] == first["version"]
     assert _log_files(table).keys() == listed.keys()
 
@@ -423,7 +416,7 @@ def test_unsupported_writer_features_are_refused(tmp_path: Path, capsys: pytest.
 
 
 def test_icechunk_has_no_checkpoints(capsys: pytest.CaptureFixture[str]) -> None:
-    report = _run_cli(capsys, str(TESTDATA / "icechunk-seed-format" / "test-repo"))
+    report = run_json(capsys, "checkpoint", str(TESTDATA / "icechunk-seed-format" / "test-repo"))
     assert (report["format"], report["status"], report["parts"]) == ("icechunk", "not applicable", 0)
 
 
@@ -448,7 +441,7 @@ def test_multi_part_checkpoint_on_s3(
             storage.write(f"{uri}/{path.relative_to(local).as_posix()}", path.read_bytes())
     before = load_snapshot(storage, uri)
 
-    report = _run_cli(capsys, uri, "--endpoint-url", s3_bucket.options.endpoint_url, "--part-size", "4")
+    report = run_json(capsys, "checkpoint", uri, "--endpoint-url", s3_bucket.options.endpoint_url, "--part-size", "4")
 
     assert report["parts"] >= 2
     storage.delete_many([info.path for info in storage.list(f"{uri}/_delta_log") if info.path.endswith(".json")])

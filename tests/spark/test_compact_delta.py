@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 
 from lakeops.delta.scan import read_snapshot
@@ -47,14 +48,6 @@ def _small_file_table(location: str, appends: int, *, partitioned: bool, **kw: A
     return DeltaTable(location, **kw).to_pyarrow_table().sort_by("id")
 
 
-def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code = lakeops([*argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    report: dict[str, Any] = json.loads(captured.out)
-    return report
-
-
 @pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
 def test_compaction_keeps_rows_and_drops_file_count(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], partitioned: bool
@@ -64,7 +57,7 @@ def test_compaction_keeps_rows_and_drops_file_count(
     files_before = len(DeltaTable(location).file_uris())
     assert files_before == 200
 
-    report = _run_cli(capsys, "compact", location, "--master", "local[2]")
+    report = run_json(capsys, "compact", location, "--master", "local[2]")
 
     table = DeltaTable(location)
     assert table.to_pyarrow_table().sort_by("id").equals(before)
@@ -83,7 +76,7 @@ def test_dry_run_changes_nothing(spark: Any, tmp_path: Path, capsys: pytest.Capt
     location = str(tmp_path / "t")
     _small_file_table(location, 15, partitioned=True)
     snapshot_files = sorted(p.name for p in Path(location).rglob("*"))
-    report = _run_cli(capsys, "compact", location, "--dry-run")
+    report = run_json(capsys, "compact", location, "--dry-run")
     assert report["dry_run"] is True and report["groups"] == 3 and report["files_removed"] == 15
     assert sorted(p.name for p in Path(location).rglob("*")) == snapshot_files
 
@@ -93,7 +86,7 @@ def test_where_limits_compaction_to_matching_partitions(
 ) -> None:
     location = str(tmp_path / "t")
     before = _small_file_table(location, 30, partitioned=True)
-    report = _run_cli(capsys, "compact", location, "--where", "day = '2026-11-02'")
+    report = run_json(capsys, "compact", location, "--where", "day = '2026-11-02'")
     assert report["partitions_compacted"] == 1 and report["files_removed"] == 10
     table = DeltaTable(location)
     assert table.to_pyarrow_table().sort_by("id").equals(before)
@@ -138,7 +131,7 @@ def test_compaction_purges_deletion_vectors_keeping_visible_rows(
     before = read_snapshot(before_snapshot, storage)
     assert any(a.deletion_vector for a in before_snapshot.files.values())
 
-    report = _run_cli(capsys, "compact", location, "--min-input-files", "2")
+    report = run_json(capsys, "compact", location, "--min-input-files", "2")
 
     after_snapshot = load_snapshot(storage, location)
     after = read_snapshot(after_snapshot, storage)
@@ -171,7 +164,7 @@ def test_compaction_on_s3(spark: Any, s3_bucket: Any, capsys: pytest.CaptureFixt
     }
     before = _small_file_table(location, 25, partitioned=True, storage_options=delta_rs_options)
 
-    report = _run_cli(capsys, "compact", location, "--endpoint-url", endpoint)
+    report = run_json(capsys, "compact", location, "--endpoint-url", endpoint)
 
     table = DeltaTable(location, storage_options=delta_rs_options)
     assert table.to_pyarrow_table().sort_by("id").equals(before)
@@ -190,7 +183,7 @@ def _rewrite(spark: Any, location: str) -> tuple[compaction.CompactionPlan, list
     started = time.monotonic()
     options = StorageOptions()
     plan = compaction.plan(location, CompactionOptions(min_input_files=2), options)
-    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.RewriteResult)
+    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.result_type(plan))
     return plan, results, started
 
 
@@ -200,7 +193,7 @@ def test_compaction_racing_an_append_commits_on_retry(spark: Any, tmp_path: Path
     plan, results, started = _rewrite(spark, location)
 
     write_deltalake(location, _batch(10_000, 5, "2026-11-09"), mode="append")  # lands first: version 20
-    report = compaction.commit(plan, results, StorageOptions(), started)
+    report = compaction.commit(plan, plan.groups, results, StorageOptions(), started)
 
     assert report.committed_version == 21 and report.commit_attempts == 2
     rows = DeltaTable(location).to_pyarrow_table()
@@ -222,7 +215,7 @@ def test_compaction_racing_a_delete_of_its_input_aborts_cleanly(spark: Any, tmp_
     DeltaTable(location).delete("id = 3")  # rewrites a file the compaction replaces
     expected = DeltaTable(location).to_pyarrow_table().sort_by("id")
     with pytest.raises(CommitConflict, match="part-"):
-        compaction.commit(plan, results, StorageOptions(), started)
+        compaction.commit(plan, plan.groups, results, StorageOptions(), started)
 
     assert not any(Path(p).exists() for p in written)  # its own files are gone
     table = DeltaTable(location)

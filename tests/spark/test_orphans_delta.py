@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 
 from lakeops.delta.maintenance.vacuum import VacuumOptions
@@ -24,14 +25,6 @@ from spark_jobs.runner import run_units
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD = 1_500_000_000.0  # July 2017: older than any retention
-
-
-def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code = lakeops([*argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    report: dict[str, Any] = json.loads(captured.out)
-    return report
 
 
 def _simple_table(tmp_path: Path) -> tuple[Path, set[str], set[str]]:
@@ -67,13 +60,13 @@ def test_vacuum_simple_table(spark: Any, tmp_path: Path, capsys: pytest.CaptureF
     os.utime(outside, (OLD, OLD))
     files_before = {p.relative_to(root) for p in root.rglob("*") if p.is_file()}
 
-    preview = _run_cli(capsys, "orphans", str(root), "--dry-run")
+    preview = run_json(capsys, "orphans", str(root), "--dry-run")
 
     assert preview["dry_run"] is True
     assert {Path(p).name for p in preview["paths"]} == tombstoned | untracked
     assert {p.relative_to(root) for p in root.rglob("*") if p.is_file()} == files_before
 
-    report = _run_cli(capsys, "orphans", str(root), "--master", "local[2]")
+    report = run_json(capsys, "orphans", str(root), "--master", "local[2]")
 
     assert (report["deleted_tombstoned_files"], report["deleted_untracked_files"]) == (31, 1)
     assert report["deleted_files"] == 32 and report["files_too_recent"] == 1 and report["paths"] == []
@@ -82,7 +75,7 @@ def test_vacuum_simple_table(spark: Any, tmp_path: Path, capsys: pytest.CaptureF
     assert (root / "_delta_log" / ".tmp" / "00000000000000000005.json").exists()
     assert outside.exists()
     assert DeltaTable(str(root)).to_pyarrow_table().sort_by("id").equals(rows)
-    again = _run_cli(capsys, "orphans", str(root), "--master", "local[2]")
+    again = run_json(capsys, "orphans", str(root), "--master", "local[2]")
     assert again["deleted_files"] == 0
 
 
@@ -130,7 +123,7 @@ def test_vacuum_on_s3(spark: Any, s3_bucket: Any, capsys: pytest.CaptureFixture[
     assert "retention '-1s' is negative" in capsys.readouterr().err
     time.sleep(0.01)
 
-    report = _run_cli(
+    report = run_json(
         capsys, "orphans", location, "--endpoint-url", endpoint, "--older-than", "0s", "--force-short-retention"
     )
 

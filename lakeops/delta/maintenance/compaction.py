@@ -9,7 +9,6 @@ plan (driver) → :func:`rewrite_group` per bin (Spark task) → :func:`commit_c
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import DataFileWriter, WrittenFile
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.ops.predicate import parse_predicate
+from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, split_into_files
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import parse_size
 
@@ -95,6 +95,19 @@ class RewriteResult(BaseModel):
     bytes_read: int
     seconds: float
 
+    @property
+    def rows_written(self) -> int:
+        return sum(w.rows for w in self.written)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(int(w.add["size"]) for w in self.written)
+
+    @property
+    def rows_deleted(self) -> int:
+        """Rows removed by deletes other than deletion vectors: Delta has none."""
+        return 0
+
 
 class CompactionPlan(BaseModel):
     """Immutable, printable plan pinned to ``read_version``."""
@@ -151,20 +164,8 @@ def _output_dir(add_path: str) -> str:
 
 
 def _bins(files: list[SourceFile], target: int) -> list[list[SourceFile]]:
-    """Greedy bin-packing by size, largest first, each bin at most ``target`` bytes (a lone big file
-    that needs a DV purge gets its own bin)."""
-    bins: list[list[SourceFile]] = []
-    sizes: list[int] = []
-    for f in sorted(files, key=lambda f: (-f.size, f.location)):
-        for i, used in enumerate(sizes):
-            if used + f.size <= target:
-                bins[i].append(f)
-                sizes[i] += f.size
-                break
-        else:
-            bins.append([f])
-            sizes.append(f.size)
-    return bins
+    """Bins of at most ``target`` bytes (a lone big file that needs a DV purge gets its own bin)."""
+    return first_fit_decreasing(files, lambda f: f.size, lambda f: f.location, target)
 
 
 def plan_compaction(
@@ -266,14 +267,10 @@ def iter_live_tables(group: RewriteGroup) -> Iterator[tuple[SourceFile, pa.Table
 
 
 def _rows_per_file(group: RewriteGroup) -> int:
-    """Rows per output file so files land near the target size, estimated from the inputs' bytes per
-    row; without row counts, one file per bin (a bin never exceeds the target)."""
+    """Rows per output file; without row counts, one file per bin (a bin never exceeds the target)."""
     if any(f.num_records is None for f in group.files):
-        return 2**62
-    total_rows = sum(f.num_records or 0 for f in group.files)
-    if not total_rows:
-        return 2**62
-    return max(1, math.floor(group.target_file_size / (group.bytes / total_rows)))
+        return UNBOUNDED_ROWS
+    return rows_per_file(group.target_file_size, group.bytes, sum(f.num_records or 0 for f in group.files))
 
 
 def rewrite_group(group: RewriteGroup) -> RewriteResult:
@@ -308,17 +305,20 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
     written: list[WrittenFile] = []
     rows_read = dropped = 0
     writer = new_writer()
-    try:
+
+    def live_tables() -> Iterator[pa.Table]:
+        nonlocal rows_read, dropped
         for source, table in iter_live_tables(group):
             rows_read += table.num_rows
             dropped += source.deleted_rows
-            while table.num_rows:
-                room = rows_per_file - writer.buffered_rows
-                writer.write(table.slice(0, room))
-                table = table.slice(room)
-                if writer.buffered_rows >= rows_per_file:
-                    store(writer)
-                    writer = new_writer()
+            yield table
+
+    try:
+        for piece, complete in split_into_files(live_tables(), rows_per_file):
+            writer.write(piece)
+            if complete:
+                store(writer)
+                writer = new_writer()
         store(writer)
     except BaseException:
         storage.delete_many([w.location for w in written])

@@ -1,0 +1,66 @@
+"""Bin-packing files into rewrite groups, shared by every format's compaction.
+
+First-fit decreasing: largest files first, each into the first group it still fits, so groups come
+out full and few; ties are broken by name so a plan is the same on every run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
+
+import pyarrow as pa
+
+__all__ = ["UNBOUNDED_ROWS", "first_fit_decreasing", "rows_per_file", "split_into_files"]
+
+Item = TypeVar("Item")
+
+#: Rows per file when no estimate is possible: the group becomes one file.
+UNBOUNDED_ROWS = 2**62
+
+
+def first_fit_decreasing(
+    items: Sequence[Item], size: Callable[[Item], int], name: Callable[[Item], str], limit: int
+) -> list[list[Item]]:
+    """Groups of at most ``limit`` total size (an item larger than ``limit`` gets a group alone)."""
+    groups: list[list[Item]] = []
+    used: list[int] = []
+    for item in sorted(items, key=lambda i: (-size(i), name(i))):
+        for index, total in enumerate(used):
+            if total + size(item) <= limit:
+                groups[index].append(item)
+                used[index] += size(item)
+                break
+        else:
+            groups.append([item])
+            used.append(size(item))
+    return groups
+
+
+def rows_per_file(target_bytes: int, input_bytes: int, input_rows: int | None) -> int:
+    """Rows per output file so files land near ``target_bytes``, from the inputs' bytes per row
+    (compression of rewritten rows is about that of the inputs)."""
+    if not input_rows or not input_bytes:
+        return UNBOUNDED_ROWS
+    return max(1, math.floor(target_bytes / (input_bytes / input_rows)))
+
+
+Chunk = TypeVar("Chunk", pa.Table, pa.RecordBatch)
+
+
+def split_into_files(chunks: Iterable[Chunk], rows_per_file: int) -> Iterator[tuple[Chunk, bool]]:
+    """Re-cut a stream of Arrow tables or batches into pieces that fill files of ``rows_per_file``
+    rows: yields ``(piece, file_complete)``; a writer writes each piece and starts a new file after
+    every complete one. The last file may be short (its last piece is not marked complete)."""
+    in_file = 0
+    for chunk in chunks:
+        while chunk.num_rows:
+            room = rows_per_file - in_file
+            piece = chunk.slice(0, room)
+            chunk = chunk.slice(room)
+            in_file += piece.num_rows
+            complete = in_file >= rows_per_file
+            if complete:
+                in_file = 0
+            yield piece, complete
