@@ -18,6 +18,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER as UNSORTED_ORDER
+from pyiceberg.table.sorting import SortOrder
 from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
 from pyiceberg.types import (
     DateType,
@@ -129,11 +131,18 @@ def create_table(
     *,
     name: str = "events",
     properties: dict[str, str] | None = None,
+    sort_order: SortOrder | None = None,
 ) -> PyIcebergTable:
-    """An empty PyIceberg table with :data:`SCHEMA` and the named partitioning."""
+    """An empty PyIceberg table with :data:`SCHEMA`, the named partitioning and ``sort_order``."""
     cat, uri = catalog(tmp_path)
     identifier = f"{NAMESPACE}.{name}"
-    table = cat.create_table(identifier, SCHEMA, partition_spec=SPECS[spec], properties=properties or {})
+    table = cat.create_table(
+        identifier,
+        SCHEMA,
+        partition_spec=SPECS[spec],
+        sort_order=sort_order or UNSORTED_ORDER,
+        properties=properties or {},
+    )
     return PyIcebergTable(cat, uri, identifier, table)
 
 
@@ -144,9 +153,10 @@ def small_file_table(
     appends: int = 8,
     rows: int = 20,
     properties: dict[str, str] | None = None,
+    sort_order: SortOrder | None = None,
 ) -> PyIcebergTable:
     """A table grown by ``appends`` small appends of ``rows`` rows each (one small file per partition each)."""
-    table = create_table(tmp_path, spec, properties=properties)
+    table = create_table(tmp_path, spec, properties=properties, sort_order=sort_order)
     for i in range(appends):
         table.table.append(batch(i * rows, rows))
         table.reload()

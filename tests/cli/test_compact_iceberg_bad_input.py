@@ -73,3 +73,10 @@ def test_catalog_uri_on_a_command_without_iceberg_support(capsys: pytest.Capture
         lakeops(["checkpoint", "db.events", "--catalog-uri", "sqlite:///nowhere.db"])
     assert exit_info.value.code == 2
     assert "does not support Iceberg catalog tables yet" in capsys.readouterr().err
+
+
+def test_format_version_3_is_read_but_not_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = small_file_table(tmp_path, appends=2)
+    _edit_metadata(table, {"format-version": 3})
+    err = _fails(capsys, table, tmp_path)
+    assert "Iceberg format-version 3 tables can be read but not written by lakeops" in err

@@ -4,12 +4,15 @@ after compaction through the same SQLite catalog, and must see exactly the same 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, load
 from lakeops_cli import run_json
@@ -17,6 +20,7 @@ from pyiceberg.table import StaticTable
 from pyiceberg_tables import PyIcebergTable, batch, rows_of, small_file_table
 
 from lakeops.errors import CommitConflict
+from lakeops.iceberg.catalog import SqlCatalog
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import compaction
@@ -174,3 +178,96 @@ def test_racing_append_commits_and_racing_delete_aborts(spark: Any, tmp_path: Pa
         compaction.commit(plan, plan.groups, results, storage, 0.0)
     assert not any(Path(w.removeprefix("file://")).exists() for w in written)
     assert table.rows() == expected
+
+
+def test_global_equality_delete_on_a_dropped_column(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unpartitioned table's equality delete is global; it still applies after its column was
+    dropped from the schema (the column is read from the data files by id)."""
+    table = small_file_table(tmp_path, "unpartitioned", appends=5, rows=10)
+    ref = TableRef(catalog_uri=table.catalog_uri, identifier=table.identifier)
+    everything = table.reload().scan().to_arrow()
+    add_equality_deletes(load(ref), pa.table({"category": pa.array(["c"], pa.string())}), [3])
+    with table.table.update_schema() as update:
+        update.delete_column("category")
+    deleted = pc.fill_null(pc.equal(everything.column("category"), "c"), False)
+    expected = rows_of(everything.filter(pc.invert(deleted)).drop_columns(["category"]))
+
+    report = _compact(capsys, table)
+
+    assert report["rows_removed_by_deletes"] == pc.sum(deleted).as_py() > 0
+    assert report["delete_files_removed"] == 1
+    assert table.rows() == expected
+
+
+def test_sort_partial_progress_and_where(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrder
+    from pyiceberg.transforms import IdentityTransform
+
+    order = SortOrder(
+        SortField(
+            source_id=5, transform=IdentityTransform(), direction=SortDirection.DESC, null_order=NullOrder.NULLS_LAST
+        )
+    )
+    table = small_file_table(tmp_path, "identity", appends=6, rows=10, sort_order=order)
+    before = table.rows()
+    untouched = {f for f in _data_files(table) if "category=a" not in f and "category=b" not in f}
+
+    report = _compact(capsys, table, "--where", "category IN ('a', 'b')", "--sort", "--partial-progress", "1")
+
+    assert table.rows() == before
+    assert report["groups"] == report["commits"] == 2 and report["partitions_compacted"] == 2
+    snapshots = table.reload().snapshots()[-2:]
+    assert [s.summary.operation.value for s in snapshots if s.summary] == ["replace", "replace"]
+    files = table.table.scan().plan_files()
+    assert untouched <= {t.file.file_path for t in files}
+    for task in files:
+        if "category=a" in task.file.file_path or "category=b" in task.file.file_path:
+            assert task.file.sort_order_id == 1
+            scores = pq.read_table(task.file.file_path.removeprefix("file://")).column("score").to_pylist()
+            assert scores == sorted(scores, key=lambda v: (math.isnan(v), -v if not math.isnan(v) else 0))
+
+
+def test_v1_table(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = small_file_table(tmp_path, "day", appends=6, rows=10, properties={"format-version": "1"})
+    before = table.rows()
+    report = _compact(capsys, table)
+    assert table.rows() == before and report["files_added"] == 3
+    metadata = json.loads(Path(table.table.metadata_location.removeprefix("file://")).read_text())
+    assert metadata["format-version"] == 1 and "last-sequence-number" not in metadata
+    assert table.table.current_snapshot().summary.operation.value == "replace"  # type: ignore[union-attr]
+
+
+def test_a_commit_that_loses_the_catalog_race_retries(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = small_file_table(tmp_path, "unpartitioned", appends=6, rows=10)
+    storage = StorageOptions()
+    plan = compaction.plan(table.identifier, CompactionOptions(catalog_uri=table.catalog_uri), storage)
+    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.result_type(plan))
+    real_swap = SqlCatalog.swap
+    raced: list[str] = []
+
+    def swap_after_a_concurrent_append(self: SqlCatalog, expected: str, new: str, payload: bytes) -> None:
+        if not raced:
+            raced.append(new)
+            table.table.append(batch(700, 3))  # PyIceberg commits first: our swap now conflicts
+        real_swap(self, expected, new, payload)
+
+    monkeypatch.setattr(SqlCatalog, "swap", swap_after_a_concurrent_append)
+    report = compaction.commit(plan, plan.groups, results, storage, 0.0)
+    assert raced and report.commit_attempts == 2
+    assert not Path(raced[0]).exists()  # the losing metadata file was removed
+    assert [r["id"] for r in table.rows()] == sorted(list(range(60)) + [700, 701, 702], key=str)
+
+
+def test_delete_file_threshold_selects_files_with_deletes(spark: Any, tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, "unpartitioned", appends=3, rows=10)
+    ref = TableRef(catalog_uri=table.catalog_uri, identifier=table.identifier)
+    target = _data_files(table)[0]
+    add_position_deletes(load(ref), [(target, 1)])
+    options = CompactionOptions(catalog_uri=table.catalog_uri, min_file_size=0, min_input_files=1)
+    assert compaction.plan(table.identifier, options, StorageOptions()).groups == []  # nothing is small
+    plan = compaction.plan(table.identifier, options.model_copy(update={"delete_file_threshold": 1}), StorageOptions())
+    assert [f.path for g in plan.groups for f in g.files] == [target]

@@ -10,6 +10,7 @@ from iceberg_fixtures import minimal_metadata
 from lakeops.errors import InvalidArgument
 from lakeops.iceberg.deletes import FILE_PATH_ID
 from lakeops.iceberg.manifest import DataFile, EntryStatus, FileContent, ManifestEntry
+from lakeops.iceberg.manifest_list import ManifestFile, PartitionFieldSummary
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.scan import DeleteIndex, LiveFile, PartitionFilter, may_reference
 from lakeops.iceberg.single_values import to_bytes
@@ -141,3 +142,35 @@ def test_partition_filter_on_field_names_and_identity_sources() -> None:
     assert not partition_filter.matches(1, {})  # the unpartitioned spec cannot prove a match
     with pytest.raises(InvalidArgument, match="may only use partition columns"):
         PartitionFilter(parse_predicate("ts = 1"), _metadata())
+
+
+def _manifest(spec_id: int, summaries: list[PartitionFieldSummary] | None) -> ManifestFile:
+    return ManifestFile(
+        manifest_path="m.avro", manifest_length=1, partition_spec_id=spec_id, added_snapshot_id=1, partitions=summaries
+    )
+
+
+def test_manifests_are_pruned_by_partition_summaries() -> None:
+    date, string = PrimitiveType(name="date"), PrimitiveType(name="string")
+    jan = [  # ts_day 2022-01-01..2022-01-31, region eu..us
+        PartitionFieldSummary(
+            contains_null=False, lower_bound=to_bytes(date, 18993), upper_bound=to_bytes(date, 19023)
+        ),
+        PartitionFieldSummary(
+            contains_null=True, lower_bound=to_bytes(string, "eu"), upper_bound=to_bytes(string, "us")
+        ),
+    ]
+
+    def may_match(where: str, manifest: ManifestFile) -> bool:
+        return PartitionFilter(parse_predicate(where), _metadata()).may_match(manifest)
+
+    manifest = _manifest(0, jan)
+    assert may_match("ts_day = '2022-01-15'", manifest)
+    assert not may_match("ts_day = '2022-02-01'", manifest)
+    assert not may_match("ts_day < '2022-01-01'", manifest) and may_match("ts_day <= '2022-01-01'", manifest)
+    assert not may_match("ts_day > '2022-01-31'", manifest) and may_match("ts_day >= '2022-01-31'", manifest)
+    assert may_match("region IN ('fr', 'zz', 'us')", manifest) and not may_match("region IN ('aa', 'zz')", manifest)
+    assert may_match("region IS NULL", manifest)
+    assert not may_match("region IS NULL", _manifest(0, [jan[0], jan[1].model_copy(update={"contains_null": False})]))
+    assert may_match("ts_day = '2030-01-01'", _manifest(0, None))  # no summaries: cannot rule it out
+    assert not may_match("region = 'eu'", _manifest(1, []))  # the unpartitioned spec has no such field
