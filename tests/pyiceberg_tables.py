@@ -98,12 +98,17 @@ def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple((value is None, str(value)) for value in row.values())
 
 
-def catalog(tmp_path: Path, name: str = "default") -> tuple[SqlCatalog, str]:
-    """A SQLite ``SqlCatalog`` with its warehouse under ``tmp_path``, and its SQLAlchemy URI."""
+def catalog(tmp_path: Path, name: str = "default", *, s3: tuple[str, str] | None = None) -> tuple[SqlCatalog, str]:
+    """A SQLite ``SqlCatalog`` with its warehouse under ``tmp_path`` (or, with ``s3`` = (bucket URI,
+    endpoint URL), in that bucket), and its SQLAlchemy URI."""
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir(parents=True, exist_ok=True)
-    cat = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
+    if s3 is not None:
+        bucket, endpoint = s3
+        cat = SqlCatalog(name, uri=uri, warehouse=f"{bucket}/warehouse", **{"s3.endpoint": endpoint})
+    else:
+        cat = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
     cat.create_namespace_if_not_exists(NAMESPACE)
     return cat, uri
 
@@ -132,9 +137,10 @@ def create_table(
     name: str = "events",
     properties: dict[str, str] | None = None,
     sort_order: SortOrder | None = None,
+    s3: tuple[str, str] | None = None,
 ) -> PyIcebergTable:
     """An empty PyIceberg table with :data:`SCHEMA`, the named partitioning and ``sort_order``."""
-    cat, uri = catalog(tmp_path)
+    cat, uri = catalog(tmp_path, s3=s3)
     identifier = f"{NAMESPACE}.{name}"
     table = cat.create_table(
         identifier,
@@ -154,9 +160,10 @@ def small_file_table(
     rows: int = 20,
     properties: dict[str, str] | None = None,
     sort_order: SortOrder | None = None,
+    s3: tuple[str, str] | None = None,
 ) -> PyIcebergTable:
     """A table grown by ``appends`` small appends of ``rows`` rows each (one small file per partition each)."""
-    table = create_table(tmp_path, spec, properties=properties, sort_order=sort_order)
+    table = create_table(tmp_path, spec, properties=properties, sort_order=sort_order, s3=s3)
     for i in range(appends):
         table.table.append(batch(i * rows, rows))
         table.reload()

@@ -271,3 +271,21 @@ def test_delete_file_threshold_selects_files_with_deletes(spark: Any, tmp_path: 
     assert compaction.plan(table.identifier, options, StorageOptions()).groups == []  # nothing is small
     plan = compaction.plan(table.identifier, options.model_copy(update={"delete_file_threshold": 1}), StorageOptions())
     assert [f.path for g in plan.groups for f in g.files] == [target]
+
+
+@pytest.mark.s3
+def test_compaction_on_s3(spark: Any, s3_bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    endpoint = s3_bucket.options.endpoint_url
+    table = small_file_table(tmp_path, "day", appends=6, rows=10, s3=(s3_bucket.uri, endpoint))
+    ref = TableRef(catalog_uri=table.catalog_uri, identifier=table.identifier)
+    loaded = load(ref, s3_bucket.options)
+    first = plan_scan(loaded.storage, loaded.metadata, loaded.metadata.current_snapshot()).tasks[0].file
+    add_position_deletes(loaded, [(first.path, 0)], partition=first.entry.data_file.partition)
+    before = table.rows()
+    assert table.table.location().startswith(s3_bucket.uri)
+
+    report = _compact(capsys, table, "--endpoint-url", endpoint)
+
+    assert report["files_added"] == 3 and report["rows_removed_by_deletes"] == 1
+    assert table.rows() == before
+    assert all(f.startswith(f"{s3_bucket.uri}/") for f in _data_files(table))
