@@ -43,6 +43,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakeops.deletion import BatchResult, Candidate, DeleteBatch, delete_batch, make_batches
 from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
@@ -51,9 +52,8 @@ from lakeops.delta.log_segment import LOG_DIR, commit_timestamps, list_log, read
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
-from lakeops.errors import UnsafeOperation
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within
+from lakeops.storage import Storage, StorageOptions
+from lakeops.storage.uri import join, normalize, relative_to
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -83,33 +83,6 @@ class VacuumOptions(BaseModel):
     retention: timedelta | None = None
     force_short_retention: bool = False
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
-
-
-class Candidate(BaseModel):
-    """One file to delete: where, how big, and why it is garbage."""
-
-    model_config = ConfigDict(frozen=True)
-
-    path: str
-    size: int
-    kind: FileKind
-
-
-class DeleteBatch(BaseModel):
-    """One Spark task's work: delete these files of this table."""
-
-    model_config = ConfigDict(frozen=True)
-
-    batch_id: int
-    table_root: str
-    storage: StorageOptions
-    files: list[Candidate]
-
-
-class BatchResult(BaseModel):
-    batch_id: int
-    files: int
-    bytes: int
 
 
 class VacuumPlan(BaseModel):
@@ -208,11 +181,8 @@ def _change_data_in_window(storage: Storage, snapshot: DeltaSnapshot, cutoff_ms:
 
 
 def _batches(table: str, storage_options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
-    ordered = sorted(candidates, key=lambda c: c.path)
-    return [
-        DeleteBatch(batch_id=i, table_root=table, storage=storage_options, files=ordered[start : start + size])
-        for i, start in enumerate(range(0, len(ordered), size))
-    ]
+    """Delete batches that also refuse anything inside the log, whatever the plan said."""
+    return make_batches(table, storage_options, candidates, size, protected=[join(table, LOG_DIR)])
 
 
 def plan_vacuum(
@@ -311,16 +281,3 @@ def recheck(plan: VacuumPlan, storage: Storage) -> VacuumPlan:
 
 
 # --- execute: runs inside a Spark task -------------------------------------------------------------
-
-
-def delete_batch(batch: DeleteBatch) -> BatchResult:
-    """Delete one batch, after re-checking that every path is inside the root and outside the log."""
-    log_dir = join(batch.table_root, LOG_DIR)
-    paths = []
-    for candidate in batch.files:
-        location = require_within(batch.table_root, candidate.path)
-        if is_within(log_dir, location):
-            raise UnsafeOperation(f"{batch.table_root}: refusing to delete {location}: it is inside {LOG_DIR}")
-        paths.append(location)
-    open_storage(batch.table_root, batch.storage).delete_many(paths)
-    return BatchResult(batch_id=batch.batch_id, files=len(paths), bytes=sum(c.size for c in batch.files))

@@ -25,6 +25,7 @@ from lakeops.delta.maintenance.vacuum import (
     DeleteBatch,
     VacuumOptions,
     VacuumPlan,
+    _batches,
     delete_batch,
     is_hidden,
     plan_vacuum,
@@ -312,7 +313,7 @@ def test_delete_batch_refuses_paths_outside_the_root_or_in_the_log(tmp_path: Pat
 
     def batch(path: Path) -> DeleteBatch:
         candidate = Candidate(path=str(path), size=1, kind="untracked")
-        return DeleteBatch(batch_id=0, table_root=str(root), storage=StorageOptions(), files=[candidate])
+        return _batches(str(root), StorageOptions(), [candidate], 10)[0]
 
     with pytest.raises(OutsideRoot):
         delete_batch(batch(outside))

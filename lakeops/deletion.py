@@ -1,0 +1,85 @@
+"""Deleting files in batches, one Spark task per batch, for every format's cleanup operation.
+
+A batch carries its own safety rules so a task can enforce them without the plan: every path must be
+inside the table root (DESIGN.md "Safety rules"), and none may be under a protected prefix (Delta's
+``_delta_log``) or be a protected file (Iceberg's current metadata file, ``version-hint.text``).
+A violation stops the task before it deletes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from lakeops.errors import UnsafeOperation
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import is_within, normalize, relative_to, require_within
+
+__all__ = ["BatchResult", "Candidate", "DeleteBatch", "delete_batch", "make_batches"]
+
+
+class Candidate(BaseModel):
+    """One file to delete: where, how big, and why it is garbage (``kind``, for reports)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    size: int
+    kind: str
+
+
+class DeleteBatch(BaseModel):
+    """One Spark task's work: delete these files of the table at ``table_root``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch_id: int
+    table_root: str
+    storage: StorageOptions
+    files: list[Candidate]
+    #: Directories (or files) inside the root whose contents are never deleted by this batch.
+    protected: list[str] = []
+
+
+class BatchResult(BaseModel):
+    batch_id: int
+    files: int
+    bytes: int
+
+
+def make_batches(
+    table_root: str,
+    storage_options: StorageOptions,
+    candidates: Iterable[Candidate],
+    size: int,
+    *,
+    protected: Sequence[str] = (),
+) -> list[DeleteBatch]:
+    """Candidates in path order, ``size`` to a batch."""
+    ordered = sorted(candidates, key=lambda c: c.path)
+    return [
+        DeleteBatch(
+            batch_id=i,
+            table_root=table_root,
+            storage=storage_options,
+            files=ordered[start : start + size],
+            protected=list(protected),
+        )
+        for i, start in enumerate(range(0, len(ordered), size))
+    ]
+
+
+def delete_batch(batch: DeleteBatch) -> BatchResult:
+    """Delete one batch after checking every path against the root and the protected locations."""
+    protected = [normalize(p) for p in batch.protected]
+    paths = []
+    for candidate in batch.files:
+        location = require_within(batch.table_root, candidate.path)
+        for guarded in protected:
+            if is_within(guarded, location):
+                name = relative_to(batch.table_root, guarded) if is_within(batch.table_root, guarded) else guarded
+                raise UnsafeOperation(f"{batch.table_root}: refusing to delete {location}: it is inside {name}")
+        paths.append(location)
+    open_storage(batch.table_root, batch.storage).delete_many(paths)
+    return BatchResult(batch_id=batch.batch_id, files=len(paths), bytes=sum(c.size for c in batch.files))

@@ -1,0 +1,103 @@
+"""Which files snapshots reach: manifest lists, manifests, data and delete files, statistics files
+("Snapshots", "Manifest Lists", "Manifests", "Table statistics").
+
+Expiry and orphan removal both decide what may be deleted by subtracting what must stay, and both
+compute "what must stay" here, the same way: every live entry (added or existing) of every manifest
+of every retained snapshot, plus the manifest lists and manifests themselves and the statistics files
+of those snapshots. ``DELETED`` entries are informational ("not used in scans") and keep nothing
+alive. Each manifest is read once however many snapshots share it, and manifests are read
+concurrently: on object storage that is what planning costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from lakeops.iceberg.manifest import EntryStatus, read_manifest
+from lakeops.iceberg.manifest_list import ManifestFile, manifests_of
+from lakeops.iceberg.metadata import Snapshot, TableMetadata
+from lakeops.storage import Storage
+
+__all__ = ["MANIFEST_READ_THREADS", "Reachable", "reachable_files", "snapshot_manifests", "statistics_files"]
+
+MANIFEST_READ_THREADS = 16
+
+
+@dataclass
+class Reachable:
+    """Files by kind (locations exactly as the metadata spells them)."""
+
+    manifest_lists: set[str] = field(default_factory=set)
+    manifests: set[str] = field(default_factory=set)
+    content_files: set[str] = field(default_factory=set)
+    statistics_files: set[str] = field(default_factory=set)
+
+    def all(self) -> set[str]:
+        return self.manifest_lists | self.manifests | self.content_files | self.statistics_files
+
+    def update(self, other: Reachable) -> None:
+        self.manifest_lists |= other.manifest_lists
+        self.manifests |= other.manifests
+        self.content_files |= other.content_files
+        self.statistics_files |= other.statistics_files
+
+
+def statistics_files(metadata: TableMetadata, snapshot_ids: set[int]) -> set[str]:
+    """Statistics and partition-statistics files that belong to the given snapshots."""
+    return {s.statistics_path for s in metadata.statistics if s.snapshot_id in snapshot_ids} | {
+        s.statistics_path for s in metadata.partition_statistics if s.snapshot_id in snapshot_ids
+    }
+
+
+def snapshot_manifests(
+    storage: Storage, snapshots: Iterable[Snapshot], *, threads: int = MANIFEST_READ_THREADS
+) -> dict[str, ManifestFile]:
+    """Every manifest of the snapshots, by path (manifest lists read concurrently)."""
+    listed = [s for s in snapshots]
+    found: dict[str, ManifestFile] = {}
+    if not listed:
+        return found
+    with ThreadPoolExecutor(max_workers=min(threads, len(listed)), thread_name_prefix="manifest-list") as pool:
+        for manifests in pool.map(lambda s: manifests_of(storage, s), listed):
+            for manifest in manifests:
+                found.setdefault(manifest.manifest_path, manifest)
+    return found
+
+
+def _content_files(storage: Storage, manifests: Sequence[ManifestFile], *, live_only: bool, threads: int) -> set[str]:
+    def paths(manifest: ManifestFile) -> list[str]:
+        return [
+            e.data_file.file_path
+            for e in read_manifest(storage, manifest, include_deleted=not live_only)
+            if not live_only or e.status is not EntryStatus.DELETED
+        ]
+
+    if not manifests:
+        return set()
+    with ThreadPoolExecutor(max_workers=min(threads, len(manifests)), thread_name_prefix="manifest") as pool:
+        return {p for found in pool.map(paths, manifests) for p in found}
+
+
+def reachable_files(
+    storage: Storage,
+    metadata: TableMetadata,
+    snapshots: Iterable[Snapshot],
+    *,
+    live_only: bool = True,
+    skip_manifests: set[str] | None = None,
+    threads: int = MANIFEST_READ_THREADS,
+) -> Reachable:
+    """The files ``snapshots`` reach. ``live_only=False`` also counts ``DELETED`` entries (what an
+    expired snapshot's manifests name, as deletion candidates); manifests in ``skip_manifests`` are
+    still counted as manifests but their entries are not read (their files are known elsewhere)."""
+    snapshots = list(snapshots)
+    manifests = snapshot_manifests(storage, snapshots, threads=threads)
+    to_read = [m for path, m in sorted(manifests.items()) if not skip_manifests or path not in skip_manifests]
+    return Reachable(
+        manifest_lists={s.manifest_list for s in snapshots if s.manifest_list},
+        manifests=set(manifests),
+        content_files=_content_files(storage, to_read, live_only=live_only, threads=threads),
+        statistics_files=statistics_files(metadata, {s.snapshot_id for s in snapshots}),
+    )
