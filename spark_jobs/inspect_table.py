@@ -5,23 +5,25 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 from rich.console import Console
 
 from lakeops.ops.inspect import InspectReport, inspect_table
+from lakeops.ops.target import CatalogOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
 
-HELP = "show a table's version, files, small files, checkpoint lag and features"
+HELP = "show a table's health: files, small files, deletes, snapshots or log, checkpoint or manifest lag"
 USES_SPARK = False
 
 
-class Options(BaseModel):
-    """Time travel: ``version`` or ``timestamp`` (default: the latest version)."""
+class Options(CatalogOptions):
+    """Time travel: ``version`` (Delta), ``snapshot_id`` (Iceberg) or ``timestamp`` (default: the latest)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     version: int | None = None
+    snapshot_id: int | None = None
     timestamp: datetime | None = None
 
 
@@ -29,7 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from spark_jobs.cli import timestamp_arg
 
     travel = parser.add_mutually_exclusive_group()
-    travel.add_argument("--version", type=int, help="inspect this version instead of the latest")
+    travel.add_argument("--version", type=int, help="inspect this version instead of the latest (Delta)")
+    travel.add_argument("--snapshot-id", type=int, help="inspect this snapshot instead of the current one (Iceberg)")
     travel.add_argument(
         "--timestamp",
         type=timestamp_arg,
@@ -47,4 +50,11 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> InspectReport:
     """Read the table's metadata (``spark`` is unused: nothing here needs a cluster)."""
-    return inspect_table(table, storage_options, version=options.version, timestamp=options.timestamp)
+    return inspect_table(
+        table,
+        storage_options,
+        version=options.version,
+        snapshot_id=options.snapshot_id,
+        timestamp=options.timestamp,
+        catalog=CatalogOptions(catalog_uri=options.catalog_uri, catalog_name=options.catalog_name),
+    )

@@ -16,35 +16,52 @@ from lakeops.delta.retention import (
     table_retention,
 )
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import UnsupportedFeature
-from lakeops.ops.detect import detect_format
+from lakeops.errors import InvalidArgument
+from lakeops.iceberg.health import snapshot_at, table_health
+from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
+from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import normalize
 
 
 class InspectReport(Report):
+    """Shared numbers first; a format's own numbers are None for the other formats (not shown)."""
+
     operation: str = "inspect"
     version: int = 0
     live_files: int = 0
     live_bytes: int = 0
     rows: int | None = None
-    rows_deleted_by_dv: int = 0
-    files_with_dv: int = 0
     small_files: int = 0
     small_file_threshold_bytes: int = 0
     partitions: int = 0
-    tombstones: int = 0
-    tombstone_bytes: int = 0
-    reclaimable_tombstones: int = 0
-    reclaimable_tombstone_bytes: int = 0
+    partition_columns: list[str] = []
+    # Delta
+    rows_deleted_by_dv: int | None = None
+    files_with_dv: int | None = None
+    tombstones: int | None = None
+    tombstone_bytes: int | None = None
+    reclaimable_tombstones: int | None = None
+    reclaimable_tombstone_bytes: int | None = None
     oldest_log_version: int | None = None
     last_checkpoint_version: int | None = None
-    commits_since_checkpoint: int = 0
-    min_reader_version: int = 0
-    min_writer_version: int = 0
+    commits_since_checkpoint: int | None = None
+    min_reader_version: int | None = None
+    min_writer_version: int | None = None
     features: list[str] = []
-    partition_columns: list[str] = []
+    # Iceberg
+    format_version: int | None = None
+    snapshot_id: int | None = None
+    snapshots: int | None = None
+    branches: int | None = None
+    tags: int | None = None
+    oldest_snapshot_age_s: float | None = None
+    position_delete_files: int | None = None
+    equality_delete_files: int | None = None
+    manifests: int | None = None
+    small_manifests: int | None = None
+    snapshots_since_manifest_rewrite: int | None = None
+    metadata_log_entries: int | None = None
 
 
 def _mergeable_small_files(files: list[Add], threshold: int) -> int:
@@ -54,23 +71,76 @@ def _mergeable_small_files(files: list[Add], threshold: int) -> int:
     return sum(n for n in per_partition.values() if n > 1)
 
 
+def _inspect_iceberg(
+    target: Target, storage_options: StorageOptions, snapshot_id: int | None, timestamp: datetime | None
+) -> InspectReport:
+    assert target.iceberg is not None
+    started = time.monotonic()
+    table = load_table(target.iceberg, storage_options)
+    metadata = table.metadata
+    snapshot = (
+        metadata.snapshot_by_id(snapshot_id)
+        if snapshot_id is not None
+        else snapshot_at(metadata, timestamp)
+        if timestamp is not None
+        else None
+    )
+    health = table_health(table, snapshot=snapshot)
+    now_ms = int(time.time() * 1000)
+    return InspectReport(
+        format="iceberg",
+        table=table.name,
+        read_version=health.sequence_number,
+        version=health.sequence_number,
+        live_files=health.data_files,
+        live_bytes=health.data_bytes,
+        rows=health.rows,
+        small_files=health.small_files,
+        small_file_threshold_bytes=health.small_file_threshold_bytes,
+        partitions=health.partitions,
+        partition_columns=health.partition_fields,
+        format_version=health.format_version,
+        snapshot_id=health.snapshot_id,
+        snapshots=health.snapshots,
+        branches=health.branches,
+        tags=health.tags,
+        oldest_snapshot_age_s=(now_ms - health.oldest_snapshot_ms) / 1000 if health.oldest_snapshot_ms else None,
+        position_delete_files=health.position_delete_files,
+        equality_delete_files=health.equality_delete_files,
+        manifests=health.manifests,
+        small_manifests=health.small_manifests,
+        snapshots_since_manifest_rewrite=health.snapshots_since_manifest_rewrite,
+        metadata_log_entries=health.metadata_log_entries,
+        duration_s=time.monotonic() - started,
+    )
+
+
 def inspect_table(
     location: str,
     storage_options: StorageOptions | None = None,
     *,
     version: int | None = None,
     timestamp: datetime | None = None,
+    snapshot_id: int | None = None,
+    catalog: CatalogOptions | None = None,
 ) -> InspectReport:
     """Summarise the latest version (or ``version``, or the one current at ``timestamp``): what each
     maintenance operation would act on. Small files are those compaction would consider (below
     ``delta.targetFileSize`` or 128 MiB); reclaimable tombstones are those VACUUM may delete (older
     than ``delta.deletedFileRetentionDuration``); the checkpoint lag is what ``checkpoint`` fixes."""
     started = time.monotonic()
-    location = normalize(location)
+    storage_options = storage_options or StorageOptions()
+    target = resolve_target(location, catalog or CatalogOptions(), storage_options)
+    target.require("delta", "iceberg", operation="inspecting")
+    if target.format == "iceberg":
+        if version is not None:
+            raise InvalidArgument(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
+        return _inspect_iceberg(target, storage_options, snapshot_id, timestamp)
+    if snapshot_id is not None:
+        raise InvalidArgument(f"{target}: --snapshot-id is for Iceberg tables; Delta tables have --version")
+    assert target.location is not None
+    location, fmt = target.location, target.format
     storage = open_storage(location, storage_options)
-    fmt = detect_format(storage, location)
-    if fmt != "delta":
-        raise UnsupportedFeature(f"{location}: inspecting {fmt} tables is not available yet")
     snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
     threshold = effective_target_size(snapshot, CompactionOptions())
     files = list(snapshot.files.values())

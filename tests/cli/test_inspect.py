@@ -67,3 +67,36 @@ def test_inspect_previews_vacuum_and_log_expiry(capsys: pytest.CaptureFixture[st
 
     vacuumed = _inspect(capsys, str(TESTDATA / "delta-rs" / "checkpoints_vacuumed"))
     assert vacuumed["oldest_log_version"] == 5 and vacuumed["last_checkpoint_version"] == 10
+
+
+def test_inspect_iceberg_catalog_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from iceberg_merge_on_read import add_position_deletes, load
+    from pyiceberg_tables import small_file_table
+
+    from lakeops.iceberg.table import TableRef
+
+    table = small_file_table(tmp_path, "identity", appends=4, rows=12)
+    first = table.table.current_snapshot()
+    assert first is not None
+    table.table.manage_snapshots().create_tag(first.snapshot_id, "v4").commit()
+    data_file = next(iter(table.reload().scan().plan_files())).file
+    partition = {"category": data_file.partition[0]}
+    add_position_deletes(
+        load(TableRef(catalog_uri=table.catalog_uri, identifier=table.identifier)),
+        [(data_file.file_path, 0)],
+        partition=partition,
+    )
+    catalog = ["--catalog-uri", table.catalog_uri]
+
+    report = _inspect(capsys, table.identifier, *catalog)
+    assert report["format"] == "iceberg" and report["format_version"] == 2
+    assert report["snapshots"] == 5 and report["tags"] == 1 and report["branches"] == 1
+    assert report["live_files"] == 16 and report["partitions"] == 4
+    assert report["small_files"] == 16  # four small files in each of four partitions
+    assert report["position_delete_files"] == 1 and report["rows"] is None  # a delete file makes the count inexact
+    assert report["manifests"] == 5 and report["snapshots_since_manifest_rewrite"] == 5
+    assert report["tombstones"] is None  # Delta's numbers are not Iceberg's
+
+    earlier = _inspect(capsys, table.identifier, *catalog, "--snapshot-id", str(first.snapshot_id))
+    assert earlier["snapshot_id"] == first.snapshot_id and earlier["rows"] == 48
+    assert earlier["position_delete_files"] == 0
