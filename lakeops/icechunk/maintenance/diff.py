@@ -1,0 +1,423 @@
+"""Icechunk change capture: structural diffs between consecutive snapshots, exported to a Delta table.
+
+Spec basis: a snapshot holds every node (group or array) with its metadata, and an array's chunks
+are found through its manifests ("Snapshot Files", "Chunk Manifest Files"); a snapshot's parent is
+the newest entry of its embedded history (``short_term_history``, see :mod:`lakeops.icechunk.snapshot`).
+
+**Rows** of one snapshot S against its parent P, nodes matched by path:
+
+* a node only in S: ``added`` (chunk index null), and one ``added`` row per chunk of an array;
+* a node only in P: ``removed``, and one ``removed`` row per chunk it had;
+* a node whose kind changed (group ⇄ array): removed, then added, as above;
+* a node in both whose user attributes or Zarr metadata differ: ``metadata-changed``;
+* an array's chunk only in S: ``added``; only in P: ``removed``; in both with another payload
+  (inline bytes, virtual or native reference): ``modified``. Snapshots written by ``lakeops
+  compact`` (property ``lakeops.operation = compact``) move native chunks without changing their
+  bytes: a native reference replaced by one of the same length is not a change there, as Delta's
+  ``dataChange=false`` rewrites are not.
+
+Each row carries the path, node type (``group``/``array``), chunk index (``"i/j/k"``), change, the
+snapshot id, its parent's id, its depth (``total_parents``, the number of ancestors) and its
+``written_at``.
+
+**Export** (``lakeops cdc REPO --from F --to T``): the changes of every snapshot after F up to T on
+T's ancestry (F must be an ancestor of T), in depth order, written by Spark tasks (:func:`extract_unit`,
+a few consecutive snapshots per task) as Parquet files of a Delta table and committed once with
+:mod:`lakeops.delta.writer`. Idempotency follows :mod:`lakeops.delta.maintenance.cdf_export`
+("Transaction Identifiers"): ``txn.appId`` is ``icechunk:<id of the repository's initial snapshot>``
+(the root of every ancestry, so stable for the repository), ``txn.version`` the depth of the last
+snapshot extracted, and the output records the first depth it holds; a range already held is not
+written again, an overlapping one is extracted from the next depth, a gap or an earlier start is
+refused. One output follows one line of history: depths of snapshots on diverging branches
+coincide, so extract each branch into its own output. A snapshot whose file expired cannot be
+diffed: such a range is refused (the CDC horizon).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakeops.delta.actions import Metadata, Txn
+from lakeops.delta.commit import CommitResult
+from lakeops.delta.maintenance.cdf_export import FIRST_VERSION_KEY, SOURCE_ID_KEY, SOURCE_KEY
+from lakeops.delta.schema import LONG, STRING, TIMESTAMP, StructField, StructType, parse_schema, to_arrow_schema
+from lakeops.delta.writer import DataFileWriter, TargetTable, WrittenFile, append_files, new_table_metadata, read_target
+from lakeops.errors import InvalidArgument, VersionNotFound
+from lakeops.icechunk.ids import validate_id
+from lakeops.icechunk.maintenance.expiry import require_repository
+from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
+from lakeops.icechunk.manifest import ChunkIndices, ChunkPayload, ChunkRef
+from lakeops.icechunk.repository import AncestryEntry, Repository
+from lakeops.icechunk.snapshot import ArrayData, NodeSnapshot, path_sort_key
+from lakeops.storage import StorageOptions, is_within, normalize, open_storage
+
+__all__ = [
+    "CHANGE_SCHEMA",
+    "ChangeKind",
+    "ChangeRow",
+    "DiffOptions",
+    "DiffPlan",
+    "DiffResult",
+    "DiffStep",
+    "DiffUnit",
+    "commit_diff",
+    "diff_snapshots",
+    "extract_unit",
+    "plan_diff",
+    "resolve_snapshot",
+    "written_locations",
+]
+
+ChangeKind = Literal["added", "removed", "modified", "metadata-changed"]
+NodeType = Literal["group", "array"]
+
+#: Columns of the output table.
+CHANGE_SCHEMA = StructType(
+    (
+        StructField("path", STRING, False),
+        StructField("node_type", STRING, False),
+        StructField("chunk_index", STRING, True),
+        StructField("change", STRING, False),
+        StructField("snapshot_id", STRING, False),
+        StructField("parent_snapshot_id", STRING, False),
+        StructField("snapshot_depth", LONG, False),
+        StructField("timestamp", TIMESTAMP, False),
+    )
+)
+#: Consecutive snapshots one Spark task diffs (and writes as one output file).
+DEFAULT_STEPS_PER_UNIT = 32
+
+
+class ChangeRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    node_type: NodeType
+    chunk_index: str | None
+    change: ChangeKind
+    snapshot_id: str
+    parent_snapshot_id: str
+    snapshot_depth: int
+    timestamp: datetime
+
+
+def _index(indices: ChunkIndices) -> str:
+    return "/".join(str(i) for i in indices)
+
+
+def _node_type(node: NodeSnapshot) -> NodeType:
+    return "array" if node.is_array else "group"
+
+
+def _described(node: NodeSnapshot) -> tuple[Any, ...]:
+    """What ``metadata-changed`` compares: attributes and Zarr metadata, not node ids or manifests."""
+    meta = node.node_data.metadata if isinstance(node.node_data, ArrayData) else None
+    return (node.user_attributes, meta)
+
+
+def _same_bytes_moved(old: ChunkPayload, new: ChunkPayload) -> bool:
+    return isinstance(old, ChunkRef) and isinstance(new, ChunkRef) and old.length == new.length
+
+
+def diff_snapshots(repo: Repository, parent_id: str, child_id: str) -> list[ChangeRow]:
+    """The rows of ``child_id`` against ``parent_id`` (snapshot file or embedded ids), in path order."""
+    parent, child = repo.read_snapshot(parent_id), repo.read_snapshot(child_id)
+    rewrite_only = child.properties.get(OPERATION_PROPERTY) == COMPACT
+    snapshot_file, parent_file = repo.locate_snapshot(child_id), repo.locate_snapshot(parent_id)
+    rows: list[ChangeRow] = []
+
+    def emit(node: NodeSnapshot, change: ChangeKind, indices: ChunkIndices | None = None) -> None:
+        rows.append(
+            ChangeRow(
+                path=node.path,
+                node_type=_node_type(node),
+                chunk_index=None if indices is None else _index(indices),
+                change=change,
+                snapshot_id=snapshot_file,
+                parent_snapshot_id=parent_file,
+                snapshot_depth=child.total_parents,
+                timestamp=child.metadata.written_at,
+            )
+        )
+
+    def whole(node: NodeSnapshot, snapshot_id: str, change: ChangeKind) -> None:
+        emit(node, change)
+        if node.is_array:
+            for indices in sorted(repo.chunk_payloads(snapshot_id, node.path)):
+                emit(node, change, indices)
+
+    for path in sorted(set(parent.nodes) | set(child.nodes), key=path_sort_key):
+        old, new = parent.nodes.get(path), child.nodes.get(path)
+        if old is not None and (new is None or old.is_array != new.is_array):
+            whole(old, parent_id, "removed")
+        if new is not None and (old is None or old.is_array != new.is_array):
+            whole(new, child_id, "added")
+        if old is None or new is None or old.is_array != new.is_array:
+            continue
+        if _described(old) != _described(new):
+            emit(new, "metadata-changed")
+        if not new.is_array:
+            continue
+        before, after = repo.chunk_payloads(parent_id, path), repo.chunk_payloads(child_id, path)
+        for indices in sorted(set(before) | set(after)):
+            was, now = before.get(indices), after.get(indices)
+            if was is None:
+                emit(new, "added", indices)
+            elif now is None:
+                emit(new, "removed", indices)
+            elif was != now and not (rewrite_only and _same_bytes_moved(was, now)):
+                emit(new, "modified", indices)
+    return rows
+
+
+def resolve_snapshot(repo: Repository, text: str) -> str:
+    """The snapshot file id ``text`` names: a snapshot id (file or embedded), else a branch or tag name."""
+    try:
+        return repo.locate_snapshot(validate_id(text, "snapshot id"))
+    except InvalidArgument as id_problem:
+        try:
+            return repo.resolve(text)
+        except VersionNotFound:
+            raise VersionNotFound(
+                f"{repo.root}: {text!r} is neither a snapshot id ({id_problem}) nor a branch or tag"
+            ) from None
+
+
+# --- plan ------------------------------------------------------------------------------------------
+
+
+class DiffOptions(BaseModel):
+    """Changes after ``from_snapshot`` up to ``to_snapshot`` (default: the ``main`` tip) into ``output``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_snapshot: str
+    to_snapshot: str | None = None
+    output: str
+    steps_per_unit: int = Field(default=DEFAULT_STEPS_PER_UNIT, gt=0)
+
+
+class DiffStep(BaseModel):
+    """One snapshot (``child_id``) diffed against its parent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    parent_id: str
+    child_id: str
+    depth: int
+
+
+class DiffUnit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    unit_id: int
+    table_root: str
+    output_root: str
+    storage: StorageOptions
+    steps: list[DiffStep]
+
+
+class DiffResult(BaseModel):
+    unit_id: int
+    written: list[WrittenFile]
+    rows_by_change: dict[str, int]
+    snapshots: int
+    seconds: float
+
+
+class DiffPlan(BaseModel):
+    """Immutable, printable plan: depths ``from_version..to_version`` of ``to_snapshot``'s ancestry."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_root: str
+    output_root: str
+    source_id: str
+    from_snapshot: str
+    to_snapshot: str
+    requested_from: int
+    from_version: int
+    to_version: int
+    output_version: int | None
+    output_metadata: Metadata
+    extracted_through: int | None
+    already_extracted: bool
+    units: list[DiffUnit]
+
+    @property
+    def snapshots(self) -> int:
+        return sum(len(u.steps) for u in self.units)
+
+
+def _output_state(target: TargetTable, source_id: str, root: str, first: int) -> tuple[Metadata, int | None]:
+    """The output's metadata (existing, or new starting at depth ``first``) and the last depth it holds."""
+    if not target.exists:
+        configuration = {SOURCE_ID_KEY: source_id, SOURCE_KEY: root, FIRST_VERSION_KEY: str(first)}
+        return new_table_metadata(CHANGE_SCHEMA, configuration=configuration), None
+    metadata = target.metadata
+    assert metadata is not None
+    held = metadata.configuration.get(SOURCE_ID_KEY)
+    through = target.txn_version(source_id)
+    if held != source_id or through is None or FIRST_VERSION_KEY not in metadata.configuration:
+        raise InvalidArgument(
+            f"{target.root}: not a change table of Icechunk repository {root} written by lakeops cdc (it holds "
+            f"{held or 'no lakeops cdc source'}, expected {source_id}); choose another --output location"
+        )
+    if parse_schema(metadata.schema_string) != CHANGE_SCHEMA:
+        raise InvalidArgument(f"{target.root}: its schema is not the Icechunk change schema; choose another --output")
+    return metadata, through
+
+
+def _start_depth(
+    output: str, metadata: Metadata, through: int | None, requested: int, end: int, ancestry: list[AncestryEntry]
+) -> int:
+    """The first depth still to extract (``end + 1``: the output holds the range); refuses a range that
+    starts before the output's first depth or would leave a gap after its last one."""
+    if through is None:
+        return requested
+    first = int(metadata.configuration[FIRST_VERSION_KEY])
+    if requested < first:
+        raise InvalidArgument(
+            f"{output}: holds the changes of depths {first}..{through} only; earlier changes cannot be added to "
+            "it (extract them into a new --output location)"
+        )
+    if requested > through + 1:
+        last = ancestry[end - through]  # the snapshot at depth `through`: requested - 1 > through, end >= requested
+        raise InvalidArgument(
+            f"{output}: holds the changes of depths {first}..{through}; starting at depth {requested} would leave "
+            f"depths {through + 1}..{requested - 1} out; use --from {last.file_id or last.id} or an older snapshot"
+        )
+    return end + 1 if end <= through else through + 1
+
+
+def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
+    """Plan the export (module docs): resolve the range, check it against the output, batch the snapshots."""
+    source_root, output_root = normalize(location), normalize(options.output)
+    if is_within(source_root, output_root) or is_within(output_root, source_root):
+        raise InvalidArgument(
+            f"{source_root}: the output {output_root} must lie outside the repository (and not contain it)"
+        )
+    repo = Repository(open_storage(source_root, storage_options), source_root)
+    require_repository(repo)
+    to_id = resolve_snapshot(repo, options.to_snapshot or "main")
+    from_id = resolve_snapshot(repo, options.from_snapshot)
+    ancestry = repo.ancestry(to_id)
+    to_depth = repo.read_snapshot(to_id).total_parents
+    depth_of = {entry.id: to_depth - i for i, entry in enumerate(ancestry)}
+    depth_of.update({entry.file_id: to_depth - i for i, entry in enumerate(ancestry) if entry.file_id})
+    if from_id not in depth_of:
+        raise InvalidArgument(f"{source_root}: snapshot {from_id} is not an ancestor of {to_id}; nothing lies between")
+    requested = depth_of[from_id] + 1
+    if requested > to_depth:
+        raise InvalidArgument(f"{source_root}: the range {from_id}..{to_id} is empty (the same snapshot)")
+    source_id = f"icechunk:{ancestry[-1].id}"
+    output_storage = open_storage(output_root, storage_options)
+    target = read_target(output_storage, output_root)
+    if not target.exists and next(iter(output_storage.list(output_root)), None) is not None:
+        raise InvalidArgument(
+            f"{output_root}: holds files but no Delta table; choose an empty or new --output location"
+        )
+    metadata, through = _output_state(target, source_id, source_root, requested)
+    start = _start_depth(target.root, metadata, through, requested, to_depth, ancestry)
+    already = start > to_depth
+    steps: list[DiffStep] = []
+    for depth in range(start, to_depth + 1) if not already else ():
+        child, parent = ancestry[to_depth - depth], ancestry[to_depth - depth + 1]
+        if child.file_id is None or parent.file_id is None:
+            gone = child if child.file_id is None else parent
+            raise VersionNotFound(
+                f"{source_root}: snapshot {gone.id} ({gone.message!r}) has expired; the changes of depth {depth} "
+                "can no longer be extracted"
+            )
+        steps.append(DiffStep(parent_id=parent.file_id, child_id=child.file_id, depth=depth))
+    size = options.steps_per_unit
+    units = [
+        DiffUnit(
+            unit_id=i,
+            table_root=source_root,
+            output_root=output_root,
+            storage=storage_options,
+            steps=steps[start_at : start_at + size],
+        )
+        for i, start_at in enumerate(range(0, len(steps), size))
+    ]
+    return DiffPlan(
+        table_root=source_root,
+        output_root=output_root,
+        source_id=source_id,
+        from_snapshot=from_id,
+        to_snapshot=to_id,
+        requested_from=requested,
+        from_version=requested if already else start,
+        to_version=to_depth,
+        output_version=target.version,
+        output_metadata=metadata,
+        extracted_through=through,
+        already_extracted=already,
+        units=units,
+    )
+
+
+# --- execute: runs inside a Spark task -------------------------------------------------------------
+
+
+def _table(rows: list[ChangeRow]) -> pa.Table:
+    return pa.Table.from_pylist([r.model_dump() for r in rows], schema=to_arrow_schema(CHANGE_SCHEMA))
+
+
+def extract_unit(unit: DiffUnit) -> DiffResult:
+    """Diff the unit's snapshots and write their rows as one output data file."""
+    started = time.monotonic()
+    repo = Repository(open_storage(unit.table_root, unit.storage), unit.table_root)
+    writer = DataFileWriter(CHANGE_SCHEMA)
+    counts: Counter[str] = Counter()
+    for step in unit.steps:
+        rows = diff_snapshots(repo, step.parent_id, step.child_id)
+        counts.update(r.change for r in rows)
+        if rows:
+            writer.write(_table(rows))
+    written = writer.finish(open_storage(unit.output_root, unit.storage), unit.output_root)
+    return DiffResult(
+        unit_id=unit.unit_id,
+        written=[written] if written is not None else [],
+        rows_by_change=dict(counts),
+        snapshots=len(unit.steps),
+        seconds=time.monotonic() - started,
+    )
+
+
+# --- commit: driver --------------------------------------------------------------------------------
+
+
+def commit_diff(plan: DiffPlan, results: list[DiffResult], storage_options: StorageOptions) -> CommitResult | None:
+    """Append the written files and the progress marker as one output version; None when the output
+    already held the range. A range without changes still commits its marker."""
+    if plan.already_extracted:
+        return None
+    if {r.unit_id for r in results} != {u.unit_id for u in plan.units}:
+        raise InvalidArgument(f"{plan.table_root}: change extraction results do not match the plan's units")
+    target = TargetTable(plan.output_root, plan.output_version, plan.output_metadata)
+    txn = Txn(appId=plan.source_id, version=plan.to_version, lastUpdated=int(time.time() * 1000))
+    return append_files(
+        open_storage(plan.output_root, storage_options),
+        target,
+        metadata=plan.output_metadata,
+        files=[w for r in sorted(results, key=lambda r: r.unit_id) for w in r.written],
+        txn=txn,
+        operation_parameters={
+            "source": plan.table_root,
+            "sourceSnapshots": f"{plan.from_snapshot}..{plan.to_snapshot}",
+            "sourceDepths": f"{plan.from_version}..{plan.to_version}",
+        },
+    )
+
+
+def written_locations(results: list[DiffResult]) -> list[str]:
+    """Every file this attempt wrote: the only files an abort may delete."""
+    return [w.location for r in results for w in r.written]

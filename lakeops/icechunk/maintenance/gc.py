@@ -1,0 +1,217 @@
+"""Icechunk garbage collection: delete objects no retained snapshot reaches.
+
+Spec basis: "Deletes - Delete files that are no longer used (via a garbage-collection operation)"
+("Storage Operations"); objects live in ``snapshots/``, ``manifests/``, ``attributes/`` and
+``chunks/`` ("File Layout"); a snapshot names its manifests and attribute files, a manifest its
+native chunks ("Snapshot Files", "Chunk Manifest Files"); virtual chunks live outside the
+repository and are never touched.
+
+**Retained snapshots** (the roots), with ``cutoff = now - retention`` (:mod:`.retention`):
+
+1. the snapshot every branch sequence file names — every file still present, not only the tips:
+   nothing a ref file points to is ever deleted (expiry removes the files, :mod:`.expiry`);
+2. the snapshot every tag names;
+3. every snapshot file younger than the cutoff: it may be a concurrent writer's, not committed yet
+   (these are the snapshots "not yet expired" by age).
+
+**Reachable** from the roots (:meth:`Repository.reachable`): the root snapshot files themselves, the
+manifests their ``manifest_files`` and array nodes name, the attribute files they name, every native
+chunk object (``ChunkRef.id``) in those manifests.
+
+**Deleted**: every object under the four object directories whose name is an object id, that is not
+reachable, and whose modification time is older than the cutoff (the age floor: a writer's fresh
+chunks and manifests are younger than its snapshot). Anything else — ``refs/``, files whose names
+are not ids, other directories — is never listed for deletion.
+
+Plan and reachability run on the driver and fail (nothing deleted) on any ref or reachable file
+that cannot be read or decoded. Just before deleting, :func:`recheck` recomputes the roots from the
+refs and young snapshots as they are then and drops every candidate that became reachable (a branch
+reset to an old snapshot, a commit that landed meanwhile). The deletions run as
+:mod:`lakeops.deletion` batches (one Spark task each) that refuse anything outside the root or
+under ``refs/``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.delta.retention import cutoff_ms as compute_cutoff
+from lakeops.errors import InvalidArgument
+from lakeops.icechunk import refs
+from lakeops.icechunk.ids import validate_id
+from lakeops.icechunk.maintenance.expiry import require_repository
+from lakeops.icechunk.maintenance.retention import resolve_retention
+from lakeops.icechunk.repository import (
+    ATTRIBUTES_DIR,
+    CHUNKS_DIR,
+    MANIFESTS_DIR,
+    SNAPSHOTS_DIR,
+    Reachable,
+    Repository,
+)
+from lakeops.storage import FileInfo, Storage, StorageOptions, join
+
+__all__ = ["DEFAULT_BATCH_SIZE", "GcPlan", "ObjectKind", "list_kind", "list_objects", "plan_gc", "recheck"]
+
+#: Paths per Spark task: S3's DeleteObjects limit, so one task is one request.
+DEFAULT_BATCH_SIZE = 1000
+
+ObjectKind = Literal["snapshot", "manifest", "attributes", "chunk"]
+OBJECT_DIRS: dict[ObjectKind, str] = {
+    "snapshot": SNAPSHOTS_DIR,
+    "manifest": MANIFESTS_DIR,
+    "attributes": ATTRIBUTES_DIR,
+    "chunk": CHUNKS_DIR,
+}
+
+
+class GcPlan(BaseModel):
+    """Immutable, printable plan computed from one listing of the repository."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_root: str
+    retention: timedelta
+    cutoff_ms: int
+    storage: StorageOptions
+    batch_size: int = Field(ge=1)
+    #: Ref file path -> snapshot id, and the young snapshot files, the roots were computed from.
+    ref_files: dict[str, str]
+    young_snapshots: list[str]
+    objects_scanned: int
+    objects_reachable: int
+    objects_too_recent: int
+    unrecognised_files: int
+    batches: list[DeleteBatch]
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for b in self.batches for c in b.files]
+
+    @property
+    def roots(self) -> set[str]:
+        return set(self.ref_files.values()) | set(self.young_snapshots)
+
+
+def list_objects(storage: Storage, root: str) -> tuple[dict[ObjectKind, dict[str, FileInfo]], int]:
+    """Every object by kind and id, and the number of files in those directories whose names are
+    not object ids (never deleted: they are not ours to judge)."""
+    found: dict[ObjectKind, dict[str, FileInfo]] = {}
+    unrecognised = 0
+    for kind in OBJECT_DIRS:
+        found[kind], skipped = list_kind(storage, root, kind)
+        unrecognised += skipped
+    return found, unrecognised
+
+
+def list_kind(storage: Storage, root: str, kind: ObjectKind) -> tuple[dict[str, FileInfo], int]:
+    prefix = join(root, OBJECT_DIRS[kind])
+    found: dict[str, FileInfo] = {}
+    unrecognised = 0
+    for info in storage.list(prefix):
+        name = info.path[len(prefix) + 1 :]
+        try:
+            found[validate_id(name)] = info
+        except InvalidArgument:
+            unrecognised += 1
+    return found, unrecognised
+
+
+def _ref_snapshots(storage: Storage, root: str) -> dict[str, str]:
+    """Every branch sequence file and tag file -> the snapshot id it names (CorruptFile on a bad one)."""
+    named: dict[str, str] = {}
+    for branch in refs.list_branches(storage, root):
+        named.update((v.path, v.snapshot_id) for v in refs.branch_history(storage, root, branch))
+    for name in refs.list_tags(storage, root):
+        tag = refs.read_tag(storage, root, name)
+        named[tag.path] = tag.snapshot_id
+    return named
+
+
+def retained_roots(
+    storage: Storage, root: str, snapshots: dict[str, FileInfo], cutoff: int
+) -> tuple[dict[str, str], list[str]]:
+    """The roots (module docs): ref file -> snapshot id, and the snapshot files younger than ``cutoff``."""
+    young = sorted(sid for sid, info in snapshots.items() if info.mtime_ms >= cutoff)
+    return _ref_snapshots(storage, root), young
+
+
+def _reachable(repo: Repository, ref_files: dict[str, str], young: list[str]) -> Reachable:
+    return repo.reachable(sorted(set(ref_files.values()) | set(young)))
+
+
+def _is_reachable(kind: str, object_id: str, live: Reachable) -> bool:
+    held = {"snapshot": live.snapshots, "manifest": live.manifests, "attributes": live.attribute_files}
+    return object_id in (live.chunks if kind == "chunk" else held[kind])
+
+
+def _batches(root: str, options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
+    return make_batches(root, options, candidates, size, protected=[join(root, refs.REFS_DIR)])
+
+
+def plan_gc(
+    storage: Storage,
+    root: str,
+    storage_options: StorageOptions,
+    *,
+    retention: timedelta | None,
+    force: bool,
+    now_ms: int,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> GcPlan:
+    """List the repository once and choose the objects to delete (rules in the module docs)."""
+    repo = Repository(storage, root)
+    require_repository(repo)
+    window = resolve_retention(repo.root, retention, override=force, override_flag="--force-short-retention")
+    cutoff = compute_cutoff(window, now_ms)
+    objects, unrecognised = list_objects(storage, repo.root)
+    ref_files, young = retained_roots(storage, repo.root, objects["snapshot"], cutoff)
+    live = _reachable(repo, ref_files, young)
+    scanned = reachable = too_recent = 0
+    candidates: list[Candidate] = []
+    for kind, by_id in objects.items():
+        for object_id, info in by_id.items():
+            scanned += 1
+            if _is_reachable(kind, object_id, live):
+                reachable += 1
+            elif info.mtime_ms >= cutoff:
+                too_recent += 1
+            else:
+                candidates.append(Candidate(path=info.path, size=info.size, kind=kind))
+    return GcPlan(
+        table_root=repo.root,
+        retention=window,
+        cutoff_ms=cutoff,
+        storage=storage_options,
+        batch_size=batch_size,
+        ref_files=ref_files,
+        young_snapshots=young,
+        objects_scanned=scanned,
+        objects_reachable=reachable,
+        objects_too_recent=too_recent,
+        unrecognised_files=unrecognised,
+        batches=_batches(repo.root, storage_options, candidates, batch_size),
+    )
+
+
+def recheck(plan: GcPlan, storage: Storage) -> GcPlan:
+    """The plan re-validated just before deleting: when refs or young snapshots changed since the
+    plan, reachability is recomputed from them and candidates that became reachable are kept."""
+    snapshots, _ = list_kind(storage, plan.table_root, "snapshot")
+    ref_files, young = retained_roots(storage, plan.table_root, snapshots, plan.cutoff_ms)
+    if ref_files == plan.ref_files and young == plan.young_snapshots:
+        return plan
+    live = _reachable(Repository(storage, plan.table_root), ref_files, young)
+    kept = [c for c in plan.candidates if not _is_reachable(c.kind, c.path.rsplit("/", 1)[1], live)]
+    return plan.model_copy(
+        update={
+            "ref_files": ref_files,
+            "young_snapshots": young,
+            "objects_reachable": plan.objects_reachable + len(plan.candidates) - len(kept),
+            "batches": _batches(plan.table_root, plan.storage, kept, plan.batch_size),
+        }
+    )
