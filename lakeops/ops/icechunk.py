@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from lakeops.deletion import BatchResult
 from lakeops.delta.retention import format_duration
+from lakeops.delta.writer import require_writable_location
 from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature
 from lakeops.icechunk.maintenance import delegated, diff, expiry, gc, packing
 from lakeops.icechunk.maintenance.delegated import DelegatedOutcome, DelegatedPlan
@@ -221,6 +222,11 @@ def gc_report(plan: GcPlan | DelegatedPlan, started: float, *, dry_run: bool) ->
     )
 
 
+def recheck_gc(plan: GcPlan, storage_options: StorageOptions) -> GcPlan:
+    """The plan re-validated just before deleting (:func:`lakeops.icechunk.maintenance.gc.recheck`)."""
+    return gc.recheck(plan, open_storage(plan.table_root, storage_options))
+
+
 def gc_finish(plan: GcPlan, results: list[BatchResult], started: float) -> IcechunkGcReport:
     """The report of a run whose every batch was deleted (``results`` one per batch)."""
     if sorted(r.batch_id for r in results) != [b.batch_id for b in plan.batches]:
@@ -381,6 +387,11 @@ def diff_report(plan: DiffPlan, started: float, *, dry_run: bool) -> IcechunkCdc
         units=len(plan.units),
         duration_s=time.monotonic() - started,
     )
+
+
+def require_output_writable(plan: DiffPlan, storage_options: StorageOptions) -> None:
+    """Refuse, before any Spark work, an output location this process cannot write."""
+    require_writable_location(open_storage(plan.output_root, storage_options), plan.output_root)
 
 
 def discard_diff(plan: DiffPlan, results: list[DiffResult], storage_options: StorageOptions) -> int:
