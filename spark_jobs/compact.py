@@ -12,19 +12,27 @@ from rich.console import Console
 
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
+from lakeops.ops.icechunk import IcechunkCompactionReport
+from lakeops.ops.target import resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
+from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 from spark_jobs.runner import TaskFailed
 
-HELP = "bin-pack small files into larger ones (Delta OPTIMIZE; Iceberg rewrite_data_files), applying deletes"
+HELP = (
+    "bin-pack small files into larger ones (Delta OPTIMIZE; Iceberg rewrite_data_files, applying deletes; "
+    "Icechunk: small chunk objects into shared chunk files)"
+)
 USES_SPARK = True
 
 
 class Options(CompactionOptions):
-    """The planner's options plus the job's own: ``dry_run`` plans and reports, changing nothing."""
+    """The planner's options plus the job's own: ``dry_run`` plans and reports, changing nothing;
+    ``branch``: the Icechunk branch whose tip is packed."""
 
     dry_run: bool = False
+    branch: str = "main"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +81,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     iceberg.add_argument("--sort", action="store_true", help="sort rewritten rows by the table's sort order")
     iceberg.add_argument("--partial-progress", type=int, metavar="K", help="commit after every K file groups")
+    icechunk = parser.add_argument_group("Icechunk")
+    icechunk.add_argument("--branch", default=defaults.branch, help="branch whose tip is packed (default main)")
     iceberg.add_argument(
         "--keep-dangling-deletes",
         dest="remove_dangling_deletes",
@@ -81,7 +91,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CompactionReport:
+def run(
+    args: argparse.Namespace, storage_options: StorageOptions, progress: Console
+) -> CompactionReport | IcechunkCompactionReport:
     """``lakeops compact``: :func:`execute` with the parsed options."""
     return execute(
         args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
@@ -90,8 +102,21 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> CompactionReport:
+) -> CompactionReport | IcechunkCompactionReport:
     """Plan, rewrite on Spark, commit (in batches with partial progress)."""
+    target = resolve_target(table, options, storage_options)
+    if target.format == "icechunk":
+        assert target.location is not None
+        return icechunk.compact(
+            target.location,
+            branch=options.branch,
+            target_file_size=options.target_file_size,
+            min_input_files=options.min_input_files,
+            dry_run=options.dry_run,
+            storage_options=storage_options,
+            spark=spark,
+            progress=progress,
+        )
     console = progress
     started = time.monotonic()
     console.print(f"planning compaction of {table} ...")

@@ -8,6 +8,7 @@ from datetime import datetime
 from pydantic import ConfigDict
 from rich.console import Console
 
+from lakeops.ops.icechunk import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.ops.target import CatalogOptions
 from lakeops.storage import StorageOptions
@@ -18,7 +19,8 @@ USES_SPARK = False
 
 
 class Options(CatalogOptions):
-    """Time travel: ``version`` (Delta), ``snapshot_id`` (Iceberg) or ``timestamp`` (default: the latest)."""
+    """Time travel: ``version`` (Delta), ``snapshot_id`` (Iceberg) or ``timestamp`` (default: the latest;
+    Icechunk repositories are inspected at their ``main`` tip)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -40,7 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> InspectReport:
+def run(
+    args: argparse.Namespace, storage_options: StorageOptions, progress: Console
+) -> InspectReport | IcechunkInspectReport:
     return execute(
         args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
     )
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> InspectReport:
+) -> InspectReport | IcechunkInspectReport:
     """Read the table's metadata (``spark`` is unused: nothing here needs a cluster)."""
     return inspect_table(
         table,

@@ -433,10 +433,14 @@ def commit_diff(
 # --- inspect ---------------------------------------------------------------------------------------
 
 
-class IcechunkInspectReport(Report, RepositorySummary):
-    """:class:`RepositorySummary` as a report."""
+class IcechunkInspectReport(RepositorySummary, Report):
+    """:class:`RepositorySummary` as a report; the human table names the branches and tags too."""
 
     operation: str = "inspect"
+
+    def summary_lines(self) -> list[tuple[str, str]]:
+        refs = [("branches", ", ".join(self.branches)), ("tags", ", ".join(self.tags) or "-")]
+        return [*super().summary_lines()[:4], *refs, *super().summary_lines()[4:]]
 
 
 def inspect_repository(location: str, storage: Storage, started: float) -> IcechunkInspectReport:

@@ -19,6 +19,7 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import load_table
+from lakeops.ops.icechunk import IcechunkInspectReport, inspect_repository
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.storage import StorageOptions, open_storage
@@ -123,7 +124,7 @@ def inspect_table(
     timestamp: datetime | None = None,
     snapshot_id: int | None = None,
     catalog: CatalogOptions | None = None,
-) -> InspectReport:
+) -> InspectReport | IcechunkInspectReport:
     """Summarise the latest version (or ``version``, or the one current at ``timestamp``): what each
     maintenance operation would act on. Small files are those compaction would consider (below
     ``delta.targetFileSize`` or 128 MiB); reclaimable tombstones are those VACUUM may delete (older
@@ -131,7 +132,11 @@ def inspect_table(
     started = time.monotonic()
     storage_options = storage_options or StorageOptions()
     target = resolve_target(location, catalog or CatalogOptions(), storage_options)
-    target.require("delta", "iceberg", operation="inspecting")
+    if target.format == "icechunk":
+        if version is not None or snapshot_id is not None or timestamp is not None:
+            raise InvalidArgument(f"{target}: Icechunk repositories are inspected at their branch tips only")
+        assert target.location is not None
+        return inspect_repository(target.location, open_storage(target.location, storage_options), started)
     if target.format == "iceberg":
         if version is not None:
             raise InvalidArgument(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
