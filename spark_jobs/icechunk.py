@@ -1,4 +1,4 @@
-"""The Icechunk side of every command: ``lakeops expire|orphans|compact|checkpoint|cdc|inspect REPO``.
+"""The Icechunk side of the commands: ``lakeops expire|orphans|compact|cdc REPO``.
 
 Each command module hands an Icechunk location here after detecting the format. The flow is the
 same as for tables: plan on the driver (:mod:`lakeops.ops.icechunk`), run the heavy units as Spark
@@ -20,20 +20,13 @@ from lakeops.icechunk.maintenance import diff, packing
 from lakeops.icechunk.maintenance.diff import DiffOptions
 from lakeops.icechunk.maintenance.gc import GcPlan
 from lakeops.ops import icechunk as ops
-from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import format_size
 from spark_jobs.operations import SparkSettings
 from spark_jobs.runner import TaskFailed
 
-__all__ = ["NotApplicableReport", "cdc", "checkpoint", "compact", "expire", "inspect", "orphans"]
-
-
-class NotApplicableReport(Report):
-    """An operation the format has no use for: the run succeeds and says why nothing happened."""
-
-    note: str = ""
+__all__ = ["cdc", "compact", "expire", "orphans"]
 
 
 def _retention(older_than: str | None) -> timedelta | None:
@@ -158,16 +151,6 @@ def compact(
     return ops.commit_packing(plan, results, storage_options, started)
 
 
-def checkpoint(table: str, *, progress: Console) -> NotApplicableReport:
-    """Icechunk has no log to replay: a snapshot file is already the complete state of the repository."""
-    note = (
-        "checkpoints do not apply to Icechunk repositories: every snapshot file already holds the whole "
-        "hierarchy and its manifest list, so readers never replay history; nothing to do"
-    )
-    progress.print(note)
-    return NotApplicableReport(operation="checkpoint", format=ops.FORMAT, table=normalize(table), note=note)
-
-
 def cdc(
     table: str,
     *,
@@ -210,10 +193,3 @@ def cdc(
     report = ops.commit_diff(plan, results, storage_options, started)
     progress.print(f"committed version {report.committed_version} of {plan.output_root}")
     return report
-
-
-def inspect(table: str, *, storage_options: StorageOptions, progress: Console) -> ops.IcechunkInspectReport:
-    """Refs, objects, chunk counts by kind and what maintenance would reclaim now."""
-    root = normalize(table)
-    progress.print(f"reading Icechunk repository {root} ...")
-    return ops.inspect_repository(root, open_storage(root, storage_options), time.monotonic())
