@@ -14,9 +14,12 @@ from rich.console import Console
 
 from lakeops.ops import expiry
 from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, parse_retention
+from lakeops.ops.icechunk import IcechunkExpiryReport
+from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs.operations import SparkSettings, options_from_args
+from spark_jobs import icechunk
+from spark_jobs.operations import SparkSettings, options_from_args, refuse_options
 
 HELP = "delete Delta log files older than delta.logRetentionDuration, keeping the checkpoint they need"
 USES_SPARK = False
@@ -70,7 +73,9 @@ def show_paths(console: Console, paths: list[str]) -> None:
         console.print(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
 
 
-def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> ExpiryReport:
+def run(
+    args: argparse.Namespace, storage_options: StorageOptions, progress: Console
+) -> ExpiryReport | IcechunkExpiryReport:
     """``lakeops expire``: :func:`execute` with the parsed options."""
     return execute(
         args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
@@ -79,8 +84,20 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> ExpiryReport:
+) -> ExpiryReport | IcechunkExpiryReport:
     """Plan and delete on the driver (``spark`` is unused: a few log files need no cluster)."""
+    target = resolve_target(table, CatalogOptions(), storage_options)
+    if target.format == "icechunk":
+        assert target.location is not None
+        refuse_options(target.location, options, "keep_from_version", "retain_last")
+        return icechunk.expire(
+            target.location,
+            older_than=options.older_than,
+            force=options.force,
+            dry_run=options.dry_run,
+            storage_options=storage_options,
+            progress=progress,
+        )
     started = time.monotonic()
     retention = parse_retention(options.older_than) if options.older_than is not None else None
     progress.print(f"planning log expiry of {table} ...")

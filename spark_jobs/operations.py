@@ -22,7 +22,7 @@ from lakeops.errors import InvalidArgument
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions
 
-__all__ = ["SparkSettings", "options_from_args", "run_operation", "spark_from_args"]
+__all__ = ["SparkSettings", "options_from_args", "refuse_options", "run_operation", "spark_from_args"]
 
 Unit = TypeVar("Unit", bound=BaseModel)
 Result = TypeVar("Result", bound=BaseModel)
@@ -84,6 +84,14 @@ class Operation(Protocol):
 def options_from_args(model: type[OptionsT], args: argparse.Namespace) -> OptionsT:
     """``model`` from the parsed arguments of the same names (argparse ``dest`` = field name)."""
     return model.model_validate({name: getattr(args, name) for name in model.model_fields if hasattr(args, name)})
+
+
+def refuse_options(table: str, options: BaseModel, *names: str) -> None:
+    """Refuse options another format has but ``table``'s does not: set, they would be silently ignored."""
+    given = [name for name in names if getattr(options, name) is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InvalidArgument(f"{table}: {flags} does not apply to this table's format")
 
 
 def spark_from_args(args: argparse.Namespace) -> SparkSettings:

@@ -13,11 +13,14 @@ from rich.console import Console
 
 from lakeops.delta.retention import parse_retention
 from lakeops.ops import consumers, orphans
+from lakeops.ops.icechunk import IcechunkGcReport
 from lakeops.ops.orphans import OrphansReport, VacuumOptions
+from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
+from spark_jobs import icechunk
 from spark_jobs.expire import show_paths
-from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
 HELP = "delete expired tombstoned and untracked data files (Delta VACUUM)"
 USES_SPARK = True
@@ -59,7 +62,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
 
 
-def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> OrphansReport:
+def run(
+    args: argparse.Namespace, storage_options: StorageOptions, progress: Console
+) -> OrphansReport | IcechunkGcReport:
     """``lakeops orphans``: :func:`execute` with the parsed options."""
     return execute(
         args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
@@ -68,8 +73,21 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> OrphansReport:
+) -> OrphansReport | IcechunkGcReport:
     """Plan on the driver, re-check, delete on Spark."""
+    target = resolve_target(table, CatalogOptions(), storage_options)
+    if target.format == "icechunk":
+        assert target.location is not None
+        refuse_options(target.location, options, "keep_from_version")
+        return icechunk.orphans(
+            target.location,
+            older_than=options.older_than,
+            force_short_retention=options.force_short_retention,
+            dry_run=options.dry_run,
+            storage_options=storage_options,
+            spark=spark,
+            progress=progress,
+        )
     console = progress
     started = time.monotonic()
     now_ms = int(time.time() * 1000)
