@@ -30,7 +30,7 @@ lint: install
 	$(VENV)/bin/ruff check lakeops spark_jobs orchestration tests
 
 typecheck: install
-	$(VENV)/bin/mypy lakeops
+	$(VENV)/bin/mypy lakeops spark_jobs
 
 clean:
 	rm -rf $(VENV) .lakeops-demo .pytest_cache .mypy_cache .ruff_cache

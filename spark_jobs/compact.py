@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 from rich.console import Console
 
@@ -130,7 +131,7 @@ def execute(
     batches = compaction.batches(plan, options.partial_progress)
     report: CompactionReport | None = None
     for number, groups in enumerate(batches, start=1):
-        results = []
+        results: list[Any] = []
         if groups:
             try:
                 results = spark.run_units(
@@ -155,7 +156,7 @@ def execute(
             storage_options,
             started,
             previous=report,
-            final=number == len(batches),  # type: ignore[arg-type]
+            final=number == len(batches),
         )
         if report.committed_version is not None:
             console.print(f"committed version {report.committed_version}")
