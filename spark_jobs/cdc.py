@@ -10,10 +10,14 @@ import time
 
 from rich.console import Console
 
+from lakeops.errors import InvalidArgument
 from lakeops.ops import cdc
 from lakeops.ops.cdc import CdcOptions, CdcReport
+from lakeops.ops.icechunk import IcechunkCdcReport
+from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
+from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 from spark_jobs.runner import TaskFailed
 
@@ -22,27 +26,44 @@ USES_SPARK = True
 
 
 class Options(CdcOptions):
-    """The planner's options plus ``dry_run`` (plan and report, write nothing)."""
+    """The planner's options plus ``dry_run`` (plan and report, write nothing). ``from_version`` and
+    ``to_version`` are table versions for Delta; for Icechunk, snapshot ids, branches or tags."""
 
+    from_version: int | str  # type: ignore[assignment]
+    to_version: int | str | None = None  # type: ignore[assignment]
     dry_run: bool = False
 
+    def for_delta(self, table: str) -> CdcOptions:
+        """The Delta planner's options: both ends must be versions."""
+        return CdcOptions(
+            from_version=_delta_version(table, "--from", self.from_version),
+            to_version=None if self.to_version is None else _delta_version(table, "--to", self.to_version),
+            output=self.output,
+            unit_bytes=self.unit_bytes,
+        )
 
-def _version(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a table version (an integer >= 0), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a table version is >= 0, got {value}")
-    return value
+
+def _delta_version(table: str, flag: str, value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise InvalidArgument(f"{table}: {flag} {value!r} is not a table version (an integer >= 0) of this Delta table")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--from", dest="from_version", type=_version, required=True, metavar="V", help="first source version"
+        "--from",
+        dest="from_version",
+        required=True,
+        metavar="V",
+        help="Delta: the first version to extract; Icechunk: the snapshot (id, branch or tag) the changes follow",
     )
     parser.add_argument(
-        "--to", dest="to_version", type=_version, metavar="W", help="last source version (default: the latest)"
+        "--to",
+        dest="to_version",
+        metavar="W",
+        help="the last version / snapshot, branch or tag to extract (default: the latest version / main)",
     )
     parser.add_argument(
         "--output", required=True, metavar="OUT", help="Delta table the change rows are appended to (created if absent)"
@@ -50,7 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
 
 
-def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CdcReport:
+def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CdcReport | IcechunkCdcReport:
     """``lakeops cdc``: :func:`execute` with the parsed options."""
     return execute(
         args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
@@ -59,12 +80,25 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> CdcReport:
+) -> CdcReport | IcechunkCdcReport:
     """Plan, extract on Spark, commit."""
+    target = resolve_target(table, CatalogOptions(), storage_options)
+    if target.format == "icechunk":
+        assert target.location is not None
+        return icechunk.cdc(
+            target.location,
+            from_snapshot=str(options.from_version),
+            to_snapshot=None if options.to_version is None else str(options.to_version),
+            output=options.output,
+            dry_run=options.dry_run,
+            storage_options=storage_options,
+            spark=spark,
+            progress=progress,
+        )
     console = progress
     started = time.monotonic()
     console.print(f"planning the change feed of {table} from version {options.from_version} ...")
-    plan = cdc.plan(table, options, storage_options)
+    plan = cdc.plan(table, options.for_delta(table), storage_options)
     if plan.already_extracted:
         console.print(f"{plan.output_root} already holds versions through {plan.extracted_through}: nothing to do")
         return cdc.dry_run_report(plan, started) if options.dry_run else cdc.commit(plan, [], storage_options, started)

@@ -222,6 +222,17 @@ def test_a_range_whose_commits_expired_is_refused(
     assert not out.exists()
 
 
+def test_a_from_that_is_not_a_version_is_refused_for_delta(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, out = _copy("cdf-table", tmp_path), tmp_path / "changes"
+    err = _fails(capsys, out, source, "--from", "main", "--output", str(out))
+    assert "InvalidArgument" in err and "--from 'main' is not a table version" in err and source in err
+    err = _fails(capsys, out, source, "--from", "0", "--to", "-1", "--output", str(out))
+    assert "--to '-1' is not a table version" in err
+    assert not out.exists()
+
+
 def test_an_unwritable_output_is_refused_before_any_work(tmp_path: Path) -> None:
     source = _copy("cdf-table", tmp_path)
     locked = tmp_path / "locked"

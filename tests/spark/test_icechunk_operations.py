@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 
@@ -116,8 +117,40 @@ def test_the_test_repository_through_every_command(
     assert (health["chunks_inline"], health["chunks_virtual"], health["chunks_native"]) == (5, 1, 3)
     assert run_json(capsys, "checkpoint", location)["status"] == "not applicable"
 
+    extract = (
+        "cdc",
+        location,
+        "--from",
+        "WT2Z2GQ09G0RTAEQ3D70",
+        "--to",
+        "my-branch",
+        "--output",
+        str(tmp_path / "changes"),
+    )
+    changes = run_json(capsys, *extract)
+    rows = DeltaTable(str(tmp_path / "changes")).to_pyarrow_table().to_pylist()
+    assert changes["rows_written"] == len(rows)
+    removed = [r for r in rows if r["change"] == "removed"]
+    assert [(r["path"], r["chunk_index"]) for r in removed] == [("/group1/small_chunks", "4")]
+    again = run_json(capsys, *extract)
+    assert again["already_extracted"] and DeltaTable(str(tmp_path / "changes")).version() == 0
+
     packed = run_json(capsys, "compact", location, "--branch", "my-branch", "--min-input-files", "2")
     assert packed["files_removed"] == 3 and packed["files_added"] == 1
+    # The compaction snapshot moves chunks without changing them: the change table gains no rows.
+    after_compaction = run_json(
+        capsys,
+        "cdc",
+        location,
+        "--from",
+        "0XEZMR4J7SJ5QBWAYBE0",
+        "--output",
+        str(tmp_path / "changes"),
+        "--to",
+        "my-branch",
+    )
+    assert after_compaction["snapshots_extracted"] == 1 and after_compaction["rows_written"] == 0
+    assert DeltaTable(str(tmp_path / "changes")).to_pyarrow_table().num_rows == len(rows)
     expired = run_json(capsys, "expire", location)
     assert expired["deleted_branch_files"] > 0
     collected = run_json(capsys, "orphans", location)
