@@ -40,6 +40,10 @@ def _plan(table: PyIcebergTable, **options: Any) -> RewriteManifestsPlan:
     return plan_rewrite_manifests(load(_ref(table)), RewriteManifestsOptions(**options), STORAGE)
 
 
+def _exists(uri: str) -> bool:
+    return Path(uri.removeprefix("file://")).is_file()
+
+
 def _tracking(table: IcebergTable) -> dict[str, tuple[int, int | None, int | None, int | None]]:
     """Every live file of the current snapshot: (content, snapshot id, data and file sequence number)."""
     snapshot = table.metadata.current_snapshot()
@@ -230,11 +234,12 @@ def test_concurrent_rewrite_aborts_and_deletes_what_it_wrote(tmp_path: Path) -> 
     table = small_file_table(tmp_path, "unpartitioned", appends=3, rows=5)
     ours, theirs = _plan(table), _plan(table)
     written = [write_output(u) for u in ours.outputs]
+    assert written and all(_exists(w.manifest.manifest_path) for w in written)
     _write_and_commit(theirs)
     current = table.reload().metadata_location
     with pytest.raises(CommitConflict, match="no longer in snapshot"):
         commit_rewrite(ours, written, STORAGE)
-    assert not any(Path(w.manifest.manifest_path).exists() for w in written)
+    assert not any(_exists(w.manifest.manifest_path) for w in written)
     assert table.reload().metadata_location == current
 
 
@@ -249,8 +254,9 @@ def test_a_taken_snapshot_id_is_replaced_on_apply(tmp_path: Path) -> None:
     snapshot = metadata.current_snapshot()
     assert snapshot is not None and snapshot.snapshot_id != taken
     assert {m.added_snapshot_id for m in manifests_of(start.storage, snapshot)} == {snapshot.snapshot_id}
+    assert _exists(written[0].manifest.manifest_path) and _exists(snapshot.manifest_list or "")
     change.abandon(None)
-    assert not Path(written[0].manifest.manifest_path).exists()
+    assert not _exists(written[0].manifest.manifest_path) and not _exists(snapshot.manifest_list or "")
 
 
 def test_equality_deletes_keep_applying_after_the_rewrite(tmp_path: Path) -> None:
