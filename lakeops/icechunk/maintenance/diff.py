@@ -116,9 +116,10 @@ def _node_type(node: NodeSnapshot) -> NodeType:
 
 
 def _described(node: NodeSnapshot) -> tuple[Any, ...]:
-    """What ``metadata-changed`` compares: attributes and Zarr metadata, not node ids or manifests."""
+    """What ``metadata-changed`` compares: attributes and Zarr metadata, not node ids or manifests.
+    The metadata is compared by its text form: a NaN fill value (common for floats) never equals itself."""
     meta = node.node_data.metadata if isinstance(node.node_data, ArrayData) else None
-    return (node.user_attributes, meta)
+    return (node.user_attributes, repr(meta))
 
 
 def _same_bytes_moved(old: ChunkPayload, new: ChunkPayload) -> bool:
