@@ -191,19 +191,16 @@ def test_the_default_week_keeps_a_fresh_history(local_repo: LocalRepo) -> None:
     lines = _ancestries(local_repo.package_storage)
     files = _listing(local_repo.root, LOCAL)
     now_ms = int(time.time() * 1000)
-    for operation in ("expire", "orphans"):
-        plan = delegated.plan_delegated(
-            open_storage(local_repo.root),
-            local_repo.root,
-            LOCAL,
-            operation=operation,
-            retention=None,
-            force=False,
-            now_ms=now_ms,
+
+    def plan(operation: delegated.Operation) -> DelegatedPlan:
+        storage = open_storage(local_repo.root)
+        return delegated.plan_delegated(
+            storage, local_repo.root, LOCAL, operation=operation, retention=None, force=False, now_ms=now_ms
         )
-        assert plan.cutoff_ms == now_ms - WEEK_MS
-        assert delegated.expire_snapshots(plan, dry_run=False).snapshots_expired == 0
-        assert delegated.garbage_collect(plan, dry_run=False).bytes_deleted == 0
+
+    assert plan("expire").cutoff_ms == now_ms - WEEK_MS
+    assert delegated.expire_snapshots(plan("expire"), dry_run=False).snapshots_expired == 0
+    assert delegated.garbage_collect(plan("orphans"), dry_run=False) == delegated.DelegatedOutcome()
     assert _ancestries(local_repo.package_storage) == lines
     assert set(_listing(local_repo.root, LOCAL)) == set(files)
 
