@@ -10,6 +10,7 @@ damaged refs, ids and MessagePack files stop every plan with an error naming the
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.expiry import plan_expiry
 from lakeops.icechunk.maintenance.gc import GcPlan, plan_gc, recheck
+from lakeops.icechunk.maintenance.summary import summarize
 from lakeops.icechunk.manifest import ChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.writer import ChangeSet, commit
@@ -174,6 +176,19 @@ def test_recheck_keeps_what_a_later_commit_made_reachable(tmp_path: Path) -> Non
     assert missing_objects(storage, root) == []
 
 
+def test_short_retention_needs_the_override(tmp_path: Path) -> None:
+    location = tmp_path / "repo"
+    root, storage = str(location), open_storage(str(location))
+    build_history(storage, root, commits=2)
+    run_expiry(storage, root, days_from_now_ms(8))
+    files = all_files(storage, root)
+    with pytest.raises(UnsafeOperation, match=r"retention 1h is shorter than the default 7d.*--force-short-retention"):
+        plan_gc(storage, root, StorageOptions(), retention=timedelta(hours=1), force=False, now_ms=days_from_now_ms(0))
+    assert all_files(storage, root) == files
+    forced = plan_gc(storage, root, StorageOptions(), retention=timedelta(0), force=True, now_ms=days_from_now_ms(0))
+    assert forced.candidates and forced.objects_too_recent == 0
+
+
 def test_batches_never_delete_refs(tmp_path: Path) -> None:
     location = tmp_path / "repo"
     root, storage = str(location), open_storage(str(location))
@@ -235,6 +250,7 @@ def test_bad_input_stops_every_plan_and_deletes_nothing(
     for plan in (
         lambda: plan_expiry(storage, root, retention=None, force=False, now_ms=now),
         lambda: plan_gc(storage, root, StorageOptions(), retention=None, force=False, now_ms=now),
+        lambda: summarize(storage, root, now_ms=now),
     ):
         with pytest.raises(LakeopsError, match=message) as raised:
             plan()
