@@ -1,36 +1,38 @@
-"""Repositories in the ``icechunk`` package's own on-disk format (Icechunk 1.x and 2.x).
+"""Repositories in the ``icechunk`` package's own on-disk format (Icechunk 1.x and later).
 
-Beyond specs/icechunk-spec.md (the seed format lakeops implements itself), current Icechunk
-releases write another format: binary files that start with the header ``ICE🧊CHUNK`` (then the
-writer's name, the spec version and the file type), branches as a single mutable
-``refs/branch.NAME/ref.json`` (spec version 1) or a repository-info object ``repo`` at the root
-(spec version 2), and transaction logs in ``transactions/``. lakeops does not reimplement that
-format: it detects it (:func:`is_package_format`) and delegates expiry and garbage collection to
-the package's own ``Repository.expire_snapshots`` and ``Repository.garbage_collect``, installed as the
-optional extra ``lakeops[icechunk]``. The package's rules apply (its expiry dates snapshots by
-``written_at`` and always keeps the repository's initial snapshot); lakeops adds its retention
-floor (:mod:`.retention`) and the same reports.
+specs/icechunk-spec.md describes the seed format lakeops reads and writes itself ("File Formats":
+plain MessagePack; "Reference Files": one new file per branch version). Current Icechunk releases
+write another format: binary files that start with the header ``ICE🧊CHUNK`` (then the writer's
+name padded to 24 bytes, the spec version and the file type), branches held in one mutable
+``refs/branch.NAME/ref.json``, a repository-info object ``repo`` at the root in later spec
+versions, and transaction logs in ``transactions/``. Reimplementing that format would duplicate the
+package and drift from it, so lakeops detects it (:func:`is_package_format`) and delegates expiry
+and garbage collection to the package's own ``Repository.expire_snapshots`` and
+``Repository.garbage_collect``, installed as the optional extra ``lakeops[icechunk]``.
 
-Only expiry has no dry run in the package: the dry run reports what the package would expire,
-from the ancestry of every branch and tag (snapshots written before the cutoff that no ref names,
-the initial snapshot excepted).
+The package's rules apply: expiry dates snapshots by ``written_at``, keeps every ref's tip and the
+repository's initial snapshot, and never deletes a branch or tag; garbage collection deletes objects
+no branch or tag reaches that are older than the cutoff. lakeops adds its retention floor
+(:mod:`.retention`: one window for both operations, a week unless overridden) and the same reports.
+The package has no expiry dry run: the dry run counts what it would expire from the ancestry of
+every branch and tag (snapshots written before the cutoff, neither a ref's tip nor the initial one).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.delta.retention import cutoff_ms as compute_cutoff
-from lakeops.errors import LakeopsError, NotATable, UnsupportedFeature
+from lakeops.errors import CommitStateUnknown, LakeopsError, NotATable, UnsupportedFeature
 from lakeops.icechunk.encoding import MAGIC_1X
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
-from lakeops.storage import Storage, StorageOptions, join, relative_to, scheme
+from lakeops.storage import Storage, StorageOptions, join, normalize, relative_to, scheme
 
 if TYPE_CHECKING:
     import icechunk
@@ -46,34 +48,38 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'lakeops[icechunk]'"
-#: The spec-version-2 repository-info object at the root.
+#: The repository-info object later spec versions keep at the root.
 REPO_INFO = "repo"
-#: Byte of the file header holding the spec version (after 12 magic and 24 writer-name bytes).
-_SPEC_VERSION_BYTE = 36
+#: The file holding a branch's tip in the package's format (the seed format has one file per version).
+BRANCH_FILE = "ref.json"
+#: Byte of the file header holding the spec version (after the 12 magic and 24 writer-name bytes).
+_SPEC_VERSION_BYTE = len(MAGIC_1X) + 24
 
 Operation = Literal["expire", "orphans"]
+_T = TypeVar("_T")
 
 
 def is_package_format(storage: Storage, root: str) -> bool:
     """Whether ``root`` holds a repository in the package's format rather than the seed format:
-    a ``repo`` object, a branch held in ``ref.json``, or snapshot files with the binary header."""
+    a ``repo`` object, a branch held in ``ref.json``, or a snapshot file with the binary header."""
     if storage.exists(join(root, REPO_INFO)):
         return True
     refs_dir = join(root, REFS_DIR)
     for info in storage.list(refs_dir):
         directory, _, name = relative_to(refs_dir, info.path).partition("/")
-        if directory.startswith(BRANCH_PREFIX) and name == "ref.json":
+        if directory.startswith(BRANCH_PREFIX) and name == BRANCH_FILE:
             return True
     first = next(iter(storage.list(join(root, SNAPSHOTS_DIR))), None)
     return first is not None and storage.read_range(first.path, 0, len(MAGIC_1X)) == MAGIC_1X
 
 
 def _spec_version(storage: Storage, root: str) -> int | None:
+    """The spec version in the header of the first snapshot file (None without one)."""
     first = next(iter(storage.list(join(root, SNAPSHOTS_DIR))), None)
     if first is None:
         return None
     header = storage.read_range(first.path, 0, _SPEC_VERSION_BYTE + 1)
-    return header[_SPEC_VERSION_BYTE] if len(header) > _SPEC_VERSION_BYTE else None
+    return header[_SPEC_VERSION_BYTE] if len(header) > _SPEC_VERSION_BYTE and header.startswith(MAGIC_1X) else None
 
 
 class DelegatedPlan(BaseModel):
@@ -94,9 +100,12 @@ class DelegatedPlan(BaseModel):
         return datetime.fromtimestamp(self.cutoff_ms / 1000, UTC)
 
 
-@dataclass(frozen=True)
-class DelegatedOutcome:
-    """What the package did (or, in a dry run, would do); counts default to 0 where it says nothing."""
+class DelegatedOutcome(BaseModel):
+    """What the package did (or, in a dry run, would do); the names are those of its ``GCSummary``.
+
+    ``snapshots_expired`` counts snapshots dropped from every ref's history that no ref names."""
+
+    model_config = ConfigDict(frozen=True)
 
     snapshots_expired: int = 0
     snapshots_deleted: int = 0
@@ -112,8 +121,8 @@ def _package() -> Any:
         import icechunk
     except ImportError as exc:
         raise UnsupportedFeature(
-            f"this repository is in the Icechunk 1.x/2.x format, maintained through the icechunk package, which "
-            f"is not installed ({exc}); install it with: {INSTALL_HINT}"
+            f"this repository is in the format of the icechunk package (Icechunk 1.x), maintained through that "
+            f"package, which is not installed ({exc}); install it with: {INSTALL_HINT}"
         ) from exc
     return icechunk
 
@@ -133,7 +142,7 @@ def plan_delegated(
     flag = "--force" if operation == "expire" else "--force-short-retention"
     window = resolve_retention(root, retention, override=force, override_flag=flag)
     return DelegatedPlan(
-        table_root=root,
+        table_root=normalize(root),
         storage=storage_options,
         operation=operation,
         retention=window,
@@ -144,16 +153,18 @@ def plan_delegated(
 
 
 def _package_storage(package: Any, root: str, options: StorageOptions) -> icechunk.Storage:
+    """The package's storage for ``root``: credentials from the environment, as lakeops' own S3 client."""
     if scheme(root) == "s3":
         bucket, _, prefix = root.removeprefix("s3://").partition("/")
         endpoint = options.endpoint_url
+        path_style = options.force_path_style if options.force_path_style is not None else endpoint is not None
         return package.s3_storage(
             bucket=bucket,
             prefix=prefix or None,
             region=options.region,
             endpoint_url=endpoint,
-            allow_http=bool(endpoint and endpoint.startswith("http://")),
-            force_path_style=options.force_path_style if options.force_path_style is not None else bool(endpoint),
+            allow_http=endpoint is not None and endpoint.startswith("http://"),
+            force_path_style=path_style,
             from_env=True,
         )
     if scheme(root) == "file":
@@ -163,47 +174,50 @@ def _package_storage(package: Any, root: str, options: StorageOptions) -> icechu
 
 def _open(plan: DelegatedPlan) -> Any:
     package = _package()
+    storage = _package_storage(package, plan.table_root, plan.storage)
     try:
-        return package.Repository.open(_package_storage(package, plan.table_root, plan.storage))
-    except LakeopsError:
-        raise
+        return package.Repository.open(storage)
     except Exception as exc:  # the package raises its own IcechunkError / ValueError
         raise NotATable(f"{plan.table_root}: the icechunk package cannot open this repository ({exc})") from exc
 
 
-def _heads(repo: Any) -> tuple[set[str], list[Any]]:
-    """Snapshot ids the refs name, and the ancestries (newest first) of every branch and tag."""
-    heads: set[str] = set()
-    lines: list[Any] = []
-    for branch in sorted(repo.list_branches()):
-        heads.add(repo.lookup_branch(branch))
-        lines.append(list(repo.ancestry(branch=branch)))
-    for tag in sorted(repo.list_tags()):
-        heads.add(repo.lookup_tag(tag))
-        lines.append(list(repo.ancestry(tag=tag)))
-    return heads, lines
-
-
-def _call(plan: DelegatedPlan, what: str, action: Any) -> Any:
+def _call(plan: DelegatedPlan, what: str, action: Callable[[], _T], error: type[LakeopsError] = LakeopsError) -> _T:
+    """``action()``, the package's own errors raised as ``error`` naming the repository and the step."""
     try:
         return action()
     except LakeopsError:
         raise
     except Exception as exc:
-        raise LakeopsError(f"{plan.table_root}: icechunk {plan.package_version} {what} failed: {exc}") from exc
+        raise error(f"{plan.table_root}: icechunk {plan.package_version} {what} failed: {exc}") from exc
+
+
+def _refs(repo: Any) -> tuple[set[str], list[list[Any]]]:
+    """Snapshot ids the refs name, and the ancestry (newest first) of every branch and tag."""
+    tips: set[str] = set()
+    lines: list[list[Any]] = []
+    for branch in sorted(repo.list_branches()):
+        tips.add(repo.lookup_branch(branch))
+        lines.append(list(repo.ancestry(branch=branch)))
+    for tag in sorted(repo.list_tags()):
+        tips.add(repo.lookup_tag(tag))
+        lines.append(list(repo.ancestry(tag=tag)))
+    return tips, lines
 
 
 def expire_snapshots(plan: DelegatedPlan, *, dry_run: bool) -> DelegatedOutcome:
-    """``Repository.expire_snapshots(cutoff)``, or what it would expire (module docs)."""
+    """``Repository.expire_snapshots(cutoff)`` (refs kept), or in a dry run what it would expire.
+
+    The package returns every snapshot it dropped from some ref's history, ref tips included; a
+    tip is still retained, so the count leaves the tips out. A failure part-way leaves the history
+    in an unknown state: it is raised as :class:`~lakeops.errors.CommitStateUnknown`."""
     repo = _open(plan)
-    heads, lines = _call(plan, "reading refs", lambda: _heads(repo))
+    tips, lines = _call(plan, "reading branches and tags", lambda: _refs(repo))
     if dry_run:
-        older = {
-            info.id for line in lines for info in line[:-1] if info.written_at < plan.cutoff
-        }  # line[-1]: the initial snapshot, which the package keeps
-        return DelegatedOutcome(snapshots_expired=len(older - heads))
-    expired = _call(plan, "expire_snapshots", lambda: repo.expire_snapshots(plan.cutoff))
-    return DelegatedOutcome(snapshots_expired=len(set(expired) - heads))
+        # line[-1] is the initial snapshot, which the package never expires
+        older = {info.id for line in lines for info in line[:-1] if info.written_at < plan.cutoff}
+        return DelegatedOutcome(snapshots_expired=len(older - tips))
+    expired = _call(plan, "expire_snapshots", lambda: repo.expire_snapshots(plan.cutoff), CommitStateUnknown)
+    return DelegatedOutcome(snapshots_expired=len(set(expired) - tips))
 
 
 def garbage_collect(plan: DelegatedPlan, *, dry_run: bool) -> DelegatedOutcome:

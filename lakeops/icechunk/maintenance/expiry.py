@@ -19,8 +19,10 @@ Rules (``cutoff = now - retention``, ages by the object store's modification tim
   kept heads then ends early: :meth:`Repository.ancestry` continues from a head's embedded
   ``short_term_history`` where parent files are gone, so reading every head still works.
 
-Before anything is deleted every head (branch tips and tags) is read and decoded, so a damaged ref
-or snapshot stops the run with a clear error and nothing deleted. Deleting is metadata only (a few
+Before anything is deleted every ref file is parsed and every snapshot still retained afterwards is
+read and decoded with its manifests, so a damaged ref, snapshot or manifest stops the run with a clear
+error and nothing deleted: expiring the history of a head that cannot be read would leave garbage
+collection free to delete the last readable versions. Deleting is metadata only (a few
 small ref files), done on the driver; :func:`execute_expiry` re-checks each file just before.
 """
 
@@ -124,8 +126,7 @@ def plan_expiry(
                 )
             else:
                 kept_ids.add(version.snapshot_id)
-    for snapshot_id in sorted(kept_ids):
-        repo.read_snapshot(snapshot_id)  # every retained head must decode before anything goes
+    repo.reachable(sorted(kept_ids))  # every retained snapshot and its manifests must decode before anything goes
     return IcechunkExpiryPlan(
         table_root=repo.root,
         retention=window,

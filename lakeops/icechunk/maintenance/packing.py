@@ -172,9 +172,11 @@ def plan_packing(
     """Plan the packing of ``branch``'s tip (rules in the module docs)."""
     if min_input_files < 2:
         raise InvalidArgument(f"{root}: min_input_files must be at least 2 (one object is already one object)")
+    if target_file_size is not None and target_file_size < 1:
+        raise InvalidArgument(f"{root}: target_file_size must be a positive number of bytes, got {target_file_size}")
     repo = Repository(storage, root)
     require_repository(repo)
-    target = target_file_size or DEFAULT_PACK_SIZE
+    target = DEFAULT_PACK_SIZE if target_file_size is None else target_file_size
     tip = refs.branch_tip(storage, repo.root, branch)
     objects, _ = list_kind(storage, repo.root, "chunk")
     native: dict[str, list[tuple[ChunkIndices, ChunkRef]]] = {}
