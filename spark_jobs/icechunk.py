@@ -55,10 +55,13 @@ def expire(
         now_ms=int(time.time() * 1000),
     )
     report = ops.expiry_report(plan, started, dry_run=dry_run, storage_options=storage_options)
-    progress.print(
-        f"{report.deleted_branch_files} superseded branch files ({format_size(report.deleted_bytes)}) "
-        f"{'would go' if dry_run else 'removed'}; {report.snapshots_expired} snapshots no longer retained"
-    )
+    if report.delegated_to is not None:
+        progress.print(f"{report.delegated_to}: {report.snapshots_expired} snapshots expired")
+    else:
+        progress.print(
+            f"{report.deleted_branch_files} superseded branch files ({format_size(report.deleted_bytes)}) "
+            f"{'would go' if dry_run else 'removed'}; {report.snapshots_expired} snapshots no longer retained"
+        )
     return report
 
 
