@@ -241,10 +241,11 @@ def finalize(
     if isinstance(plan, RewriteManifestsPlan):
         manifests = [w for w in written if isinstance(w, WrittenManifest)]
         outcome = rewrite_manifests.commit_rewrite(plan, manifests, storage_options)
-        report = _iceberg_report(plan, started, status="committed", dry_run=False)
-        committed = outcome.metadata.current_snapshot() if outcome is not None else None
-        assert committed is not None and outcome is not None  # finalize runs only for a plan that replaces
-        return report.model_copy(
+        if outcome is None:
+            return unwritten_report(plan, started, dry_run=False)
+        committed = outcome.metadata.current_snapshot()
+        assert committed is not None  # the snapshot just committed
+        return _iceberg_report(plan, started, status="committed", dry_run=False).model_copy(
             update={
                 "committed_version": committed.sequence_number,
                 "snapshot_id": committed.snapshot_id,

@@ -70,7 +70,7 @@ def test_malformed_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_catalog_uri_on_a_command_without_iceberg_support(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        lakeops(["checkpoint", "db.events", "--catalog-uri", "sqlite:///nowhere.db"])
+        lakeops(["orphans", "db.events", "--catalog-uri", "sqlite:///nowhere.db"])
     assert exit_info.value.code == 2
     assert "does not support Iceberg catalog tables yet" in capsys.readouterr().err
 

@@ -420,11 +420,15 @@ def test_icechunk_has_no_checkpoints(capsys: pytest.CaptureFixture[str]) -> None
     assert (report["format"], report["status"], report["parts"]) == ("icechunk", "not applicable", 0)
 
 
-def test_iceberg_is_not_supported_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_broken_iceberg_metadata_is_refused_and_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "metadata").mkdir()
     (tmp_path / "metadata" / "v1.metadata.json").write_text("{}")
     assert lakeops(["checkpoint", str(tmp_path)]) == 1
-    assert "UnsupportedFeature" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "ProtocolError" in err and "v1.metadata.json" in err and "format-version is missing" in err
+    assert sorted(os.listdir(tmp_path / "metadata")) == ["v1.metadata.json"]
     assert sorted(os.listdir(tmp_path)) == ["metadata"]
 
 

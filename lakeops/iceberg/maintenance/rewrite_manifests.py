@@ -376,9 +376,9 @@ class RewriteManifests:
 
     def apply(self, current: IcebergTable) -> TableMetadata:
         base = current.metadata
+        kept = self._kept(current)
         parent = base.snapshot_for_ref(self.branch)
         assert parent is not None  # _kept refuses a branch without a snapshot
-        kept = self._kept(current)
         if any(s.snapshot_id == self.snapshot_id for s in base.snapshots):
             self.snapshot_id = new_snapshot_id(base)
         added = [m.model_copy(update={"added_snapshot_id": self.snapshot_id}) for m in self.added]
@@ -454,12 +454,16 @@ def commit_rewrite(
     if not plan.replaced:
         return None
     table = load_table(plan.table, storage_options)
-    change = RewriteManifests(
-        table=table,
-        replaced=plan.replaced,
-        added=[by_id[u.unit_id].manifest for u in plan.outputs],
-        snapshot_id=plan.new_snapshot_id,
-    )
+    try:
+        change = RewriteManifests(
+            table=table,
+            replaced=plan.replaced,
+            added=[by_id[u.unit_id].manifest for u in plan.outputs],
+            snapshot_id=plan.new_snapshot_id,
+        )
+    except InvalidArgument:
+        discard(plan, results, storage_options)
+        raise
     # The change validates itself in apply (the replaced manifests must be current), so the table
     # as loaded now is the right start: a plan from an older snapshot still commits if they are.
     return commit_change(table, change)

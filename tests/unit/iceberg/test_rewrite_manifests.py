@@ -10,7 +10,7 @@ import pytest
 from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, load
 from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 
-from lakeops.errors import CommitConflict, ProtocolError
+from lakeops.errors import CommitConflict, InvalidArgument, ProtocolError
 from lakeops.iceberg.maintenance.rewrite_manifests import (
     RewriteManifests,
     RewriteManifestsOptions,
@@ -308,3 +308,16 @@ def test_delete_manifests_are_their_own_group(tmp_path: Path) -> None:
         ManifestContent.DATA,
         ManifestContent.DELETES,
     ]
+
+
+def test_manifests_that_lost_a_file_are_refused_and_removed(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, "unpartitioned", appends=3, rows=5)
+    plan = _plan(table)
+    written = [write_output(u) for u in plan.outputs]
+    short = [
+        w.model_copy(update={"manifest": w.manifest.model_copy(update={"existing_files_count": 2})}) for w in written
+    ]
+    with pytest.raises(InvalidArgument, match="hold 2 live files, the replaced ones 3"):
+        commit_rewrite(plan, short, STORAGE)
+    assert not any(_exists(w.manifest.manifest_path) for w in written)
+    assert len(table.reload().snapshots()) == 3
