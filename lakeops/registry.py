@@ -43,8 +43,10 @@ class RegisteredTable(BaseModel):
 
     @model_validator(mode="after")
     def _one_address(self) -> RegisteredTable:
-        if (self.location is None) == (self.catalog is None or self.identifier is None):
-            raise ValueError("give location, or catalog and identifier (not both)")
+        if self.location is None and (self.catalog is None or self.identifier is None):
+            raise ValueError("location: missing (give location, or catalog and identifier)")
+        if self.location is not None and (self.catalog is not None or self.identifier is not None):
+            raise ValueError("location: give location, or catalog and identifier, not both")
         return self
 
 

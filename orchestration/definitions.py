@@ -1,11 +1,51 @@
-"""Dagster definitions for lakeops: ``workspace.yaml`` loads ``defs`` from here.
+"""Dagster definitions for lakeops, generated from the table registry: ``workspace.yaml`` loads
+``defs`` from here.
 
-Registry-driven assets, checks, schedules and sensors are generated here as the platform grows; this
-module stays the single entry point.
+Per registered table (:mod:`orchestration.registry`): the table as an observable asset and one
+maintenance asset per operation, each with its blocking check (:mod:`orchestration.assets`); its
+schedules (:mod:`orchestration.schedules`); and, over all tables, the small-file, checkpoint and CDC
+sensors (:mod:`orchestration.sensors`). Resources: Spark (master and conf from the registry's
+``spark``; local by default) and storage (S3 endpoint and region, keys from the environment
+variables the registry names, through ``dagster.EnvVar``).
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions()
+from orchestration.assets import maintenance_assets, table_asset
+from orchestration.registry import Registry, load_registry
+from orchestration.resources import SparkResource, StorageResource
+from orchestration.schedules import maintenance_jobs_and_schedules
+from orchestration.sensors import maintenance_sensors
+
+__all__ = ["build_definitions", "defs"]
+
+
+def _storage(registry: Registry) -> StorageResource:
+    config = registry.storage
+    keys = {}
+    if config.access_key_id_env is not None and config.secret_access_key_env is not None:
+        keys = {
+            "access_key_id": dg.EnvVar(config.access_key_id_env),
+            "secret_access_key": dg.EnvVar(config.secret_access_key_env),
+        }
+    return StorageResource(endpoint_url=config.endpoint_url, region=config.region, **keys)
+
+
+def build_definitions(registry: Registry) -> dg.Definitions:
+    assets: list[dg.AssetsDefinition | dg.SourceAsset] = []
+    for entry in registry.tables:
+        assets += [table_asset(entry), *maintenance_assets(entry)]
+    return dg.Definitions(
+        assets=assets,
+        schedules=maintenance_jobs_and_schedules(registry),
+        sensors=maintenance_sensors(registry),
+        resources={
+            "spark": SparkResource(master=registry.spark.master, conf=registry.spark.conf),
+            "storage": _storage(registry),
+        },
+    )
+
+
+defs = build_definitions(load_registry())

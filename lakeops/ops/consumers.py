@@ -11,14 +11,22 @@ Having extracted through version ``w`` it next reads the changes of ``w+1..``, w
   of ``w+1..`` tombstone, and their change data files (VACUUM keeps them when its cutoff is no later
   than the earliest of those removes' ``deletionTimestamp`` and of those commits' times:
   :func:`vacuum_retention`).
+
+An orchestrator extracting by commit time (one day of commits per run) asks :func:`pending_changes`
+which versions are still to extract up to a time, and :func:`consumer_floor` which version its
+maintenance must keep. Commit times are the protocol's (the commit file's modification time, raised
+to keep versions ordered: :func:`lakeops.delta.log_segment.commit_timestamps`). Extraction always
+continues from the watermark, so a run for a later day also extracts the earlier days still
+missing, and a run for a day already covered extracts nothing: no gap, no duplicate.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from lakeops.delta.commit_file import parse_commit
-from lakeops.delta.log_segment import commit_timestamps, read_log_file
+from lakeops.delta.log_segment import commit_timestamps, list_log, read_log_file
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import read_target
@@ -27,7 +35,7 @@ from lakeops.ops.detect import detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
-__all__ = ["extracted_through", "vacuum_retention"]
+__all__ = ["VersionRange", "consumer_floor", "extracted_through", "pending_changes", "vacuum_retention"]
 
 
 def _require_delta(location: str, storage_options: StorageOptions | None, what: str) -> str:
@@ -80,3 +88,45 @@ def vacuum_retention(
         snapshot.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
     )
     return needed if needed > current else requested
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    """Versions ``first..last`` (inclusive) still to extract."""
+
+    first: int
+    last: int
+
+
+def _first_needed(location: str, storage_options: StorageOptions | None, output: str, since_ms: int) -> int | None:
+    """The first version the consumer still needs: after its watermark, else the first committed at
+    or after ``since_ms`` (when its extraction starts); None when no retained commit qualifies."""
+    through = extracted_through(location, output, storage_options)
+    if through is not None:
+        return through + 1
+    listing = list_log(open_storage(location, storage_options), location)
+    return next((v for v, ts in commit_timestamps(listing) if ts >= since_ms), None)
+
+
+def pending_changes(
+    source: str, output: str, *, since_ms: int, until_ms: int, storage_options: StorageOptions | None = None
+) -> VersionRange | None:
+    """The versions committed before ``until_ms`` that ``output`` does not hold yet (extraction
+    starting at ``since_ms``); None when there are none."""
+    location = _require_delta(source, storage_options, "change-feed ranges")
+    first = _first_needed(location, storage_options, output, since_ms)
+    listing = list_log(open_storage(location, storage_options), location)
+    last = max((v for v, ts in commit_timestamps(listing) if ts < until_ms), default=None)
+    if first is None or last is None or last < first:
+        return None
+    return VersionRange(first, last)
+
+
+def consumer_floor(
+    source: str, output: str, *, since_ms: int, storage_options: StorageOptions | None = None
+) -> int | None:
+    """The ``keep_from_version`` that keeps every version the consumer still reads readable (the
+    version before the first it needs), or None when it needs nothing retained."""
+    location = _require_delta(source, storage_options, "consumer-aware retention")
+    first = _first_needed(location, storage_options, output, since_ms)
+    return None if first is None else max(first - 1, 0)

@@ -1,19 +1,75 @@
-"""``workspace.yaml`` points Dagster at ``orchestration.definitions:defs``: it must load."""
+"""The definitions Dagster loads: generated from the registry, and loadable through ``workspace.yaml``."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
+from registry_samples import SAMPLE
+
+from orchestration.definitions import build_definitions
+from orchestration.registry import RegistryError, parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_workspace_loads_the_definitions() -> None:
+def test_a_sample_registry_generates_assets_checks_schedules_and_sensors() -> None:
+    defs = build_definitions(parse_registry(SAMPLE))
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.get_repository_def().asset_graph
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
+        *(f"events/{op}" for op in ("table", "compaction", "checkpoint", "expiry", "orphans", "cdc")),
+        *(f"orders/{op}" for op in ("table", "compaction", "checkpoint", "expiry", "orphans")),
+    }
+    assert {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys} == {
+        *((f"{t}/compaction", "rows_kept") for t in ("events", "orders")),
+        *((f"{t}/checkpoint", "matches_log") for t in ("events", "orders")),
+        *((f"{t}/{op}", "retained_files_exist") for t in ("events", "orders") for op in ("expiry", "orphans")),
+        ("events/cdc", "no_duplicate_changes"),
+    }
+    repo = defs.get_repository_def()
+    compaction = repo.assets_defs_by_key[dg.AssetKey(["events", "compaction"])]
+    assert [(spec.name, spec.blocking) for spec in compaction.check_specs] == [("rows_kept", True)]
+    assert compaction.op.pool == "lakeops_events"  # one maintenance run per table at a time
+    schedules = {s.name: s.cron_schedule for s in repo.schedule_defs}
+    assert schedules == {
+        "events_nightly_schedule": "30 2 * * *",
+        "events_health_schedule": "*/30 * * * *",
+        "orders_nightly_schedule": "0 3 * * *",
+        "orders_health_schedule": "*/30 * * * *",
+    }
+    assert {s.name for s in repo.sensor_defs} == {"lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc"}
+    events_compaction = graph.get(dg.AssetKey(["events", "compaction"]))
+    assert isinstance(events_compaction.partitions_def, dg.DynamicPartitionsDefinition)
+    cdc = graph.get(dg.AssetKey(["events", "cdc"]))
+    assert isinstance(cdc.partitions_def, dg.DailyPartitionsDefinition)
+    assert cdc.partitions_def.start.date().isoformat() == "2026-11-01"
+    assert graph.get(dg.AssetKey(["orders", "expiry"])).partitions_def is None
+    assert cdc.backfill_policy == dg.BackfillPolicy.single_run()  # a backfilled range is one extraction
+
+
+def test_cron_overrides_add_schedules() -> None:
+    text = SAMPLE.replace('schedules: {nightly: "30 2 * * *"}', 'schedules: {nightly: "30 2 * * *", cdc: "15 * * * *"}')
+    text = text.replace("format: iceberg", 'format: iceberg\n    schedules: {checkpoint: "0 */6 * * *"}')
+    repo = build_definitions(parse_registry(text)).get_repository_def()
+    schedules = {s.name: s.cron_schedule for s in repo.schedule_defs}
+    assert schedules["events_cdc_schedule"] == "15 * * * *"
+    assert schedules["orders_checkpoint_schedule"] == "0 */6 * * *"
+
+
+def test_workspace_loads_the_definitions_of_the_registry_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
     target = workspace["load_from"][0]["python_module"]
-    module = __import__(target["module_name"], fromlist=[target["attribute"]])
+    registry = tmp_path / "tables.yaml"
+    registry.write_text("tables:\n  - {name: t, location: /data/t}\n")
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+    module = importlib.reload(importlib.import_module(target["module_name"]))
     defs = getattr(module, target["attribute"])
-    assert isinstance(defs, dg.Definitions)
     dg.Definitions.validate_loadable(defs)
+    assert dg.AssetKey(["t", "compaction"]) in defs.get_repository_def().asset_graph.get_all_asset_keys()
+    registry.write_text("tables:\n  - {name: t, location: /data/t, expiry: {keep: 3}}\n")
+    with pytest.raises(RegistryError, match=r"tables.yaml: table 't': unknown key expiry.keep"):
+        importlib.reload(module)

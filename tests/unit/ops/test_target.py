@@ -61,7 +61,7 @@ def test_registry_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(InvalidArgument, match="declared iceberg but .* holds a delta table"):
         resolve_target("wrong", CatalogOptions(), OPTIONS)
     with pytest.raises(
-        InvalidArgument, match=r"table 'broken' \(entry 3\): .*give location, or catalog and identifier"
+        InvalidArgument, match=r"table 'broken' \(entry 3\): .*location: missing \(give location, or catalog and identifier\)"
     ):
         resolve_target("broken", CatalogOptions(), OPTIONS)
     monkeypatch.setenv("LAKEOPS_REGISTRY", str(tmp_path / "missing.yaml"))

@@ -1,0 +1,247 @@
+"""The assets generated for each registered table, grouped by table.
+
+``<table>/table`` is the table itself, an observable source asset: observing it records the table's
+``inspect`` numbers (small files, commits since the last checkpoint, snapshots, reclaimable bytes),
+so its page plots the table's health over time. Each maintenance operation is an asset downstream of
+it — ``<table>/compaction``, ``checkpoint``, ``expiry``, ``orphans`` and (when CDC is enabled)
+``cdc`` — whose materialization runs the operation and records its report. Each carries a blocking
+check computed from the report it just produced (:mod:`lakeops.ops.verify`); a failed check fails
+the step, so nothing downstream runs on a table in doubt.
+
+Safety across runs: every maintenance asset of a table is in the concurrency pool
+``lakeops_<table>``; the shipped ``dagster.yaml`` limits each pool to one *run* (pool granularity
+``run``), so two maintenance runs never act on one table at once. Expiry and orphan removal keep
+what the table's CDC consumer has not extracted yet (:func:`lakeops.ops.consumers.consumer_floor`).
+
+Partitions: the CDC asset is partitioned by commit day (UTC) and backfilled as one run per range of
+days; a run extracts every commit up to the end of its last day that the output does not hold yet
+(:func:`lakeops.ops.consumers.pending_changes`), so re-runs and overlapping ranges write nothing
+twice and a later day never leaves an earlier one out. A compaction with ``partitioned: true`` has one dynamic
+partition per table partition, kept current by the small-file sensor.
+"""
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+from lakeops.ops import consumers, partitions, verify
+from lakeops.ops.report import Report
+from lakeops.ops.target import Target
+from orchestration.maintenance import report_metadata, run_maintenance, table_target
+from orchestration.registry import TableEntry
+from orchestration.resources import SparkResource, StorageResource
+
+__all__ = [
+    "CHECKS",
+    "MAINTENANCE",
+    "compaction_partitions",
+    "maintenance_assets",
+    "operation_key",
+    "pending_changes",
+    "table_asset",
+    "table_key",
+]
+
+#: Asset name -> the ``lakeops`` command it runs.
+MAINTENANCE: dict[str, str] = {
+    "compaction": "compact",
+    "checkpoint": "checkpoint",
+    "expiry": "expire",
+    "orphans": "orphans",
+    "cdc": "cdc",
+}
+
+#: Asset name -> (check name, what it asserts).
+CHECKS: dict[str, tuple[str, str]] = {
+    "compaction": ("rows_kept", "the rewritten files hold the same live rows and read back"),
+    "checkpoint": ("matches_log", "the checkpoint (manifests) reconstruct the same state as the log"),
+    "expiry": ("retained_files_exist", "every file a retained version references exists"),
+    "orphans": ("retained_files_exist", "every file a retained version references exists"),
+    "cdc": ("no_duplicate_changes", "no (commit, change type, row) appears twice in the output"),
+}
+
+
+def table_key(entry: TableEntry) -> dg.AssetKey:
+    return dg.AssetKey([entry.name, "table"])
+
+
+def operation_key(entry: TableEntry, operation: str) -> dg.AssetKey:
+    return dg.AssetKey([entry.name, operation])
+
+
+def compaction_partitions(entry: TableEntry) -> dg.DynamicPartitionsDefinition:
+    return dg.DynamicPartitionsDefinition(name=f"{entry.name}_partitions")
+
+
+def _cdc_partitions(entry: TableEntry) -> dg.DailyPartitionsDefinition:
+    assert entry.cdc.start_date is not None  # the registry requires it when CDC is enabled
+    # end_offset=1: today's partition exists, so the CDC sensor can extract today's commits.
+    return dg.DailyPartitionsDefinition(start_date=entry.cdc.start_date.isoformat(), end_offset=1, timezone="UTC")
+
+
+def table_asset(entry: TableEntry) -> dg.SourceAsset:
+    """``<table>/table``: observations record its health."""
+
+    @dg.observable_source_asset(
+        key=table_key(entry),
+        group_name=entry.name,
+        description=entry.description or f"The table at {entry.location or entry.identifier} ({entry.format}).",
+        tags=entry.tags,
+    )
+    def observe(storage: StorageResource) -> dg.ObserveResult:
+        from spark_jobs.operations import run_operation
+
+        with storage.credentials():
+            report = run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
+        return dg.ObserveResult(metadata=report_metadata(report), data_version=_data_version(report))
+
+    return observe
+
+
+def _data_version(report: Report) -> dg.DataVersion:
+    """The table version it observed, so the UI marks downstream maintenance as stale when it moves."""
+    version = getattr(report, "snapshot_id", None) or getattr(report, "version", None) or report.read_version
+    return dg.DataVersion(str(version))
+
+
+def _check(entry: TableEntry, operation: str, target: Target, report: Report, storage: StorageResource) -> Any:
+    """The :class:`lakeops.ops.verify.Verification` after ``operation`` produced ``report``."""
+    options = storage.options()
+    with storage.credentials():
+        if operation == "compaction":
+            return verify.compaction_kept_rows(target, report, options)
+        if operation == "checkpoint":
+            return verify.checkpoint_matches_log(target, report, options)
+        if operation in ("expiry", "orphans"):
+            return verify.retained_files_exist(target, options)
+        assert entry.cdc.output is not None
+        return verify.change_feed_unique(entry.cdc.output, entry.cdc.key or None, options)
+
+
+def _since_ms(entry: TableEntry) -> int:
+    """When the table's change extraction starts: midnight UTC of its CDC ``start_date``."""
+    assert entry.cdc.start_date is not None
+    start = datetime(entry.cdc.start_date.year, entry.cdc.start_date.month, entry.cdc.start_date.day, tzinfo=UTC)
+    return int(start.timestamp() * 1000)
+
+
+def _retention_floor(entry: TableEntry, target: Target, storage: StorageResource) -> dict[str, Any]:
+    """``keep_from_version`` for a table whose CDC consumer still needs versions (consumer-aware retention)."""
+    if not entry.cdc.enabled:
+        return {}
+    assert entry.cdc.output is not None
+    with storage.credentials():
+        floor = consumers.consumer_floor(
+            entry.address, entry.cdc.output, since_ms=_since_ms(entry), storage_options=storage.options()
+        )
+    return {"keep_from_version": floor}
+
+
+def _options(entry: TableEntry, operation: str, target: Target, storage: StorageResource) -> dict[str, Any]:
+    """The operation's options from the table's policies."""
+    if operation == "compaction":
+        policy = entry.compaction
+        return {"target_file_size": policy.target_file_size, "min_input_files": policy.min_input_files}
+    if operation == "expiry":
+        retention = {"older_than": entry.expiry.older_than, "retain_last": entry.expiry.retain_last}
+        return retention | _retention_floor(entry, target, storage)
+    if operation == "orphans":
+        return {"older_than": entry.orphans.older_than} | _retention_floor(entry, target, storage)
+    if operation == "cdc":
+        return {"output": entry.cdc.output}
+    return {}
+
+
+def pending_changes(entry: TableEntry, storage: StorageResource, until: datetime) -> consumers.VersionRange | None:
+    assert entry.cdc.output is not None
+    with storage.credentials():
+        return consumers.pending_changes(
+            entry.address,
+            entry.cdc.output,
+            since_ms=_since_ms(entry),
+            until_ms=int(until.timestamp() * 1000),
+            storage_options=storage.options(),
+        )
+
+
+def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition:
+    key = operation_key(entry, operation)
+    check_name, check_description = CHECKS[operation]
+    partitioned = operation == "compaction" and entry.compaction.partitioned
+    partitions_def: dg.PartitionsDefinition | None = (
+        compaction_partitions(entry) if partitioned else _cdc_partitions(entry) if operation == "cdc" else None
+    )
+
+    @dg.asset(
+        key=key,
+        group_name=entry.name,
+        deps=[table_key(entry)],
+        description=f"lakeops {MAINTENANCE[operation]} of {entry.address}.",
+        owners=entry.owners,
+        tags=entry.tags,
+        kinds={"spark", entry.format} if entry.format != "auto" else {"spark"},
+        pool=f"lakeops_{entry.name}",
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run() if operation == "cdc" else None,
+        check_specs=[dg.AssetCheckSpec(check_name, asset=key, description=check_description, blocking=True)],
+    )
+    def maintain(
+        context: dg.AssetExecutionContext, spark: SparkResource, storage: StorageResource
+    ) -> Iterator[dg.MaterializeResult]:
+        target = table_target(entry, storage)
+        options = _options(entry, operation, target, storage)
+        if partitioned:
+            options["where"] = partitions.partition_where(target, context.partition_key)
+        if operation == "cdc":
+            until = context.partition_time_window.end
+            pending = pending_changes(entry, storage, until)
+            if pending is None:
+                context.log.info(f"no commits before {until.isoformat()} left to extract")
+                yield _nothing_to_extract(context, entry, check_name, storage)
+                return
+            options.update(from_version=pending.first, to_version=pending.last)
+        report = run_maintenance(context, entry, MAINTENANCE[operation], options, spark, storage)
+        result = _check(entry, operation, target, report, storage)
+        yield dg.MaterializeResult(
+            metadata=report_metadata(report),
+            check_results=[_check_result(check_name, result)],
+        )
+
+    return maintain
+
+
+def _check_result(name: str, verification: Any) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        check_name=name,
+        passed=verification.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=verification.summary,
+        metadata={k: v for k, v in verification.details.items()},
+    )
+
+
+def _nothing_to_extract(
+    context: dg.AssetExecutionContext, entry: TableEntry, check_name: str, storage: StorageResource
+) -> dg.MaterializeResult:
+    """A CDC partition whose commits are all extracted already (or that has none): the output is
+    unchanged, and still checked."""
+    assert entry.cdc.output is not None
+    with storage.credentials():
+        result = verify.change_feed_unique(entry.cdc.output, entry.cdc.key or None, storage.options())
+    return dg.MaterializeResult(
+        metadata={
+            "rows_written": dg.MetadataValue.int(0),
+            "summary": dg.MetadataValue.md(
+                f"No commits of `{entry.address}` left to extract through {context.partition_key}."
+            ),
+        },
+        check_results=[_check_result(check_name, result)],
+    )
+
+
+def maintenance_assets(entry: TableEntry) -> list[dg.AssetsDefinition]:
+    """One asset per maintenance operation that applies to ``entry`` (CDC only when enabled)."""
+    operations = [op for op in MAINTENANCE if op != "cdc" or entry.cdc.enabled]
+    return [_maintenance_asset(entry, op) for op in operations]

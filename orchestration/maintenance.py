@@ -1,0 +1,91 @@
+"""Running one maintenance operation from Dagster: the same entry point as the command line
+(:func:`spark_jobs.operations.run_operation`), with progress lines in the run's log and the report
+turned into asset metadata.
+
+Metadata: every numeric field of the report as a number (so the asset's plots show files, bytes,
+rows and durations over time), ``dagster/row_count`` where the operation has one, and a short
+Markdown summary. Lists (deleted paths, partitions) are not metadata: they can be long, and the run
+log holds them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+from rich.console import Console
+
+from lakeops.ops.report import Report
+from lakeops.ops.target import CatalogOptions, Target, resolve_target
+from orchestration.registry import TableEntry
+from orchestration.resources import SparkResource, StorageResource
+from spark_jobs.operations import run_operation
+
+__all__ = ["report_metadata", "run_maintenance", "table_target"]
+
+#: Report fields that count the rows an operation leaves or writes, shown as ``dagster/row_count``.
+_ROW_COUNT_FIELDS = ("rows_written", "rows")
+
+
+class _LogLines(io.TextIOBase):
+    """A text stream that sends each complete line to the run's log (Spark task progress included)."""
+
+    def __init__(self, log: dg.DagsterLogManager) -> None:
+        self._log = log
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self._log.info(line.rstrip())
+        return len(text)
+
+
+def table_target(entry: TableEntry, storage: StorageResource) -> Target:
+    """The table ``entry`` names, resolved as the operations resolve it."""
+    catalog = CatalogOptions.model_validate(entry.catalog_options())
+    with storage.credentials():
+        return resolve_target(entry.address, catalog, storage.options())
+
+
+def run_maintenance(
+    context: dg.AssetExecutionContext | dg.OpExecutionContext,
+    entry: TableEntry,
+    command: str,
+    options: Mapping[str, Any],
+    spark: SparkResource,
+    storage: StorageResource,
+) -> Report:
+    """Run ``lakeops <command>`` on ``entry`` with ``options`` (CLI option names); raises its
+    ``LakeopsError`` (the run fails with the operation's own message)."""
+    given = {k: v for k, v in options.items() if v is not None}
+    context.log.info(f"lakeops {command} {entry.address} {given}")
+    with storage.credentials():
+        return run_operation(
+            command,
+            entry.address,
+            {**entry.catalog_options(), **given},
+            storage_options=storage.options(),
+            spark=spark.settings(),
+            progress=Console(file=_LogLines(context.log), width=160, highlight=False, markup=False),
+        )
+
+
+def report_metadata(report: Report) -> dict[str, dg.MetadataValue]:
+    """Numeric metrics, the row count and a Markdown summary of ``report``."""
+    metadata: dict[str, dg.MetadataValue] = {
+        name: dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(float(value))
+        for name, value in report.metrics().items()
+    }
+    rows = next((getattr(report, f) for f in _ROW_COUNT_FIELDS if isinstance(getattr(report, f, None), int)), None)
+    if rows is not None:
+        metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
+    title = f"**{report.operation}** of `{report.table}` ({report.format})" + (" — dry run" if report.dry_run else "")
+    metadata["summary"] = dg.MetadataValue.md(f"{title}\n\n{report.markdown()}")
+    return metadata

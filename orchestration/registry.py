@@ -1,0 +1,286 @@
+"""The table registry with its maintenance policies: what the Dagster definitions are generated from.
+
+The file is the one the command line reads (:func:`lakeops.registry.registry_path`:
+``$LAKEOPS_REGISTRY``, else ``lakeops.yaml`` in the working directory, which is the project root
+when ``dagster dev`` or the code server starts there; no file there: no tables). ``lakeops`` reads
+only each entry's address; here every key is validated (pydantic, unknown keys refused) and every
+error names the table and the key, so a typo fails the code location's load instead of silently
+switching a policy off. Secrets never live here: S3 credentials are named by the environment
+variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
+
+    storage:
+      endpoint_url: http://127.0.0.1:9000          # optional; default: the AWS configuration chain
+      access_key_id_env: LAKE_KEY_ID               # optional; names of environment variables
+      secret_access_key_env: LAKE_SECRET
+    spark: {master: "local[4]", conf: {spark.executor.memory: 2g}}
+    tables:
+      - name: events                               # a Dagster name: letters, digits, underscores
+        location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
+        format: auto                               # auto | delta | iceberg | icechunk
+        owners: [team:data-platform]
+        tags: {tier: gold}
+        compaction: {target_file_size: 128MB, min_input_files: 5, small_file_trigger: 20, partitioned: true}
+        checkpoint: {interval: 10}
+        expiry: {older_than: 30d, retain_last: 50}
+        orphans: {older_than: 7d}
+        cdc: {enabled: true, output: s3://lake/events_changes, start_date: 2026-11-01, key: [event_id]}
+        schedules: {nightly: "0 3 * * *", health: "*/30 * * * *"}
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import dagster as dg
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.registry import REGISTRY_ENV, RegisteredTable, registry_path
+from lakeops.units import parse_duration, parse_size
+
+__all__ = ["Registry", "RegistryError", "TableEntry", "load_registry", "parse_registry"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TAG_KEY = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
+_TAG_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class RegistryError(InvalidArgument):
+    """The registry file is missing, unreadable, or holds a key or value that is not allowed."""
+
+
+def _duration(text: str) -> str:
+    try:
+        parse_duration(text)
+    except LakeopsError as exc:  # as a ValueError, pydantic reports it with the key
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _size(value: int | str) -> int:
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"{value} is not a positive size")
+        return value
+    try:
+        return parse_size(value)
+    except LakeopsError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _cron(text: str) -> str:
+    """Valid exactly when Dagster accepts it as a schedule's cron string."""
+    try:
+        dg.ScheduleDefinition(name="cron_check", cron_schedule=text, job_name="cron_check")
+    except (dg.DagsterInvalidDefinitionError, dg.DagsterInvariantViolationError):
+        raise ValueError(f"{text!r} is not a cron expression (five fields, e.g. '0 3 * * *')") from None
+    return text
+
+
+def _env_name(text: str) -> str:
+    if not _ENV_NAME.match(text):
+        raise ValueError(f"{text!r} is not an environment variable name (the secret itself never goes here)")
+    return text
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+Size = Annotated[int | str, AfterValidator(_size)]
+Cron = Annotated[str, AfterValidator(_cron)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CompactionPolicy(_Strict):
+    """Compact when the table has ``small_file_trigger`` mergeable small files, or when small files
+    make up ``fragment_ratio_trigger`` of its live files; ``partitioned``: one Dagster partition per
+    table partition (a run compacts the partitions it is given, through ``--where``)."""
+
+    target_file_size: Size | None = None
+    min_input_files: int = Field(default=5, ge=1)
+    small_file_trigger: int = Field(default=10, ge=1)
+    fragment_ratio_trigger: float | None = Field(default=None, gt=0, le=1)
+    partitioned: bool = False
+
+
+class CheckpointPolicy(_Strict):
+    """Checkpoint (Delta) or rewrite manifests (Iceberg) once this many commits landed since the last one."""
+
+    interval: int = Field(default=10, ge=1)
+
+
+class ExpiryPolicy(_Strict):
+    """``None``: the table's own retention properties (and the operation's safe default)."""
+
+    older_than: Duration | None = None
+    retain_last: int | None = Field(default=None, ge=1)
+
+
+class OrphansPolicy(_Strict):
+    older_than: Duration | None = None
+
+
+class CdcPolicy(_Strict):
+    """Extract the change feed into ``output``, partitioned by commit day (UTC) from ``start_date``.
+    ``key``: the columns that identify a row, for the duplicate check (default: every column)."""
+
+    enabled: bool = False
+    output: str | None = None
+    partitioning: Literal["daily"] = "daily"
+    start_date: date | None = None
+    key: list[str] = []
+
+    @model_validator(mode="after")
+    def _complete(self) -> CdcPolicy:
+        if self.enabled and (self.output is None or self.start_date is None):
+            missing = "output" if self.output is None else "start_date"
+            raise ValueError(f"{missing}: required when cdc is enabled")
+        return self
+
+
+class Schedules(_Strict):
+    """Cron strings (UTC): ``nightly`` runs expiry and orphans, ``health`` observes the table; the
+    others add a schedule next to the sensor that already triggers that operation."""
+
+    nightly: Cron = "0 3 * * *"
+    health: Cron = "*/30 * * * *"
+    compaction: Cron | None = None
+    checkpoint: Cron | None = None
+    cdc: Cron | None = None
+
+
+class TableEntry(RegisteredTable):
+    """One maintained table: its address (validated by :class:`lakeops.registry.RegisteredTable`)
+    and its policies."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str | None = None
+    owners: list[str] = []
+    tags: dict[str, str] = {}
+    compaction: CompactionPolicy = CompactionPolicy()
+    checkpoint: CheckpointPolicy = CheckpointPolicy()
+    expiry: ExpiryPolicy = ExpiryPolicy()
+    orphans: OrphansPolicy = OrphansPolicy()
+    cdc: CdcPolicy = CdcPolicy()
+    schedules: Schedules = Schedules()
+
+    @model_validator(mode="after")
+    def _valid(self) -> TableEntry:
+        if not _NAME.match(self.name):
+            raise ValueError(f"name: {self.name!r} must be letters, digits and underscores, not starting with a digit")
+        for owner in self.owners:
+            if not ("@" in owner or (owner.startswith("team:") and len(owner) > 5)):
+                raise ValueError(f"owners: {owner!r} must be an email address or team:<name>")
+        for key, value in self.tags.items():
+            if not _TAG_KEY.match(key) or not _TAG_VALUE.match(value):
+                raise ValueError(f"tags.{key}: keys and values are letters, digits, '_', '.', '-' (63 at most)")
+        if self.compaction.partitioned and self.schedules.compaction is not None:
+            raise ValueError(
+                "schedules.compaction: not available for a partitioned compaction (the small-file sensor requests "
+                "the partitions that need it)"
+            )
+        return self
+
+    @property
+    def address(self) -> str:
+        """How the operations name the table: its location, or its catalog identifier."""
+        return self.location or str(self.identifier)
+
+    def catalog_options(self) -> dict[str, str]:
+        """The operations' ``catalog_uri``/``catalog_name`` options for a catalog table, else none."""
+        if self.catalog is None:
+            return {}
+        return {"catalog_uri": self.catalog.uri, "catalog_name": self.catalog.name}
+
+
+class StorageConfig(_Strict):
+    """Non-secret S3 settings, and the names of the environment variables holding the keys."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id_env: EnvName | None = None
+    secret_access_key_env: EnvName | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> StorageConfig:
+        if (self.access_key_id_env is None) != (self.secret_access_key_env is None):
+            raise ValueError("access_key_id_env and secret_access_key_env: give both or neither")
+        return self
+
+
+class SparkConfig(_Strict):
+    master: str | None = None
+    conf: dict[str, str] = {}
+
+
+class Registry(_Strict):
+    tables: list[TableEntry] = []
+    storage: StorageConfig = StorageConfig()
+    spark: SparkConfig = SparkConfig()
+
+    @model_validator(mode="after")
+    def _unique(self) -> Registry:
+        names = [t.name for t in self.tables]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"tables: {', '.join(twice)} registered more than once")
+        return self
+
+    def table(self, name: str) -> TableEntry:
+        for entry in self.tables:
+            if entry.name == name:
+                return entry
+        raise RegistryError(f"registry: no table named {name!r}")
+
+
+def _describe(error: Any, raw: Any) -> str:
+    """One pydantic error as ``table 'x': key.path: problem``."""
+    loc = list(error["loc"])
+    where = ""
+    if len(loc) >= 2 and loc[0] == "tables" and isinstance(loc[1], int):
+        tables = raw.get("tables") if isinstance(raw, dict) else None
+        entry = tables[loc[1]] if isinstance(tables, list) and loc[1] < len(tables) else None
+        name = entry.get("name") if isinstance(entry, dict) else None
+        where = f"table {name!r}: " if name else f"tables[{loc[1]}]: "
+        loc = loc[2:]
+    key = ".".join(str(part) for part in loc)
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"{where}unknown key {key}"
+    if error["type"] == "missing":
+        return f"{where}{key}: missing"
+    return f"{where}{key}: {message}" if key else f"{where}{message}"
+
+
+def parse_registry(text: str, source: str = "registry") -> Registry:
+    """Validate registry YAML; :class:`RegistryError` names ``source``, each bad table and key."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{source}: not valid YAML ({exc})") from exc
+    try:
+        return Registry.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e, raw) for e in exc.errors())
+        raise RegistryError(f"{source}: {problems}") from None
+
+
+def load_registry(path: Path | None = None) -> Registry:
+    """The registry at ``path`` (default: the command line's registry file). The default file may be
+    absent (no tables); a file named explicitly must exist."""
+    explicit = path is not None or REGISTRY_ENV in os.environ
+    path = path or registry_path()
+    if not path.is_file():
+        if explicit:
+            raise RegistryError(f"registry {path}: file not found")
+        return Registry()
+    return parse_registry(path.read_text(), str(path))

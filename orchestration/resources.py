@@ -1,0 +1,63 @@
+"""Dagster resources: where maintenance runs (Spark) and how storage is reached (S3 settings).
+
+Both are ``ConfigurableResource``s, so the launchpad and the run config can override them per run
+(e.g. a bigger cluster for a backfill). Credentials are resource fields filled from environment
+variables through ``dagster.EnvVar`` (the registry names the variables, never the values); Dagster
+then shows only the variable's name, and the values reach boto3 as the standard AWS environment
+variables of the step process, which is also where local Spark workers inherit them from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+
+from lakeops.storage import StorageOptions
+from spark_jobs.operations import SparkSettings
+
+__all__ = ["SparkResource", "StorageResource"]
+
+_AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+class SparkResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The Spark master (default: ``$LAKEOPS_SPARK_MASTER``, else ``local[*]``) and extra Spark conf."""
+
+    master: str | None = None
+    conf: dict[str, str] = {}
+
+    def settings(self) -> SparkSettings:
+        return SparkSettings(master=self.master, conf=dict(self.conf))
+
+
+class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """S3 endpoint and region (non-secret), and optional keys (set them with ``dagster.EnvVar``)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+    def options(self) -> StorageOptions:
+        return StorageOptions(endpoint_url=self.endpoint_url, region=self.region)
+
+    @contextmanager
+    def credentials(self) -> Iterator[None]:
+        """The configured keys as the AWS environment variables while the block runs (unset: the
+        process's own AWS configuration chain applies unchanged)."""
+        if self.access_key_id is None or self.secret_access_key is None:
+            yield
+            return
+        saved = {key: os.environ.get(key) for key in _AWS_KEYS}
+        os.environ.update(zip(_AWS_KEYS, (self.access_key_id, self.secret_access_key), strict=True))
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

@@ -1,0 +1,175 @@
+"""Sensors that request maintenance when a table needs it, one sensor per kind over every table.
+
+- ``lakeops_small_files``: compaction when a table's mergeable small files reach its
+  ``small_file_trigger`` (or their share of live files reaches ``fragment_ratio_trigger``); for a
+  partitioned compaction, per table partition, registering new partitions as it finds them.
+- ``lakeops_checkpoints``: a checkpoint (Delta) or manifest rewrite (Iceberg) once
+  ``checkpoint.interval`` commits landed since the last one.
+- ``lakeops_cdc``: change extraction when commits the CDC output does not hold exist; it requests
+  today's partition, which extracts everything pending.
+
+Each keeps, in its cursor, the table state (version or snapshot) it last requested a run for, so an
+unchanged table is not requested twice; run keys carry the same state, so Dagster drops a duplicate
+request even if the cursor is lost. A table that cannot be read is logged and skipped — one broken
+table never stops the sensor for the others, nor crashes the daemon.
+"""
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from lakeops.ops import partitions
+from lakeops.ops.icechunk import IcechunkInspectReport
+from lakeops.ops.inspect import InspectReport
+from lakeops.ops.report import Report
+from orchestration.assets import compaction_partitions, operation_key, pending_changes
+from orchestration.maintenance import table_target
+from orchestration.registry import Registry, TableEntry
+from orchestration.resources import StorageResource
+from spark_jobs.operations import run_operation
+
+__all__ = ["INTERVAL_S", "maintenance_sensors", "table_state"]
+
+#: Seconds between evaluations of each sensor (each inspects every table it covers).
+INTERVAL_S = 60
+
+#: What a sensor decides for one table: the run requests, dynamic partitions to add, the new state.
+Decision = tuple[list[dg.RunRequest], list[dg.AddDynamicPartitionsRequest], str | None]
+
+
+def _inspect(entry: TableEntry, storage: StorageResource) -> Report:
+    with storage.credentials():
+        return run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
+
+
+def table_state(report: Report) -> str:
+    """The table version an inspect report read: Delta version, Iceberg or Icechunk snapshot."""
+    for name in ("snapshot_id", "snapshot", "version"):
+        value = getattr(report, name, None)
+        if value not in (None, ""):
+            return str(value)
+    return str(report.read_version)
+
+
+def _small_files(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
+    report = _inspect(entry, storage)
+    state = table_state(report)
+    key = operation_key(entry, "compaction")
+    policy = entry.compaction
+    if policy.partitioned:
+        target = table_target(entry, storage)
+        with storage.credentials():
+            health = partitions.partition_health(target, storage.options())
+        name = compaction_partitions(entry).name
+        known = set(context.instance.get_dynamic_partitions(name))
+        new = [p.key for p in health if p.key not in known]
+        adds = [dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=new)] if new else []
+        requests = [
+            dg.RunRequest(
+                run_key=f"{entry.name}:compaction:{p.key}:{state}", asset_selection=[key], partition_key=p.key
+            )
+            for p in health
+            if p.mergeable_small_files >= policy.small_file_trigger
+        ]
+        return requests, adds, state
+    small, live = _small_and_live(report)
+    ratio = small / live if live else 0.0
+    due = small >= policy.small_file_trigger or (
+        policy.fragment_ratio_trigger is not None and small > 1 and ratio >= policy.fragment_ratio_trigger
+    )
+    tags = {"lakeops/small_files": str(small)}
+    return (
+        ([dg.RunRequest(run_key=f"{entry.name}:compaction:{state}", asset_selection=[key], tags=tags)] if due else []),
+        [],
+        state,
+    )
+
+
+def _small_and_live(report: Report) -> tuple[int, int]:
+    """Mergeable small files (Icechunk: packable chunk objects) and all live files (chunk objects)."""
+    if isinstance(report, IcechunkInspectReport):
+        return report.packable_chunk_objects, report.chunk_objects
+    assert isinstance(report, InspectReport)
+    return report.small_files, report.live_files
+
+
+def _checkpoints(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
+    report = _inspect(entry, storage)
+    lag = getattr(report, "commits_since_checkpoint", None)
+    if lag is None:
+        lag = getattr(report, "snapshots_since_manifest_rewrite", None)
+    state = table_state(report)
+    if lag is None or lag < entry.checkpoint.interval:  # Icechunk has no checkpoints: lag is None
+        return [], [], state
+    key = operation_key(entry, "checkpoint")
+    tags = {"lakeops/commits_since_checkpoint": str(lag)}
+    return [dg.RunRequest(run_key=f"{entry.name}:checkpoint:{state}", asset_selection=[key], tags=tags)], [], state
+
+
+def _cdc(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
+    now = datetime.now(UTC)
+    pending = pending_changes(entry, storage, now)
+    if pending is None:
+        return [], [], None
+    request = dg.RunRequest(
+        run_key=f"{entry.name}:cdc:{pending.last}",
+        asset_selection=[operation_key(entry, "cdc")],
+        partition_key=now.strftime("%Y-%m-%d"),
+        tags={"lakeops/pending_versions": f"{pending.first}..{pending.last}"},
+    )
+    return [request], [], str(pending.last)
+
+
+def _sensor(
+    name: str,
+    description: str,
+    operation: str,
+    tables: list[TableEntry],
+    decide: Callable[[TableEntry, StorageResource, dg.SensorEvaluationContext], Decision],
+) -> dg.SensorDefinition:
+    keys = [operation_key(t, operation) for t in tables]
+
+    @dg.sensor(name=name, description=description, minimum_interval_seconds=INTERVAL_S, target=keys)
+    def evaluate(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult:
+        cursor: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+        requests: list[dg.RunRequest] = []
+        adds: list[dg.AddDynamicPartitionsRequest] = []
+        for entry in tables:
+            try:
+                table_requests, table_adds, state = decide(entry, storage, context)
+            except Exception as exc:  # noqa: BLE001 - one unreadable table must not stop the others
+                context.log.warning(
+                    f"{entry.name} ({entry.address}): skipped, cannot read it: {type(exc).__name__}: {exc}"
+                )
+                continue
+            adds += table_adds
+            if state is not None and cursor.get(entry.name) == state:
+                continue  # requested for this very state already
+            requests += table_requests
+            if table_requests and state is not None:
+                cursor[entry.name] = state
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=json.dumps(cursor))
+
+    return evaluate
+
+
+def maintenance_sensors(registry: Registry) -> list[dg.SensorDefinition]:
+    """The three sensors, over the tables each applies to (none when no table qualifies)."""
+    kinds = [
+        ("lakeops_small_files", "Compaction when a table has enough small files to merge.", "compaction", _small_files),
+        (
+            "lakeops_checkpoints",
+            "Checkpoint when enough commits landed since the last one.",
+            "checkpoint",
+            _checkpoints,
+        ),
+        ("lakeops_cdc", "Extract the changes the CDC output does not hold yet.", "cdc", _cdc),
+    ]
+    sensors = []
+    for name, text, operation, decide in kinds:
+        tables = [t for t in registry.tables if operation != "cdc" or t.cdc.enabled]
+        if tables:
+            sensors.append(_sensor(name, text, operation, tables, decide))
+    return sensors
