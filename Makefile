@@ -1,10 +1,10 @@
-# Two commands for a new user: `make demo` and `make test`. Both create .venv and install the project.
+# For a new user: `make demo`, `make test`, `make ui`. Each creates .venv and installs the project.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-all lint typecheck clean
+.PHONY: install demo ui screenshot test test-all lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +14,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## Build a small-file Delta table in ./.lakeops-demo, inspect it, compact it on Spark, inspect again.
+## Build a demo warehouse in ./.lakeops-demo (Delta, Iceberg in a SQLite catalog, Icechunk), run every
+## maintenance asset once through Dagster, print health before and after.
 demo: install
-	$(PY) -m spark_jobs.demo
+	$(PY) -m orchestration.demo
+
+## The Dagster UI on the demo registry (after `make demo`): http://127.0.0.1:3000
+ui: install
+	LAKEOPS_REGISTRY=$(CURDIR)/.lakeops-demo/lakeops.yaml DAGSTER_HOME=$(CURDIR)/.lakeops-demo/dagster_home \
+		$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+## A headless-Chromium screenshot of the demo's asset graph (after `make demo`; needs Debian's chromium).
+screenshot: install
+	command -v chromium >/dev/null || apt-get install -y chromium
+	$(PY) -m pip install --quiet -e '.[screenshot]'
+	$(PY) -m orchestration.ui screenshot docs/asset-graph.png
 
 ## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server).
 test: install

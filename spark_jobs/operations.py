@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 
 from lakeops.errors import InvalidArgument
@@ -110,17 +110,22 @@ def run_operation(
     """Run command ``name`` (``compact``, ``expire``, ...) on ``table`` and return its report.
 
     ``options`` uses the CLI's option names (``{"older_than": "7d", "dry_run": True}``); an unknown
-    name or a bad value raises pydantic's ``ValidationError``. Progress lines go to ``progress``
-    (default: discarded).
+    name or a bad value raises :class:`InvalidArgument` naming the table, the command and the
+    option. Progress lines go to ``progress`` (default: discarded).
     """
     from spark_jobs.cli import COMMANDS
 
     if name not in COMMANDS:
         raise InvalidArgument(f"{table}: unknown operation {name!r}; expected one of {', '.join(COMMANDS)}")
     operation = cast(Operation, importlib.import_module(COMMANDS[name]))
+    try:
+        parsed = operation.Options.model_validate(dict(options or {}))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
+        raise InvalidArgument(f"{table}: lakeops {name}: {problems}") from None
     return operation.execute(
         table,
-        operation.Options.model_validate(dict(options or {})),
+        parsed,
         storage_options or StorageOptions(),
         spark=spark or SparkSettings(),
         progress=progress or Console(quiet=True),

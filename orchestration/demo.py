@@ -1,0 +1,265 @@
+"""``make demo``: a demo warehouse of all three formats, maintained once by every Dagster asset.
+
+Under ``./.lakeops-demo`` it builds what a data team's ingestion leaves behind after six weeks:
+
+- ``events``, a Delta table of 120 small appends partitioned by day (written by delta-rs), its commits
+  dated over the last 42 days (the protocol dates a Delta commit by its file's modification time);
+- ``orders``, an Iceberg table in a SQLite catalog (written by PyIceberg: 60 appends and a delete),
+  whose table properties keep snapshots for an hour and at least ten of them;
+- ``arrays``, an Icechunk repository (written by lakeops' own writer) of 40 commits of small chunks,
+  one a day;
+- in each, the leftover of a failed write: a file nothing references, ten days old.
+
+It writes the registry ``.lakeops-demo/lakeops.yaml`` (CDC enabled on ``events``), prints each
+table's health, materializes every maintenance asset once through Dagster — one run per operation,
+in the nightly order (CDC first, so retention knows what the consumer has extracted) — into the
+persistent Dagster instance ``.lakeops-demo/dagster_home`` (so ``make ui`` shows the runs, their
+metadata and checks), and prints the health again.
+"""
+
+import os
+import shutil
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+
+from lakeops.icechunk.ids import decode_int, new_id
+from lakeops.icechunk.refs import MAX_SEQUENCE
+from lakeops.icechunk.snapshot import FillValue, ZarrArrayMetadata
+from lakeops.icechunk.writer import ChangeSet, commit, init_repository
+from lakeops.storage import LocalStorage
+from orchestration.assets import MAINTENANCE, operation_key, table_key
+from orchestration.definitions import build_definitions
+from orchestration.registry import Registry, TableEntry, load_registry
+from orchestration.resources import SparkResource, StorageResource
+
+DEMO = Path(".lakeops-demo").resolve()
+NOW = datetime.now(UTC)
+DAY = timedelta(days=1)
+RESOURCES = {"spark": SparkResource(), "storage": StorageResource()}
+#: Dagster's console log at INFO: the operations' progress lines, not every engine event.
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+#: Health numbers printed before and after, as inspect names them.
+HEALTH = (
+    "live_files",
+    "small_files",
+    "commits_since_checkpoint",
+    "reclaimable_tombstones",
+    "snapshots",
+    "manifests",
+    "chunk_objects",
+    "packable_chunk_objects",
+    "branch_files",
+)
+
+
+def _backdate(path: Path, when: datetime) -> None:
+    os.utime(path, (when.timestamp(), when.timestamp()))
+
+
+def build_delta(location: Path, appends: int = 120) -> None:
+    """Small daily appends by delta-rs; each commit and its files dated as if written over 42 days."""
+    from deltalake import write_deltalake
+
+    for i in range(appends):
+        day = date(2026, 10, 1) + timedelta(days=i % 6)
+        rows = pa.table(
+            {
+                "event_id": pa.array(range(i * 200, i * 200 + 200), pa.int64()),
+                "user": pa.array([f"user-{(i * 200 + j) % 97}" for j in range(200)]),
+                "amount": pa.array([(i * 200 + j) * 0.25 for j in range(200)], pa.float64()),
+                "day": pa.array([day] * 200, pa.date32()),
+            }
+        )
+        write_deltalake(str(location), rows, mode="append", partition_by=["day"])
+    log = location / "_delta_log"
+    for version in range(appends):
+        when = NOW - 42 * DAY + version * (41 * DAY / appends)
+        for path in log.glob(f"{version:020d}.*"):
+            _backdate(path, when)
+    _plant_leftover(location / "day=2026-10-01")
+
+
+def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
+    """PyIceberg appends and one delete in a SQLite catalog; returns (catalog URI, identifier)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.expressions import LessThan
+
+    uri = f"sqlite:///{root / 'catalog.db'}"
+    (root / "warehouse").mkdir(parents=True)
+    catalog = SqlCatalog("default", uri=uri, warehouse=f"file://{root / 'warehouse'}")
+    catalog.create_namespace("shop")
+    schema = pa.schema([("order_id", pa.int64()), ("customer", pa.string()), ("total", pa.float64())])
+    table = catalog.create_table(
+        "shop.orders",
+        schema=schema,
+        properties={"history.expire.max-snapshot-age-ms": "3600000", "history.expire.min-snapshots-to-keep": "10"},
+    )
+    for i in range(appends):
+        ids = range(i * 100, i * 100 + 100)
+        table.append(
+            pa.table(
+                {"order_id": list(ids), "customer": [f"c{n % 31}" for n in ids], "total": [n * 1.5 for n in ids]},
+                schema=schema,
+            )
+        )
+    table.delete(LessThan("order_id", 150))
+    _plant_leftover(Path(table.location().removeprefix("file://")) / "data")
+    return uri, "shop.orders"
+
+
+def build_icechunk(location: Path, commits: int = 40) -> None:
+    """One commit of small chunks a day for ``commits`` days; objects dated by their commit."""
+    storage, root = LocalStorage(), str(location)
+    init_repository(storage, root, clock=lambda: NOW - (commits + 1) * DAY)
+    line = ZarrArrayMetadata(shape=(200,), data_type="uint8", chunk_shape=(1,), fill_value=FillValue("UInt8", 0))
+    changes = ChangeSet().add_group("/", {"title": "demo"}).add_array("/line", line)
+    commit(storage, root, changes, message="structure", clock=lambda: NOW - commits * DAY)
+    for k in range(commits):
+        changes = ChangeSet()
+        for j in range(10):
+            changes.set_chunk("/line", ((k * 7 + j) % 200,), bytes([k % 256, j]) * 8)
+        when = NOW - (commits - k - 1) * DAY
+        commit(storage, root, changes, message=f"day {k}", clock=lambda when=when: when)
+    for path in location.rglob("*"):
+        if path.is_file() and "refs" not in path.parts:
+            _backdate(path, NOW - 45 * DAY)
+    for path in (location / "refs" / "branch.main").iterdir():  # a branch file is as old as its commit
+        sequence = MAX_SEQUENCE - decode_int(path.stem)
+        _backdate(path, NOW - (commits - sequence + 1) * DAY)
+    leftover = location / "chunks" / new_id()  # a chunk a crashed writer stored but never committed
+    leftover.write_bytes(b"uncommitted")
+    _backdate(leftover, NOW - 10 * DAY)
+
+
+def _plant_leftover(directory: Path) -> None:
+    """What a writer that crashed before committing leaves: a file nothing references, ten days old."""
+    directory.mkdir(parents=True, exist_ok=True)
+    leftover = directory / "part-crashed-writer-0000.parquet"
+    leftover.write_bytes(b"an uncommitted write" * 50)
+    _backdate(leftover, NOW - 10 * DAY)
+
+
+def write_registry(path: Path, iceberg: tuple[str, str]) -> None:
+    uri, identifier = iceberg
+    path.write_text(
+        f"""# The demo registry (written by `make demo`; `make ui` serves it).
+tables:
+  - name: events
+    location: {DEMO / "warehouse" / "events"}
+    owners: [team:data-platform]
+    compaction: {{min_input_files: 2, small_file_trigger: 10}}
+    checkpoint: {{interval: 10}}
+    orphans: {{older_than: 7d}}
+    cdc: {{enabled: true, output: {DEMO / "warehouse" / "events_changes"}, start_date: {(NOW - 43 * DAY):%Y-%m-%d},
+           key: [event_id]}}
+  - name: orders
+    catalog: {{uri: "{uri}"}}
+    identifier: {identifier}
+    compaction: {{min_input_files: 2, small_file_trigger: 10}}
+    checkpoint: {{interval: 10}}
+    orphans: {{older_than: 7d}}
+  - name: arrays
+    location: {DEMO / "warehouse" / "arrays"}
+    compaction: {{min_input_files: 2, small_file_trigger: 10}}
+    expiry: {{older_than: 14d}}
+    orphans: {{older_than: 7d}}
+"""
+    )
+
+
+def observe_health(registry: Registry, instance: dg.DagsterInstance, title: str) -> None:
+    """Observe every table through Dagster (the health observation the schedule records) and print it."""
+    print(f"\n== {title}", flush=True)
+    result = dg.materialize(
+        _assets(registry),
+        selection=[table_key(entry) for entry in registry.tables],
+        resources=RESOURCES,
+        instance=instance,
+        run_config=QUIET,
+    )
+    for event in result.all_events:
+        if event.event_type_value != "ASSET_OBSERVATION":
+            continue
+        observation = event.event_specific_data.asset_observation  # type: ignore[union-attr]
+        numbers = {name: observation.metadata[name].value for name in HEALTH if name in observation.metadata}
+        print(f"  {observation.asset_key.path[0]:8} " + "  ".join(f"{k}={v}" for k, v in numbers.items()), flush=True)
+
+
+def _assets(registry: Registry) -> list:
+    return list(build_definitions(registry).assets or [])
+
+
+def run_every_asset(registry: Registry, instance: dg.DagsterInstance) -> bool:
+    """One Dagster run per (table, operation), CDC first; prints each outcome and check."""
+    assets = _assets(registry)
+    order = ["cdc", *[op for op in MAINTENANCE if op != "cdc"]]
+    ok = True
+    for entry in registry.tables:
+        for operation in order:
+            if operation == "cdc" and not entry.cdc.enabled:
+                continue
+            ok &= _materialize(entry, operation, assets, instance)
+    return ok
+
+
+def _materialize(entry: TableEntry, operation: str, assets: list, instance: dg.DagsterInstance) -> bool:
+    print(f"\n$ dagster: materialize {entry.name}/{operation}", flush=True)
+    result = dg.materialize(
+        assets,
+        selection=[operation_key(entry, operation)],
+        partition_key=NOW.strftime("%Y-%m-%d") if operation == "cdc" else None,
+        resources=RESOURCES,
+        instance=instance,
+        tags={"lakeops/demo": "true"},
+        run_config=QUIET,
+        raise_on_error=False,
+    )
+    for materialization in result.asset_materializations_for_node(f"{entry.name}__{operation}"):
+        counts = {
+            key: value.value
+            for key, value in materialization.metadata.items()
+            if isinstance(value, dg.IntMetadataValue) and value.value and not key.startswith("dagster/")
+        }
+        print("  " + "  ".join(f"{k}={v}" for k, v in list(counts.items())[:12]))
+    for check in result.get_asset_check_evaluations():
+        print(f"  check {check.check_name}: {'passed' if check.passed else 'FAILED'} — {check.description}")
+    if not result.success:
+        print(f"  run {result.run_id} failed: see `make ui`", flush=True)
+    return result.success
+
+
+def run() -> int:
+    shutil.rmtree(DEMO / "warehouse", ignore_errors=True)
+    shutil.rmtree(DEMO / "dagster_home", ignore_errors=True)
+    (DEMO / "warehouse").mkdir(parents=True)
+    home = DEMO / "dagster_home"
+    home.mkdir()
+    shutil.copy(Path(__file__).parent.parent / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+
+    print(f"building the demo warehouse under {DEMO / 'warehouse'} ...", flush=True)
+    build_delta(DEMO / "warehouse" / "events")
+    iceberg = build_iceberg(DEMO / "warehouse" / "iceberg")
+    build_icechunk(DEMO / "warehouse" / "arrays")
+    registry_path = DEMO / "lakeops.yaml"
+    write_registry(registry_path, iceberg)
+    registry = load_registry(registry_path)
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        observe_health(registry, instance, "health before")
+        ok = run_every_asset(registry, instance)
+        observe_health(registry, instance, "health after")
+    print(f"\nregistry: {registry_path}\nsee the runs, metadata and checks in the UI: make ui")
+
+    from spark_jobs.session import stop_session
+
+    stop_session()  # end the JVM before the interpreter exits, not during its teardown
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,180 @@
+"""Start ``dagster dev`` on a registry and ask its GraphQL API what it serves.
+
+Used by ``make ui`` (through the Makefile), by the UI test and by ``make screenshot``: the webserver
+and daemon start on 127.0.0.1 with ``DAGSTER_HOME`` and ``LAKEOPS_REGISTRY`` set, and
+:func:`served` lists the asset keys, schedules and sensors of the loaded code location, as the UI's
+own pages query them.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakeops.errors import LakeopsError
+
+PROJECT = Path(__file__).resolve().parent.parent
+#: The code location ``workspace.yaml`` defines.
+LOCATION = "orchestration.definitions:defs"
+
+QUERY = """
+{
+  assetNodes { assetKey { path } }
+  repositoriesOrError {
+    ... on RepositoryConnection { nodes { name schedules { name } sensors { name } } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+class UiNotServing(LakeopsError):
+    """``dagster dev`` exited or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class Served:
+    assets: set[str]
+    schedules: set[str]
+    sensors: set[str]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def graphql(url: str, query: str) -> dict:
+    request = urllib.request.Request(
+        f"{url}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["data"]
+
+
+def served(url: str) -> Served:
+    data = graphql(url, QUERY)
+    repositories = data["repositoriesOrError"]
+    if "nodes" not in repositories:
+        raise UiNotServing(f"{url}: the code location failed to load: {repositories.get('message')}")
+    nodes = repositories["nodes"]
+    return Served(
+        assets={"/".join(node["assetKey"]["path"]) for node in data["assetNodes"]},
+        schedules={s["name"] for repo in nodes for s in repo["schedules"]},
+        sensors={s["name"] for repo in nodes for s in repo["sensors"]},
+    )
+
+
+@contextmanager
+def dagster_dev(registry: Path, home: Path, *, port: int | None = None, timeout_s: float = 180) -> Iterator[str]:
+    """``dagster dev`` on ``registry`` with instance ``home``; yields the UI's URL once the code
+    location has loaded, and stops the webserver and daemon afterwards."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = os.environ | {"DAGSTER_HOME": str(home), "LAKEOPS_REGISTRY": str(registry)}
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT / "workspace.yaml")]
+    log = home / "dagster-dev.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [*command, "-h", "127.0.0.1", "-p", str(port)],
+            cwd=PROJECT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_loaded(url, process, log, timeout_s)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_until_loaded(url: str, process: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            output = log.read_text(errors="replace")[-3000:]
+            raise UiNotServing(f"dagster dev exited with {process.returncode} (log {log}):\n{output}")
+        try:
+            served(url)
+            return
+        except (OSError, KeyError, UiNotServing):
+            time.sleep(1)
+    raise UiNotServing(f"dagster dev did not serve {url} within {timeout_s:.0f} s (log {log})")
+
+
+#: Chromium flags for a headless run on a machine without network: no background connections.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+
+def screenshot(url: str, out: Path, *, chromium: str = "chromium", size: tuple[int, int] = (1600, 1300)) -> None:
+    """A PNG of the page at ``url`` in headless Chromium (Playwright drives the system's Chromium;
+    nothing is downloaded), once its data has loaded and the first-visit dialog is dismissed."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which(chromium)
+    if executable is None:
+        raise UiNotServing(f"{chromium}: not installed (Debian: apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+            page.goto(url, wait_until="networkidle")
+            with suppress(PlaywrightTimeout):  # no first-visit dialog on this instance
+                page.get_by_role("button", name="Skip").click(timeout=10_000)
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(2000)  # the graph lays itself out after its data arrives
+            page.screenshot(path=str(out))
+        finally:
+            browser.close()
+    if not out.is_file() or out.stat().st_size == 0:
+        raise UiNotServing(f"{out}: Chromium wrote no screenshot of {url}")
+
+
+def main(argv: list[str]) -> int:
+    """``python -m orchestration.ui screenshot OUT.png [GROUP]``: the asset graph of one table of the
+    demo registry (default ``events``)."""
+    if argv[:1] != ["screenshot"] or len(argv) not in (2, 3):
+        print("usage: python -m orchestration.ui screenshot OUT.png [GROUP]", file=sys.stderr)
+        return 2
+    group = argv[2] if len(argv) == 3 else "events"
+    demo = PROJECT / ".lakeops-demo"
+    registry = demo / "lakeops.yaml"
+    if not registry.is_file():
+        print(f"{registry}: missing; run `make demo` first", file=sys.stderr)
+        return 1
+    out = Path(argv[1]).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with dagster_dev(registry, demo / "dagster_home") as url:
+        screenshot(f"{url}/locations/{LOCATION}/asset-groups/{group}", out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
