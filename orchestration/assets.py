@@ -234,7 +234,8 @@ def _nothing_to_extract(
         metadata={
             "rows_written": dg.MetadataValue.int(0),
             "summary": dg.MetadataValue.md(
-                f"No commits of `{entry.address}` left to extract before {context.partition_time_window.end:%Y-%m-%d %H:%M} UTC."
+                f"No commits of `{entry.address}` left to extract before "
+                f"{context.partition_time_window.end:%Y-%m-%d %H:%M} UTC."
             ),
         },
         check_results=[_check_result(check_name, result)],

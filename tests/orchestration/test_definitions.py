@@ -73,3 +73,14 @@ def test_workspace_loads_the_definitions_of_the_registry_file(tmp_path: Path, mo
     registry.write_text("tables:\n  - {name: t, location: /data/t, expiry: {keep: 3}}\n")
     with pytest.raises(RegistryError, match=r"tables.yaml: table 't': unknown key expiry.keep"):
         importlib.reload(module)
+
+
+def test_the_shipped_instance_runs_one_maintenance_run_per_table_at_a_time() -> None:
+    instance = dg.DagsterInstance.from_config(str(ROOT / "dagster_home"))
+    pools = instance.get_concurrency_config().pool_config
+    assert pools.pool_granularity is not None and pools.pool_granularity.value == "run"
+    assert pools.default_pool_limit == 1
+    assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    repo = build_definitions(parse_registry(SAMPLE)).get_repository_def()
+    pools_by_table = {key.path[0]: {a.op.pool} for key, a in repo.assets_defs_by_key.items() if key.path[1] != "table"}
+    assert pools_by_table == {"events": {"lakeops_events"}, "orders": {"lakeops_orders"}}

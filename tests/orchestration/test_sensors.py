@@ -34,9 +34,7 @@ def tables(tmp_path: Path) -> dict[str, Path]:
 
 def _sensors(tables: dict[str, Path], *, broken: bool = False, cdc: bool = False) -> dict[str, dg.SensorDefinition]:
     extra = f"\n  - name: gone\n    location: {tables['root'] / 'missing'}\n    format: delta" if broken else ""
-    feed = (
-        f"\n    cdc: {{enabled: true, output: {tables['root'] / 'changes'}, start_date: 2026-01-01}}" if cdc else ""
-    )
+    feed = f"\n    cdc: {{enabled: true, output: {tables['root'] / 'changes'}, start_date: 2026-01-01}}" if cdc else ""
     registry = parse_registry(
         f"""
 tables:

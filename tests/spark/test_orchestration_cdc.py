@@ -6,6 +6,8 @@ range or one of its days writes nothing more; day-by-day runs produce the same o
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from orchestration.registry import TableEntry, parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}
+PROJECT = Path(__file__).resolve().parents[2]
 DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"]
 #: Commit version -> the day it is committed on (two commits on the middle day).
 COMMIT_DAYS = {0: DAYS[0], 1: DAYS[1], 2: DAYS[1], 3: DAYS[2]}
@@ -104,4 +107,21 @@ def test_day_by_day_runs_extract_each_day_and_match_the_backfill(root: Path) -> 
     assert feed.changes() == _expected(2)
     feed.run(day=DAYS[1])
     feed.run(day=DAYS[2])
+    assert feed.changes() == _expected(3)
+
+
+def test_the_documented_cli_backfill_writes_each_day_once(root: Path) -> None:
+    feed = Feed(root, "cli")
+    registry = root / "lakeops.yaml"
+    registry.write_text(
+        f"tables:\n  - name: events\n    location: {feed.source}\n"
+        f"    cdc: {{enabled: true, output: {feed.output}, start_date: {DAYS[0]}, key: [id]}}\n"
+    )
+    (root / "home").mkdir()
+    command = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "orchestration.definitions"]
+    command += ["--select", "events/cdc", "--partition-range", f"{DAYS[0]}...{DAYS[2]}"]
+    env = os.environ | {"LAKEOPS_REGISTRY": str(registry), "DAGSTER_HOME": str(root / "home")}
+    for _ in range(2):  # the second run of the same range writes nothing
+        done = subprocess.run(command, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert feed.changes() == _expected(3)
