@@ -42,7 +42,7 @@ lint: install
 	$(VENV)/bin/ruff check lakeops spark_jobs orchestration tests
 
 typecheck: install
-	$(VENV)/bin/mypy lakeops spark_jobs
+	$(VENV)/bin/mypy lakeops spark_jobs orchestration
 
 clean:
 	rm -rf $(VENV) .lakeops-demo .pytest_cache .mypy_cache .ruff_cache

@@ -39,6 +39,7 @@ __all__ = [
     "compaction_partitions",
     "maintenance_assets",
     "operation_key",
+    "partitions_name",
     "pending_changes",
     "table_asset",
     "table_key",
@@ -71,8 +72,13 @@ def operation_key(entry: TableEntry, operation: str) -> dg.AssetKey:
     return dg.AssetKey([entry.name, operation])
 
 
+def partitions_name(entry: TableEntry) -> str:
+    """The dynamic partitions (one per table partition) of a partitioned compaction."""
+    return f"{entry.name}_partitions"
+
+
 def compaction_partitions(entry: TableEntry) -> dg.DynamicPartitionsDefinition:
-    return dg.DynamicPartitionsDefinition(name=f"{entry.name}_partitions")
+    return dg.DynamicPartitionsDefinition(name=partitions_name(entry))
 
 
 def _cdc_partitions(entry: TableEntry) -> dg.DailyPartitionsDefinition:

@@ -20,6 +20,7 @@ metadata and checks), and prints the health again.
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -86,7 +87,6 @@ def build_delta(location: Path, appends: int = 120) -> None:
 def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
     """PyIceberg appends and one delete in a SQLite catalog; returns (catalog URI, identifier)."""
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.expressions import LessThan
 
     uri = f"sqlite:///{root / 'catalog.db'}"
     (root / "warehouse").mkdir(parents=True)
@@ -106,7 +106,7 @@ def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
                 schema=schema,
             )
         )
-    table.delete(LessThan("order_id", 150))
+    table.delete("order_id < 150")
     _plant_leftover(Path(table.location().removeprefix("file://")) / "data")
     return uri, "shop.orders"
 
@@ -114,16 +114,15 @@ def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
 def build_icechunk(location: Path, commits: int = 40) -> None:
     """One commit of small chunks a day for ``commits`` days; objects dated by their commit."""
     storage, root = LocalStorage(), str(location)
-    init_repository(storage, root, clock=lambda: NOW - (commits + 1) * DAY)
+    init_repository(storage, root, clock=_at(NOW - (commits + 1) * DAY))
     line = ZarrArrayMetadata(shape=(200,), data_type="uint8", chunk_shape=(1,), fill_value=FillValue("UInt8", 0))
     changes = ChangeSet().add_group("/", {"title": "demo"}).add_array("/line", line)
-    commit(storage, root, changes, message="structure", clock=lambda: NOW - commits * DAY)
+    commit(storage, root, changes, message="structure", clock=_at(NOW - commits * DAY))
     for k in range(commits):
         changes = ChangeSet()
         for j in range(10):
             changes.set_chunk("/line", ((k * 7 + j) % 200,), bytes([k % 256, j]) * 8)
-        when = NOW - (commits - k - 1) * DAY
-        commit(storage, root, changes, message=f"day {k}", clock=lambda when=when: when)
+        commit(storage, root, changes, message=f"day {k}", clock=_at(NOW - (commits - k - 1) * DAY))
     for path in location.rglob("*"):
         if path.is_file() and "refs" not in path.parts:
             _backdate(path, NOW - 45 * DAY)
@@ -133,6 +132,11 @@ def build_icechunk(location: Path, commits: int = 40) -> None:
     leftover = location / "chunks" / new_id()  # a chunk a crashed writer stored but never committed
     leftover.write_bytes(b"uncommitted")
     _backdate(leftover, NOW - 10 * DAY)
+
+
+def _at(when: datetime) -> Callable[[], datetime]:
+    """A writer clock stopped at ``when``: the commit is dated then."""
+    return lambda: when
 
 
 def _plant_leftover(directory: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO, cast
 
 import dagster as dg
 from rich.console import Console
@@ -73,7 +73,7 @@ def run_maintenance(
             {**entry.catalog_options(), **given},
             storage_options=storage.options(),
             spark=spark.settings(),
-            progress=Console(file=_LogLines(context.log), width=160, highlight=False, markup=False),
+            progress=Console(file=cast(TextIO, _LogLines(context.log)), width=160, highlight=False, markup=False),
         )
 
 

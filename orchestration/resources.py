@@ -23,7 +23,7 @@ __all__ = ["SparkResource", "StorageResource"]
 _AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
-class SparkResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+class SparkResource(dg.ConfigurableResource):
     """The Spark master (default: ``$LAKEOPS_SPARK_MASTER``, else ``local[*]``) and extra Spark conf."""
 
     master: str | None = None
@@ -33,7 +33,7 @@ class SparkResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return SparkSettings(master=self.master, conf=dict(self.conf))
 
 
-class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+class StorageResource(dg.ConfigurableResource):
     """S3 endpoint and region (non-secret), and optional keys (set them with ``dagster.EnvVar``)."""
 
     endpoint_url: str | None = None

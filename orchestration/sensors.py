@@ -24,7 +24,7 @@ from lakeops.ops import partitions
 from lakeops.ops.icechunk import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport
 from lakeops.ops.report import Report
-from orchestration.assets import compaction_partitions, operation_key, pending_changes
+from orchestration.assets import operation_key, partitions_name, pending_changes
 from orchestration.maintenance import table_target
 from orchestration.registry import Registry, TableEntry
 from orchestration.resources import StorageResource
@@ -62,7 +62,7 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
         target = table_target(entry, storage)
         with storage.credentials():
             health = partitions.partition_health(target, storage.options())
-        name = compaction_partitions(entry).name
+        name = partitions_name(entry)
         known = set(context.instance.get_dynamic_partitions(name))
         new = [p.key for p in health if p.key not in known]
         adds = [dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=new)] if new else []
