@@ -1,6 +1,9 @@
-"""Log expiry: ``lakeops expire TABLE`` / ``spark-submit spark_jobs/expire.py TABLE`` (same options).
+"""Expiry: ``lakeops expire TABLE`` / ``spark-submit spark_jobs/expire.py TABLE`` (same options).
 
-No Spark job: the deletions are a handful of log files, done on the driver in one batched request.
+Delta (log expiry): no Spark job, the deletions are a handful of log files, done on the driver in one
+batched request. Iceberg (snapshot expiry): the driver commits the new metadata, then the files only
+expired snapshots reached are deleted, one Spark task per batch — on the driver when they fit in one
+batch, so small expiries start no cluster. Icechunk: see :mod:`spark_jobs.icechunk`.
 """
 
 from __future__ import annotations
@@ -9,28 +12,35 @@ import argparse
 import sys
 import time
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from rich.console import Console
 
+from lakeops.deletion import BatchResult, delete_batch
+from lakeops.iceberg.table import TableRef
 from lakeops.ops import expiry
-from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, parse_retention
+from lakeops.ops.expiry import ExpireOptions, ExpiryOptions, ExpiryReport, SnapshotExpiryReport, parse_retention
 from lakeops.ops.icechunk import IcechunkExpiryReport
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
-from spark_jobs.operations import SparkSettings, options_from_args, refuse_options
+from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
-HELP = "delete Delta log files older than delta.logRetentionDuration, keeping the checkpoint they need"
-USES_SPARK = False
+HELP = (
+    "expire Iceberg snapshots (and the files only they reach) by the table's retention policy; "
+    "delete Delta log files older than delta.logRetentionDuration; expire Icechunk snapshots"
+)
+USES_SPARK = True
 
 #: Paths echoed to the console by a dry run; ``--json`` lists them all.
 SHOWN_PATHS = 20
 
 
-class Options(BaseModel):
-    """``older_than`` as given on the command line (``30d``; None: the table property); the floors
-    keep versions readable whatever their age (see ``ExpiryOptions``)."""
+class Options(CatalogOptions):
+    """``older_than`` as given on the command line (``30d``; None: the table's own policy); Delta's
+    floors keep versions readable whatever their age (see ``ExpiryOptions``); Iceberg's
+    ``retain_last`` and ``older_than`` override every branch's policy, ``snapshot_id`` names
+    snapshots to expire as well."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -38,6 +48,7 @@ class Options(BaseModel):
     force: bool = False
     keep_from_version: int | None = Field(default=None, ge=0)
     retain_last: int | None = Field(default=None, ge=1)
+    snapshot_id: list[int] | None = None
     dry_run: bool = False
 
 
@@ -45,14 +56,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--older-than",
         metavar="DURATION",
-        help="log retention, e.g. 30d (default: delta.logRetentionDuration, else 30 days); "
+        help="retention, e.g. 30d (default: Delta delta.logRetentionDuration, else 30 days; Iceberg each "
+        "branch's max-snapshot-age-ms, else history.expire.max-snapshot-age-ms, else 5 days); "
         "negative values: --older-than=-1d is refused",
     )
     parser.add_argument(
         "--force",
         action="store_true",
-        help="allow a retention shorter than the table's delta.logRetentionDuration, or a table with "
-        "delta.enableExpiredLogCleanup=false",
+        help="allow a retention shorter than the table's own (Delta delta.logRetentionDuration, Iceberg "
+        "history.expire.* and each branch's settings), a Delta table with delta.enableExpiredLogCleanup=false, "
+        "or an Iceberg --snapshot-id younger than the retention",
     )
     parser.add_argument(
         "--keep-from-version",
@@ -61,7 +74,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="keep version V readable and every commit from V on (e.g. what a change-feed consumer has not "
         "extracted yet)",
     )
-    parser.add_argument("--retain-last", type=int, metavar="N", help="keep the newest N versions readable")
+    parser.add_argument(
+        "--retain-last",
+        type=int,
+        metavar="N",
+        help="keep the newest N versions readable (Delta); keep at least N snapshots of every branch (Iceberg)",
+    )
+    parser.add_argument(
+        "--snapshot-id",
+        type=int,
+        action="append",
+        metavar="ID",
+        help="Iceberg: expire this snapshot too (repeatable; never a branch or tag head)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
 
 
@@ -75,18 +100,22 @@ def show_paths(console: Console, paths: list[str]) -> None:
 
 def run(
     args: argparse.Namespace, storage_options: StorageOptions, progress: Console
-) -> ExpiryReport | IcechunkExpiryReport:
+) -> ExpiryReport | IcechunkExpiryReport | SnapshotExpiryReport:
     """``lakeops expire``: :func:`execute` with the parsed options."""
     return execute(
-        args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
+        args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
     )
 
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> ExpiryReport | IcechunkExpiryReport:
-    """Plan and delete on the driver (``spark`` is unused: a few log files need no cluster)."""
-    target = resolve_target(table, CatalogOptions(), storage_options)
+) -> ExpiryReport | IcechunkExpiryReport | SnapshotExpiryReport:
+    """Plan, then delete: Delta on the driver (a few log files need no cluster), Iceberg after its commit."""
+    target = resolve_target(table, options, storage_options)
+    if target.iceberg is not None:
+        refuse_options(str(target), options, "keep_from_version")
+        return expire_snapshots(target.iceberg, options, storage_options, spark=spark, progress=progress)
+    refuse_options(str(target), options, "snapshot_id")
     if target.format == "icechunk":
         assert target.location is not None
         refuse_options(target.location, options, "keep_from_version", "retain_last")
@@ -120,6 +149,48 @@ def execute(
         show_paths(progress, report.paths)
         return report
     return expiry.execute(plan, storage_options, started)
+
+
+def expire_snapshots(
+    table: TableRef, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> SnapshotExpiryReport:
+    """Iceberg: plan, commit, then delete what only the expired snapshots reached."""
+    started = time.monotonic()
+    iceberg_options = ExpireOptions(
+        older_than_ms=(
+            int(parse_retention(options.older_than).total_seconds() * 1000) if options.older_than is not None else None
+        ),
+        retain_last=options.retain_last,
+        snapshot_ids=tuple(options.snapshot_id or ()),
+        force=options.force,
+    )
+    progress.print(f"planning snapshot expiry of {table} ...")
+    plan = expiry.plan_snapshots(table, iceberg_options, storage_options, now_ms=int(time.time() * 1000))
+    decision = plan.decision
+    progress.print(
+        f"{len(decision.expired)} of {plan.snapshots} snapshots expire, {len(decision.dropped_refs)} refs are dropped; "
+        f"{len(plan.deletion.files)} files ({format_size(sum(c.size for c in plan.deletion.files))}) only they reach"
+    )
+    if options.dry_run:
+        report = expiry.snapshots_report(plan, started)
+        show_paths(progress, report.paths)
+        return report
+    committed = expiry.commit_snapshots(plan, storage_options)
+    if committed.attempts:
+        progress.print(f"committed {committed.metadata_location}")
+    if len(committed.batches) <= 1:
+        results = [delete_batch(batch) for batch in committed.batches]
+    else:
+        # A failed batch raises TaskFailed; its files stay, unreferenced, for `lakeops orphans`.
+        results = spark.run_units(
+            committed.batches,
+            delete_batch,
+            BatchResult,
+            label=f"deleting {len(committed.deletion.files)} files in {len(committed.batches)} batches",
+            description=f"lakeops expire {table}",
+            progress=progress,
+        )
+    return expiry.snapshots_report(plan, started, committed=committed, results=results)
 
 
 if __name__ == "__main__":

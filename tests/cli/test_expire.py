@@ -1,4 +1,5 @@
-"""``lakeops expire``: Delta log expiry from the command line (runs on the driver, no Spark)."""
+"""``lakeops expire``: Delta log expiry from the command line (runs on the driver, no Spark); a damaged
+Iceberg table is named (Iceberg expiry itself: ``tests/spark/test_expire_iceberg.py``)."""
 
 from __future__ import annotations
 
@@ -95,13 +96,13 @@ def test_nothing_to_expire_says_why(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "deleted files" in captured.out and "no complete checkpoint" in captured.out  # the report table
 
 
-def test_other_formats_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_iceberg_metadata_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "metadata").mkdir()
     (tmp_path / "metadata" / "v1.metadata.json").write_text("{}")
     assert lakeops(["expire", str(tmp_path)]) == 1
-    assert "expiry of iceberg tables is not available yet" in capsys.readouterr().err
-    assert lakeops(["orphans", str(tmp_path)]) == 1
-    assert "removing orphan files of iceberg tables is not available yet" in capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
+    assert "ProtocolError" in err and "v1.metadata.json: format-version is missing" in err
+    assert (tmp_path / "metadata" / "v1.metadata.json").read_text() == "{}"
 
 
 def test_script_entry_point(tmp_path: Path) -> None:

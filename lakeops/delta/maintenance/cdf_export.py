@@ -7,16 +7,11 @@ AddCDCFile", "Deletion Vectors", "Column Mapping"); the output is written by
 :mod:`lakeops.delta.writer`. The output table is unpartitioned and holds the source's logical
 columns plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``.
 
-Idempotency ("Transaction Identifiers"): every commit to the output carries
-``txn(appId = source metaData.id, version = last source version extracted)``, and the output's
-``metaData.configuration`` records the source (``lakeops.cdc.sourceId``, ``lakeops.cdc.source``)
-and the first source version it holds (``lakeops.cdc.firstVersion``). The output therefore always
-holds exactly the changes of source versions ``firstVersion..txn.version``, each once:
-
-* a range already inside it is reported and nothing is written;
-* a range overlapping its end is extracted from ``txn.version + 1`` only (no duplicate rows);
-* a range that starts before ``firstVersion``, or after ``txn.version + 1`` (a gap), is refused —
-  either would break "contiguous, each version once" and with it every later idempotency answer.
+Idempotency ("Transaction Identifiers") is :mod:`lakeops.delta.maintenance.change_table`'s: every
+commit to the output carries ``txn(appId = source metaData.id, version = last source version
+extracted)``, so the output holds the changes of source versions ``firstVersion..txn.version``, each
+once; a range already held writes nothing, an overlapping one is extracted from ``txn.version + 1``,
+an earlier start or a gap is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.delta.actions import Metadata, Txn
+from lakeops.delta.actions import Metadata
 from lakeops.delta.cdf import (
     ChangeFeed,
     ChangeFile,
@@ -39,23 +34,36 @@ from lakeops.delta.cdf import (
     rows_by_change_type,
 )
 from lakeops.delta.commit import CommitResult
+from lakeops.delta.maintenance.change_table import (
+    FIRST_VERSION_KEY,
+    SOURCE_ID_KEY,
+    SOURCE_KEY,
+    append_changes,
+    open_output,
+    output_state,
+    start_position,
+    written_locations,
+)
 from lakeops.delta.schema import ColumnMappingMode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot
-from lakeops.delta.writer import (
-    DataFileWriter,
-    TargetTable,
-    WrittenFile,
-    append_files,
-    new_table_metadata,
-    read_target,
-)
+from lakeops.delta.writer import DataFileWriter, TargetTable, WrittenFile
 from lakeops.errors import InvalidArgument
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within, normalize
+from lakeops.storage.uri import normalize
 
-SOURCE_ID_KEY = "lakeops.cdc.sourceId"
-SOURCE_KEY = "lakeops.cdc.source"
-FIRST_VERSION_KEY = "lakeops.cdc.firstVersion"
+__all__ = [
+    "FIRST_VERSION_KEY",
+    "SOURCE_ID_KEY",
+    "SOURCE_KEY",
+    "ExportOptions",
+    "ExportPlan",
+    "ExportResult",
+    "ExportUnit",
+    "commit_export",
+    "extract_unit",
+    "plan_export",
+    "written_locations",
+]
 #: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
 DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 #: Files one task reads at most: bounds a unit when the log does not record sizes (old removes).
@@ -161,77 +169,39 @@ def _units(feed: ChangeFeed, output_root: str, storage_options: StorageOptions, 
 
 
 def _output_state(target: TargetTable, end: DeltaSnapshot, requested_from: int) -> tuple[Metadata, int | None]:
-    """The output's metadata (existing, or new for ``requested_from``) and the last source version it
-    holds; refuses an output that holds another table's changes or is not a change feed table."""
-    source_id = end.metadata.id
-    schema = change_feed_schema(parse_schema(end.metadata.schema_string))
-    if not target.exists:
-        configuration = {SOURCE_ID_KEY: source_id, SOURCE_KEY: end.table_root, FIRST_VERSION_KEY: str(requested_from)}
-        return new_table_metadata(schema, configuration=configuration), None
-    metadata = target.metadata
-    assert metadata is not None
-    held = metadata.configuration.get(SOURCE_ID_KEY)
-    through = target.txn_version(source_id)
-    if held is not None and held != source_id:
-        raise InvalidArgument(
-            f"{target.root}: holds the changes of table {metadata.configuration.get(SOURCE_KEY)} (id {held}), "
-            f"not of {end.table_root} (id {source_id}); choose another --output location"
-        )
-    if held is None or through is None or FIRST_VERSION_KEY not in metadata.configuration:
-        raise InvalidArgument(
-            f"{target.root}: not a change feed table written by lakeops cdc (no {SOURCE_ID_KEY}, "
-            f"{FIRST_VERSION_KEY} or transaction of source {source_id}); choose a new --output location"
-        )
-    if parse_schema(metadata.schema_string) != schema:
-        raise InvalidArgument(
-            f"{target.root}: its schema differs from the change rows of {end.table_root} at version {end.version} "
-            f"(the source schema changed?); export the new versions into a new --output location"
-        )
-    return metadata, through
-
-
-def _effective_from(target: TargetTable, metadata: Metadata, through: int | None, requested: int, end: int) -> int:
-    """The first version still to extract; ``end + 1`` when the output already holds the range."""
-    if through is None:
-        return requested
-    first = int(metadata.configuration[FIRST_VERSION_KEY])
-    if requested < first:
-        raise InvalidArgument(
-            f"{target.root}: holds source versions {first}..{through} only; versions before {first} cannot be "
-            f"added to it (extract {requested}..{end} into a new --output location)"
-        )
-    if end <= through:
-        return end + 1
-    if requested > through + 1:
-        raise InvalidArgument(
-            f"{target.root}: holds source versions {first}..{through}; starting at {requested} would leave "
-            f"versions {through + 1}..{requested - 1} out; use --from {through + 1} or lower"
-        )
-    return through + 1
+    """The output's metadata (existing, or new for ``requested_from``) and the last source version it holds."""
+    return output_state(
+        target,
+        schema=change_feed_schema(parse_schema(end.metadata.schema_string)),
+        source_id=end.metadata.id,
+        source=end.table_root,
+        first=requested_from,
+        at=f"at version {end.version}",
+    )
 
 
 def plan_export(location: str, options: ExportOptions, storage_options: StorageOptions) -> ExportPlan:
     """Plan the extraction: which source versions are still missing from the output, which files hold
     their changes (all present, or :class:`~lakeops.errors.VersionNotFound`), and how they are batched."""
-    source_root, output_root = normalize(location), normalize(options.output)
-    if is_within(source_root, output_root) or is_within(output_root, source_root):
-        raise InvalidArgument(
-            f"{source_root}: the output {output_root} must lie outside the source table (and not contain it)"
-        )
+    source_root = normalize(location)
+    target = open_output(source_root, options.output, storage_options)
+    output_root = target.root
     storage = open_storage(source_root, storage_options)
     end = load_feed_end(storage, source_root, options.to_version)
     if end.version < options.from_version:
         raise InvalidArgument(
             f"{source_root}: the range {options.from_version}..{end.version} is empty (it ends before it starts)"
         )
-    output_storage = open_storage(output_root, storage_options)
-    target = read_target(output_storage, output_root)
-    if not target.exists and next(iter(output_storage.list(output_root)), None) is not None:
-        raise InvalidArgument(
-            f"{output_root}: holds files but no Delta table; choose an empty or new --output location"
-        )
     metadata, through = _output_state(target, end, options.from_version)
-    start = _effective_from(target, metadata, through, options.from_version, end.version)
+    start = start_position(
+        output_root,
+        metadata,
+        through,
+        options.from_version,
+        end.version,
+        kind="versions",
+        resume=lambda held: f"--from {held + 1} or lower",
+    )
     already = start > end.version
     units: list[ExportUnit] = []
     from_cdc = from_actions = 0
@@ -299,21 +269,13 @@ def commit_export(
         return None
     if {r.unit_id for r in results} != {u.unit_id for u in plan.units}:
         raise InvalidArgument(f"{plan.table_root}: extraction results do not match the plan's units")
-    target = TargetTable(plan.output_root, plan.output_version, plan.output_metadata)
-    txn = Txn(appId=plan.source_id, version=plan.to_version, lastUpdated=int(time.time() * 1000))
-    return append_files(
-        open_storage(plan.output_root, storage_options),
-        target,
+    ordered: list[ExportResult] = sorted(results, key=lambda r: r.unit_id)
+    return append_changes(
+        storage_options,
+        TargetTable(plan.output_root, plan.output_version, plan.output_metadata),
         metadata=plan.output_metadata,
-        files=[w for r in sorted(results, key=lambda r: r.unit_id) for w in r.written],
-        txn=txn,
-        operation_parameters={
-            "source": plan.table_root,
-            "sourceVersions": f"{plan.from_version}..{plan.to_version}",
-        },
+        source_id=plan.source_id,
+        through=plan.to_version,
+        results=ordered,
+        parameters={"source": plan.table_root, "sourceVersions": f"{plan.from_version}..{plan.to_version}"},
     )
-
-
-def written_locations(results: list[ExportResult]) -> list[str]:
-    """Every file this attempt wrote: the only files an abort may delete."""
-    return [w.location for r in results for w in r.written]

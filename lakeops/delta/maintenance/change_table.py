@@ -1,0 +1,161 @@
+"""The Delta table that ``lakeops cdc`` appends change rows to, whatever the source's format.
+
+Delta change feeds (:mod:`lakeops.delta.maintenance.cdf_export`) and Iceberg changelogs
+(:mod:`lakeops.iceberg.maintenance.changelog`) are exported the same way: Spark tasks write Parquet
+files with :class:`~lakeops.delta.writer.DataFileWriter`, and the driver commits them in one output
+version with :func:`~lakeops.delta.writer.append_files`.
+
+Idempotency is Delta's "Transaction Identifiers": every commit carries ``txn(appId = source id,
+version = the source position extracted last)``, and the output's ``metaData.configuration``
+records the source (``lakeops.cdc.sourceId``, ``lakeops.cdc.source``) and the first position it
+holds (``lakeops.cdc.firstVersion``). A *position* is any number that grows strictly along the
+source's history (a Delta version, an Iceberg sequence number). The output therefore holds the
+changes of positions ``firstVersion..txn.version``, each once:
+
+* a range already inside it is reported and nothing is written;
+* a range overlapping its end is extracted from after ``txn.version`` only (no duplicate rows);
+* a range that starts before ``firstVersion``, or after ``txn.version`` (a gap), is refused —
+  either would break "contiguous, each change once" and with it every later idempotency answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from lakeops.delta.actions import Metadata, Txn
+from lakeops.delta.commit import CommitResult
+from lakeops.delta.schema import StructType, parse_schema
+from lakeops.delta.writer import TargetTable, WrittenFile, append_files, new_table_metadata, read_target
+from lakeops.errors import InvalidArgument
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import is_within, normalize
+
+__all__ = [
+    "FIRST_VERSION_KEY",
+    "SOURCE_ID_KEY",
+    "SOURCE_KEY",
+    "append_changes",
+    "open_output",
+    "output_state",
+    "start_position",
+    "written_locations",
+]
+
+SOURCE_ID_KEY = "lakeops.cdc.sourceId"
+SOURCE_KEY = "lakeops.cdc.source"
+FIRST_VERSION_KEY = "lakeops.cdc.firstVersion"
+
+
+class _Written(Protocol):
+    @property
+    def written(self) -> list[WrittenFile]: ...
+
+
+def open_output(source_root: str, output: str, storage_options: StorageOptions) -> TargetTable:
+    """The output table's state; refuses an output inside the source (or containing it) and a
+    non-empty location that holds no Delta table."""
+    output_root = normalize(output)
+    if is_within(source_root, output_root) or is_within(output_root, source_root):
+        raise InvalidArgument(
+            f"{source_root}: the output {output_root} must lie outside the source table (and not contain it)"
+        )
+    output_storage = open_storage(output_root, storage_options)
+    target = read_target(output_storage, output_root)
+    if not target.exists and next(iter(output_storage.list(output_root)), None) is not None:
+        raise InvalidArgument(
+            f"{output_root}: holds files but no Delta table; choose an empty or new --output location"
+        )
+    return target
+
+
+def output_state(
+    target: TargetTable, *, schema: StructType, source_id: str, source: str, first: int, at: str
+) -> tuple[Metadata, int | None]:
+    """The output's metadata (existing, or new for a range starting at position ``first``) and the
+    last position it holds; refuses an output that holds another source's changes, is not a change
+    table, or has another schema than ``schema`` (the change rows of ``source`` ``at`` its end)."""
+    if not target.exists:
+        configuration = {SOURCE_ID_KEY: source_id, SOURCE_KEY: source, FIRST_VERSION_KEY: str(first)}
+        return new_table_metadata(schema, configuration=configuration), None
+    metadata = target.metadata
+    assert metadata is not None
+    held = metadata.configuration.get(SOURCE_ID_KEY)
+    through = target.txn_version(source_id)
+    if held is not None and held != source_id:
+        raise InvalidArgument(
+            f"{target.root}: holds the changes of table {metadata.configuration.get(SOURCE_KEY)} (id {held}), "
+            f"not of {source} (id {source_id}); choose another --output location"
+        )
+    if held is None or through is None or FIRST_VERSION_KEY not in metadata.configuration:
+        raise InvalidArgument(
+            f"{target.root}: not a change feed table written by lakeops cdc (no {SOURCE_ID_KEY}, "
+            f"{FIRST_VERSION_KEY} or transaction of source {source_id}); choose a new --output location"
+        )
+    if parse_schema(metadata.schema_string) != schema:
+        raise InvalidArgument(
+            f"{target.root}: its schema differs from the change rows of {source} {at} "
+            f"(the source schema changed?); export the later changes into a new --output location"
+        )
+    return metadata, through
+
+
+def start_position(
+    output_root: str,
+    metadata: Metadata,
+    through: int | None,
+    requested: int,
+    end: int,
+    *,
+    kind: str,
+    resume: Callable[[int], str],
+) -> int:
+    """The first position still to extract; ``end + 1`` when the output already holds the range.
+    ``kind`` names positions in messages ("versions"); ``resume(through)`` says which ``--from``
+    continues the output without a gap."""
+    if through is None:
+        return requested
+    first = int(metadata.configuration[FIRST_VERSION_KEY])
+    if requested < first:
+        raise InvalidArgument(
+            f"{output_root}: holds source {kind} {first}..{through} only; {kind} before {first} cannot be "
+            f"added to it (extract {requested}..{end} into a new --output location)"
+        )
+    if end <= through:
+        return end + 1
+    if requested > through + 1:
+        raise InvalidArgument(
+            f"{output_root}: holds source {kind} {first}..{through}; starting at {requested} would leave "
+            f"{kind} {through + 1}..{requested - 1} out; use {resume(through)}"
+        )
+    return through + 1
+
+
+def append_changes(
+    storage_options: StorageOptions,
+    target: TargetTable,
+    *,
+    metadata: Metadata,
+    source_id: str,
+    through: int,
+    results: Iterable[_Written],
+    parameters: dict[str, object],
+) -> CommitResult:
+    """Append the written files and the source's progress marker (``txn``) as one output version,
+    creating the output on its first run. A range without row changes still commits its marker, so
+    it is not planned again."""
+    txn = Txn(appId=source_id, version=through, lastUpdated=int(time.time() * 1000))
+    return append_files(
+        open_storage(target.root, storage_options),
+        target,
+        metadata=metadata,
+        files=[w for r in results for w in r.written],
+        txn=txn,
+        operation_parameters=parameters,
+    )
+
+
+def written_locations(results: Iterable[_Written]) -> list[str]:
+    """Every file these results wrote: the only files an abort may delete."""
+    return [w.location for r in results for w in r.written]
