@@ -140,7 +140,7 @@ def _retention_floor(entry: TableEntry, target: Target, storage: StorageResource
     assert entry.cdc.output is not None
     with storage.credentials():
         floor = consumers.consumer_floor(
-            entry.address, entry.cdc.output, since_ms=_since_ms(entry), storage_options=storage.options()
+            target, entry.cdc.output, since_ms=_since_ms(entry), storage_options=storage.options()
         )
     return {"keep_from_version": floor}
 
@@ -154,17 +154,20 @@ def _options(entry: TableEntry, operation: str, target: Target, storage: Storage
         retention = {"older_than": entry.expiry.older_than, "retain_last": entry.expiry.retain_last}
         return retention | _retention_floor(entry, target, storage)
     if operation == "orphans":
-        return {"older_than": entry.orphans.older_than} | _retention_floor(entry, target, storage)
+        # Iceberg orphan removal never deletes what a retained snapshot reaches: no floor needed.
+        floor = _retention_floor(entry, target, storage) if target.format == "delta" else {}
+        return {"older_than": entry.orphans.older_than} | floor
     if operation == "cdc":
         return {"output": entry.cdc.output}
     return {}
 
 
-def pending_changes(entry: TableEntry, storage: StorageResource, until: datetime) -> consumers.VersionRange | None:
+def pending_changes(entry: TableEntry, storage: StorageResource, until: datetime) -> consumers.PendingRange | None:
     assert entry.cdc.output is not None
+    target = table_target(entry, storage)
     with storage.credentials():
         return consumers.pending_changes(
-            entry.address,
+            target,
             entry.cdc.output,
             since_ms=_since_ms(entry),
             until_ms=int(until.timestamp() * 1000),
@@ -207,7 +210,7 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
                 context.log.info(f"no commits before {until.isoformat()} left to extract")
                 yield _nothing_to_extract(context, entry, check_name, storage)
                 return
-            options.update(from_version=pending.first, to_version=pending.last)
+            options.update(from_version=pending.from_option, to_version=pending.to_option)
         report = run_maintenance(context, entry, MAINTENANCE[operation], options, spark, storage)
         result = _check(entry, operation, target, report, storage)
         yield dg.MaterializeResult(

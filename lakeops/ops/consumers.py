@@ -14,7 +14,11 @@ Having extracted through version ``w`` it next reads the changes of ``w+1..``, w
 
 An orchestrator extracting by commit time (one day of commits per run) asks :func:`pending_changes`
 which versions are still to extract up to a time, and :func:`consumer_floor` which version its
-maintenance must keep. Commit times are the protocol's (the commit file's modification time, raised
+maintenance must keep. Iceberg changelogs (:mod:`lakeops.iceberg.maintenance.changelog`) follow
+``main``'s ancestry and keep the sequence number of the last snapshot extracted as the watermark:
+the next run resumes from that snapshot, so expiry keeps it and every later one
+(``keep_from_version`` is a sequence number there); orphan removal never deletes what a retained
+snapshot reaches, so it needs no floor. Commit times are the protocol's (the commit file's modification time, raised
 to keep versions ordered: :func:`lakeops.delta.log_segment.commit_timestamps`). Extraction always
 continues from the watermark, so a run for a later day also extracts the earlier days still
 missing, and a run for a day already covered extracts nothing: no gap, no duplicate.
@@ -30,12 +34,25 @@ from lakeops.delta.log_segment import commit_timestamps, list_log, read_log_file
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import read_target
-from lakeops.errors import UnsupportedFeature
+from lakeops.errors import UnsupportedFeature, VersionNotFound
+from lakeops.iceberg.metadata import Snapshot
+from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import detect_format
+from lakeops.ops.target import Target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
-__all__ = ["VersionRange", "consumer_floor", "extracted_through", "pending_changes", "vacuum_retention"]
+__all__ = [
+    "FROM_CREATION",
+    "PendingRange",
+    "consumer_floor",
+    "extracted_through",
+    "pending_changes",
+    "vacuum_retention",
+]
+
+#: ``lakeops cdc --from 0`` of an Iceberg table: from its creation (snapshot ids are never 0).
+FROM_CREATION = 0
 
 
 def _require_delta(location: str, storage_options: StorageOptions | None, what: str) -> str:
@@ -91,9 +108,13 @@ def vacuum_retention(
 
 
 @dataclass(frozen=True)
-class VersionRange:
-    """Versions ``first..last`` (inclusive) still to extract."""
+class PendingRange:
+    """What ``lakeops cdc`` still has to extract: ``from_option``/``to_option`` as its ``--from``/``--to``
+    take them, and the source positions ``first..last`` it covers (Delta versions; Iceberg sequence
+    numbers), for logs and run keys."""
 
+    from_option: int
+    to_option: int
     first: int
     last: int
 
@@ -108,25 +129,64 @@ def _first_needed(location: str, storage_options: StorageOptions | None, output:
     return next((v for v, ts in commit_timestamps(listing) if ts >= since_ms), None)
 
 
+def _iceberg_pending(
+    table: TableRef, output: str, storage_options: StorageOptions | None, *, since_ms: int
+) -> tuple[Snapshot | None, list[Snapshot]]:
+    """The snapshot of ``main`` the consumer resumes from (its watermark, else the last one before
+    ``since_ms``; None: the table's creation) and those after it, oldest first."""
+    metadata = load_table(table, storage_options or StorageOptions()).metadata
+    head = metadata.current_snapshot()
+    chain = list(metadata.ancestors(head.snapshot_id))[::-1] if head is not None else []
+    target = read_target(open_storage(output, storage_options), normalize(output))
+    through = target.txn_version(f"iceberg:{metadata.table_uuid}") if target.exists else None
+    if through is None:
+        before = [s for s in chain if s.timestamp_ms < since_ms]
+        return (before[-1] if before else None), [s for s in chain if s.timestamp_ms >= since_ms]
+    start = next((s for s in chain if s.sequence_number == through), None)
+    if start is None:
+        raise VersionNotFound(
+            f"{table}: {output} holds the changes up to sequence number {through}, whose snapshot is no longer "
+            "on the ancestry of main (expired, or another branch); the consumer cannot resume"
+        )
+    return start, [s for s in chain if s.sequence_number > through]
+
+
 def pending_changes(
-    source: str, output: str, *, since_ms: int, until_ms: int, storage_options: StorageOptions | None = None
-) -> VersionRange | None:
-    """The versions committed before ``until_ms`` that ``output`` does not hold yet (extraction
-    starting at ``since_ms``); None when there are none."""
-    location = _require_delta(source, storage_options, "change-feed ranges")
+    source: Target, output: str, *, since_ms: int, until_ms: int, storage_options: StorageOptions | None = None
+) -> PendingRange | None:
+    """The commits before ``until_ms`` that ``output`` does not hold yet (extraction starting at
+    ``since_ms``); None when there are none."""
+    if source.iceberg is not None:
+        start, after = _iceberg_pending(source.iceberg, output, storage_options, since_ms=since_ms)
+        todo = [s for s in after if s.timestamp_ms < until_ms]
+        if not todo:
+            return None
+        return PendingRange(
+            from_option=start.snapshot_id if start is not None else FROM_CREATION,
+            to_option=todo[-1].snapshot_id,
+            first=todo[0].sequence_number,
+            last=todo[-1].sequence_number,
+        )
+    assert source.location is not None
+    location = _require_delta(source.location, storage_options, "change-feed ranges")
     first = _first_needed(location, storage_options, output, since_ms)
     listing = list_log(open_storage(location, storage_options), location)
     last = max((v for v, ts in commit_timestamps(listing) if ts < until_ms), default=None)
     if first is None or last is None or last < first:
         return None
-    return VersionRange(first, last)
+    return PendingRange(first, last, first, last)
 
 
 def consumer_floor(
-    source: str, output: str, *, since_ms: int, storage_options: StorageOptions | None = None
+    source: Target, output: str, *, since_ms: int, storage_options: StorageOptions | None = None
 ) -> int | None:
-    """The ``keep_from_version`` that keeps every version the consumer still reads readable (the
-    version before the first it needs), or None when it needs nothing retained."""
-    location = _require_delta(source, storage_options, "consumer-aware retention")
+    """The ``keep_from_version`` that keeps every version the consumer still reads readable (Delta:
+    the version before the first it needs; Iceberg: the sequence number of the snapshot it resumes
+    from), or None when it needs nothing retained."""
+    if source.iceberg is not None:
+        start, _ = _iceberg_pending(source.iceberg, output, storage_options, since_ms=since_ms)
+        return start.sequence_number if start is not None else 0
+    assert source.location is not None
+    location = _require_delta(source.location, storage_options, "consumer-aware retention")
     first = _first_needed(location, storage_options, output, since_ms)
     return None if first is None else max(first - 1, 0)
