@@ -212,7 +212,8 @@ def test_iceberg_retained_files_missing_manifest_and_data_file(tmp_path: Path) -
     loaded = load(TableRef(catalog_uri=table.catalog_uri, identifier=table.identifier))
     oldest = loaded.metadata.snapshots[0]
     manifest = manifests_of(loaded.storage, oldest)[0].manifest_path
-    data = sorted(t.file.file_path for t in table.table.scan().plan_files())[-1]
+    first = {t.file.file_path for t in table.table.scan(snapshot_id=oldest.snapshot_id).plan_files()}
+    data = sorted({t.file.file_path for t in table.table.scan().plan_files()} - first)[-1]  # not in `manifest`
     storage = open_storage(manifest)
     storage.delete_many([manifest, data])
     broken = retained_files_exist(target)
