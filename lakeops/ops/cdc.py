@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from lakeops.delta.maintenance import cdf_export
-from lakeops.delta.maintenance.cdf_export import DEFAULT_UNIT_BYTES, ExportOptions, ExportPlan, ExportResult
-from lakeops.delta.maintenance.change_table import written_locations
+from lakeops.delta.maintenance.cdf_export import ExportOptions, ExportPlan, ExportResult
+from lakeops.delta.maintenance.change_table import DEFAULT_UNIT_BYTES, written_locations
 from lakeops.delta.writer import require_writable_location
 from lakeops.errors import CommitConflict, InvalidArgument
 from lakeops.iceberg.maintenance import changelog

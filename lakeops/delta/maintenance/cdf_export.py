@@ -32,6 +32,7 @@ from lakeops.delta.cdf import (
 )
 from lakeops.delta.commit import CommitResult
 from lakeops.delta.maintenance.change_table import (
+    DEFAULT_UNIT_BYTES,
     FIRST_VERSION_KEY,
     SOURCE_ID_KEY,
     SOURCE_KEY,
@@ -67,8 +68,6 @@ __all__ = [
     "plan_export",
     "written_locations",
 ]
-#: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
-DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 #: Files one task reads at most: bounds a unit when the log does not record sizes (old removes).
 MAX_FILES_PER_UNIT = 256
 

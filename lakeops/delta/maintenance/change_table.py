@@ -44,6 +44,7 @@ from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import is_within, normalize
 
 __all__ = [
+    "DEFAULT_UNIT_BYTES",
     "FIRST_VERSION_KEY",
     "SOURCE_ID_KEY",
     "SOURCE_KEY",
@@ -57,6 +58,8 @@ __all__ = [
     "written_locations",
 ]
 
+#: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
+DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 SOURCE_ID_KEY = "lakeops.cdc.sourceId"
 SOURCE_KEY = "lakeops.cdc.source"
 FIRST_VERSION_KEY = "lakeops.cdc.firstVersion"

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.delta.commit import CommitResult
 from lakeops.delta.maintenance.change_table import (
+    DEFAULT_UNIT_BYTES,
     ChangePlan,
     ExtractResult,
     commit_changes,
@@ -91,8 +92,6 @@ COMMIT_SNAPSHOT_ID = "_commit_snapshot_id"
 COMMIT_SEQUENCE_NUMBER = "_commit_sequence_number"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER, COMMIT_TIMESTAMP)
-#: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
-DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 #: Rows read at a time: a task's memory is bounded by this, not by its files.
 READ_BATCH_ROWS = 131_072
 _ROW = "_lakeops_row_index"

@@ -273,3 +273,25 @@ def test_ranges_that_cannot_be_replayed_are_refused(tmp_path: Path) -> None:
     first = min(v1.table.snapshots(), key=lambda s: s.timestamp_ms).snapshot_id
     with pytest.raises(UnsupportedFeature, match="format-version 1"):
         _plan(v1, first, None, out)
+
+
+def test_tags_and_branches_name_the_ends_and_an_output_follows_one_branch(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, appends=3, rows=2)
+    ids = [s.snapshot_id for s in sorted(table.table.snapshots(), key=lambda s: s.sequence_number)]
+    table.table.manage_snapshots().create_tag(ids[0], "v0").create_branch(ids[1], "side").commit()
+    table.reload().append(batch(100, 2), branch="side")
+    out = tmp_path / "out"
+
+    main = plan_changelog(
+        _load(table), ChangelogOptions(from_snapshot="v0", to_snapshot="main", output=str(out)), OPTIONS
+    )
+    assert (main.from_snapshot_id, main.to_snapshot_id) == (ids[0], ids[2])
+    commit_changelog(main, [extract_unit(u) for u in main.units], OPTIONS)
+    side = ChangelogOptions(from_snapshot=str(ids[1]), to_snapshot="side", output=str(out))
+    with pytest.raises(InvalidArgument, match=f"up to snapshot {ids[2]}, which is not on the ancestry"):
+        plan_changelog(_load(table), side, OPTIONS)
+    other = plan_changelog(_load(table), side.model_copy(update={"output": str(tmp_path / "side")}), OPTIONS)
+    assert _brief([r for u in other.units for rows in change_rows(u) for r in rows.to_pylist()]) == [
+        (other.to_version, "insert", 100),
+        (other.to_version, "insert", 101),
+    ]
