@@ -32,7 +32,8 @@ valid when older snapshots expire; a position in the ancestry would shift with e
 snapshot ids are random. Format version 1 has no sequence numbers (all read as 0) and is refused.
 One output follows one line of history: an output whose last extracted snapshot is not on the
 requested ancestry is refused. A range whose snapshots (or the ``--from`` snapshot) expired cannot be
-replayed and is refused, naming the missing snapshot.
+replayed and is refused, naming the missing snapshot (or, where a writer cleared the parent id of its
+child, as PyIceberg does, the snapshot whose parent is gone).
 """
 
 from __future__ import annotations
