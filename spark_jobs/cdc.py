@@ -1,6 +1,7 @@
 """Change data capture as a Spark job: ``spark-submit spark_jobs/cdc.py TABLE --from V [--to W] --output OUT``
 (same options as ``lakeops cdc``). The plan and the commit run on the driver; each batch of change
-files is read, and written as one output file, by one task."""
+files (Delta) or of changed data files of one snapshot (Iceberg) is read, and written as one output
+file, by one task."""
 
 from __future__ import annotations
 
@@ -10,45 +11,29 @@ import time
 
 from rich.console import Console
 
-from lakeops.errors import InvalidArgument
 from lakeops.ops import cdc
 from lakeops.ops.cdc import CdcOptions, CdcReport
 from lakeops.ops.icechunk import IcechunkCdcReport
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.target import resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 from spark_jobs.runner import TaskFailed
 
-HELP = "extract the change rows of versions V..W into a Delta table (Delta change data feed)"
+HELP = (
+    "extract the change rows of versions V..W into a Delta table (Delta change data feed; Iceberg "
+    "changelog of the snapshots after V; Icechunk snapshot diffs)"
+)
 USES_SPARK = True
 
 
 class Options(CdcOptions):
-    """The planner's options plus ``dry_run`` (plan and report, write nothing). ``from_version`` and
-    ``to_version`` are table versions for Delta; for Icechunk, snapshot ids, branches or tags."""
+    """The planner's options (with ``--catalog-uri``/``--catalog-name`` for Iceberg catalog tables)
+    plus ``dry_run`` (plan and report, write nothing). ``from_version`` and ``to_version`` are table
+    versions for Delta; snapshot ids, branches or tags for Iceberg and Icechunk."""
 
-    from_version: int | str  # type: ignore[assignment]
-    to_version: int | str | None = None  # type: ignore[assignment]
     dry_run: bool = False
-
-    def for_delta(self, table: str) -> CdcOptions:
-        """The Delta planner's options: both ends must be versions."""
-        return CdcOptions(
-            from_version=_delta_version(table, "--from", self.from_version),
-            to_version=None if self.to_version is None else _delta_version(table, "--to", self.to_version),
-            output=self.output,
-            unit_bytes=self.unit_bytes,
-        )
-
-
-def _delta_version(table: str, flag: str, value: int | str) -> int:
-    if isinstance(value, int):
-        return value
-    if value.isdigit():
-        return int(value)
-    raise InvalidArgument(f"{table}: {flag} {value!r} is not a table version (an integer >= 0) of this Delta table")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,13 +42,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         dest="from_version",
         required=True,
         metavar="V",
-        help="Delta: the first version to extract; Icechunk: the snapshot (id, branch or tag) the changes follow",
+        help="Delta: the first version to extract; Iceberg, Icechunk: the snapshot (id, branch or tag) the "
+        "changes follow",
     )
     parser.add_argument(
         "--to",
         dest="to_version",
         metavar="W",
-        help="the last version / snapshot, branch or tag to extract (default: the latest version / main)",
+        help="the last version / snapshot, branch or tag to extract (default: the latest version / the "
+        "current snapshot / main)",
     )
     parser.add_argument(
         "--output", required=True, metavar="OUT", help="Delta table the change rows are appended to (created if absent)"
@@ -82,7 +69,7 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CdcReport | IcechunkCdcReport:
     """Plan, extract on Spark, commit."""
-    target = resolve_target(table, CatalogOptions(), storage_options)
+    target = resolve_target(table, options, storage_options)
     if target.format == "icechunk":
         assert target.location is not None
         return icechunk.cdc(
@@ -97,13 +84,17 @@ def execute(
         )
     console = progress
     started = time.monotonic()
-    console.print(f"planning the change feed of {table} from version {options.from_version} ...")
-    plan = cdc.plan(table, options.for_delta(table), storage_options)
+    iceberg = target.format == "iceberg"
+    positions = "sequence numbers" if iceberg else "versions"
+    console.print(
+        f"planning the changes of {target} after {'snapshot' if iceberg else 'version'} {options.from_version} ..."
+    )
+    plan = cdc.plan(table, options, storage_options)
     if plan.already_extracted:
-        console.print(f"{plan.output_root} already holds versions through {plan.extracted_through}: nothing to do")
+        console.print(f"{plan.output_root} already holds {positions} through {plan.extracted_through}: nothing to do")
         return cdc.dry_run_report(plan, started) if options.dry_run else cdc.commit(plan, [], storage_options, started)
     console.print(
-        f"versions {plan.from_version}..{plan.to_version}: {plan.source_files} files "
+        f"{positions} {plan.from_version}..{plan.to_version}: {plan.source_files} files "
         f"({format_size(plan.source_bytes)}) in {len(plan.units)} units"
     )
     if options.dry_run:
@@ -117,7 +108,7 @@ def execute(
                 cdc.task_for(plan),
                 cdc.ExportResult,
                 label=f"extracting {len(plan.units)} units",
-                description=f"lakeops cdc {plan.table_root} v{plan.from_version}..v{plan.to_version}",
+                description=f"lakeops cdc {target} {positions} {plan.from_version}..{plan.to_version}",
                 progress=console,
             )
         except TaskFailed as failure:

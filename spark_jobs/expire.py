@@ -40,7 +40,8 @@ class Options(CatalogOptions):
     """``older_than`` as given on the command line (``30d``; None: the table's own policy); Delta's
     floors keep versions readable whatever their age (see ``ExpiryOptions``); Iceberg's
     ``retain_last`` and ``older_than`` override every branch's policy, ``snapshot_id`` names
-    snapshots to expire as well."""
+    snapshots to expire as well, and ``keep_from_version`` is a sequence number from which every
+    snapshot stays (a changelog consumer's watermark)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,7 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="V",
         help="keep version V readable and every commit from V on (e.g. what a change-feed consumer has not "
-        "extracted yet)",
+        "extracted yet); Iceberg: keep every snapshot whose sequence number is V or more (lakeops cdc's watermark)",
     )
     parser.add_argument(
         "--retain-last",
@@ -113,7 +114,6 @@ def execute(
     """Plan, then delete: Delta on the driver (a few log files need no cluster), Iceberg after its commit."""
     target = resolve_target(table, options, storage_options)
     if target.iceberg is not None:
-        refuse_options(str(target), options, "keep_from_version")
         return expire_snapshots(target.iceberg, options, storage_options, spark=spark, progress=progress)
     refuse_options(str(target), options, "snapshot_id")
     if target.format == "icechunk":
@@ -162,6 +162,7 @@ def expire_snapshots(
         ),
         retain_last=options.retain_last,
         snapshot_ids=tuple(options.snapshot_id or ()),
+        keep_from_sequence_number=options.keep_from_version,
         force=options.force,
     )
     progress.print(f"planning snapshot expiry of {table} ...")

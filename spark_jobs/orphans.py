@@ -1,6 +1,7 @@
-"""VACUUM as a Spark job: ``spark-submit spark_jobs/orphans.py TABLE [options]`` (same options as
-``lakeops orphans``). Listing and planning run on the driver; each batch of ~1000 paths is deleted
-by one Spark task."""
+"""Orphan-file removal as a Spark job: ``spark-submit spark_jobs/orphans.py TABLE [options]`` (same
+options as ``lakeops orphans``). Delta (VACUUM): listing and planning run on the driver. Iceberg: the
+location is listed on the driver, or one Spark task per second-level directory for large trees; the
+plan is made on the driver. Each batch of ~1000 paths is then deleted by one Spark task."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import argparse
 import sys
 import time
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from rich.console import Console
 
 from lakeops.delta.retention import parse_retention
+from lakeops.iceberg.maintenance.orphans import DEFAULT_OLDER_THAN, PrefixMismatchMode
+from lakeops.iceberg.table import TableRef
 from lakeops.ops import consumers, orphans
 from lakeops.ops.icechunk import IcechunkGcReport
-from lakeops.ops.orphans import OrphansReport, VacuumOptions
+from lakeops.ops.orphans import IcebergOrphansReport, OrphanOptions, OrphansReport, UnitListing, VacuumOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
@@ -22,20 +25,28 @@ from spark_jobs import icechunk
 from spark_jobs.expire import show_paths
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
-HELP = "delete expired tombstoned and untracked data files (Delta VACUUM)"
+HELP = (
+    "delete files no metadata references (Delta VACUUM: expired tombstoned and untracked data files; "
+    "Iceberg: files under the table location no metadata file, snapshot or statistics entry reaches)"
+)
 USES_SPARK = True
 
+Report = OrphansReport | IcebergOrphansReport | IcechunkGcReport
 
-class Options(BaseModel):
-    """``older_than`` as given on the command line (``7d``; None: the table property).
-    ``keep_from_version`` V lengthens the retention until every file a reader of versions V.. needs
-    is kept (:func:`lakeops.ops.consumers.vacuum_retention`)."""
+
+class Options(CatalogOptions):
+    """``older_than`` as given on the command line (``7d``; None: the table property, else the format's
+    default). Delta: ``keep_from_version`` V lengthens the retention until every file a reader of
+    versions V.. needs is kept (:func:`lakeops.ops.consumers.vacuum_retention`). Iceberg:
+    ``prefix_mismatch_mode`` (None: ``error``) and ``listing_threshold`` (None: the default)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     older_than: str | None = None
     force_short_retention: bool = False
     keep_from_version: int | None = Field(default=None, ge=0)
+    prefix_mismatch_mode: PrefixMismatchMode | None = None
+    listing_threshold: int | None = Field(default=None, ge=0)
     dry_run: bool = False
 
 
@@ -43,14 +54,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--older-than",
         metavar="DURATION",
-        help="retention, e.g. 7d (default: delta.deletedFileRetentionDuration, else 7 days); "
-        "nothing newer than this is deleted",
+        help="retention, e.g. 7d (default: Delta delta.deletedFileRetentionDuration, else 7 days; Iceberg "
+        f"{DEFAULT_OLDER_THAN.days} days); nothing newer than this is deleted",
     )
     parser.add_argument(
         "--force-short-retention",
         action="store_true",
-        help="allow a retention shorter than the table's delta.deletedFileRetentionDuration "
-        "(only when nothing reads or writes the table from before that horizon)",
+        help="allow a retention shorter than the table's delta.deletedFileRetentionDuration (Iceberg: "
+        f"than {DEFAULT_OLDER_THAN.days} days), only when nothing reads or writes the table from before that horizon",
     )
     parser.add_argument(
         "--keep-from-version",
@@ -60,11 +71,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "consumer that has extracted through V)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    iceberg = parser.add_argument_group("Iceberg")
+    iceberg.add_argument(
+        "--prefix-mismatch-mode",
+        choices=[m.value for m in PrefixMismatchMode],
+        help="a listed file that the metadata names under another scheme or authority (bucket): stop with an "
+        "error (default), ignore (keep it) or delete (treat it as unreferenced)",
+    )
+    iceberg.add_argument(
+        "--listing-threshold",
+        type=int,
+        metavar="N",
+        help="list the location on Spark, one task per second-level directory (e.g. data/<partition>), when "
+        "there are more than N of them (default 100)",
+    )
 
 
-def run(
-    args: argparse.Namespace, storage_options: StorageOptions, progress: Console
-) -> OrphansReport | IcechunkGcReport:
+def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> Report:
     """``lakeops orphans``: :func:`execute` with the parsed options."""
     return execute(
         args.table, options_from_args(Options, args), storage_options, spark=spark_from_args(args), progress=progress
@@ -73,9 +96,13 @@ def run(
 
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
-) -> OrphansReport | IcechunkGcReport:
-    """Plan on the driver, re-check, delete on Spark."""
-    target = resolve_target(table, CatalogOptions(), storage_options)
+) -> Report:
+    """List and plan, re-check, delete on Spark."""
+    target = resolve_target(table, options, storage_options)
+    if target.iceberg is not None:
+        refuse_options(str(target), options, "keep_from_version")
+        return iceberg_orphans(target.iceberg, options, storage_options, spark=spark, progress=progress)
+    refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
     if target.format == "icechunk":
         assert target.location is not None
         refuse_options(target.location, options, "keep_from_version")
@@ -99,12 +126,31 @@ def execute(
     vacuum_options = VacuumOptions(retention=retention, force_short_retention=options.force_short_retention)
     console.print(f"listing {table} ...")
     plan = orphans.plan(table, vacuum_options, storage_options, now_ms=now_ms)
-    candidates = plan.candidates
-    console.print(
-        f"version {plan.read_version}: {plan.files_scanned} files scanned in {plan.directories_scanned} "
-        f"directories; {len(candidates)} files ({format_size(sum(c.size for c in candidates))}) to delete"
+    return _carry_out(
+        plan,
+        f"version {plan.read_version}: {plan.files_scanned} files scanned in {plan.directories_scanned} directories",
+        f"{plan.table_root} @ v{plan.read_version}",
+        dry_run=options.dry_run,
+        spark=spark,
+        console=console,
+        started=started,
     )
-    if options.dry_run:
+
+
+def _carry_out(
+    plan: orphans.Plan,
+    headline: str,
+    description: str,
+    *,
+    dry_run: bool,
+    spark: SparkSettings,
+    console: Console,
+    started: float,
+) -> OrphansReport | IcebergOrphansReport:
+    """Report the plan (``dry_run``: listing the paths), or re-check it, delete its batches on Spark and report."""
+    candidates = plan.candidates
+    console.print(f"{headline}; {len(candidates)} files ({format_size(sum(c.size for c in candidates))}) to delete")
+    if dry_run:
         report = orphans.dry_run_report(plan, started)
         show_paths(console, report.paths)
         return report
@@ -117,10 +163,49 @@ def execute(
         orphans.task_for(plan),
         orphans.BatchResult,
         label=f"deleting in {len(plan.batches)} batches",
-        description=f"lakeops orphans {plan.table_root} @ v{plan.read_version}",
+        description=f"lakeops orphans {description}",
         progress=console,
     )
     return orphans.finish(plan, results, started)
+
+
+def iceberg_orphans(
+    ref: TableRef, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> OrphansReport | IcebergOrphansReport:
+    """List (on Spark for large trees), plan against every metadata file, re-check, delete on Spark."""
+    console = progress
+    started = time.monotonic()
+    now_ms = int(time.time() * 1000)
+    given = {
+        "older_than": parse_retention(options.older_than) if options.older_than is not None else None,
+        "force_short_retention": options.force_short_retention,
+        "prefix_mismatch_mode": options.prefix_mismatch_mode,
+        "listing_threshold": options.listing_threshold,
+    }
+    settings = OrphanOptions.model_validate({name: value for name, value in given.items() if value is not None})
+    console.print(f"listing {ref} ...")
+    listing = orphans.plan_iceberg_listing(ref, settings, storage_options)
+    listed: list[UnitListing] = []
+    if listing.units:
+        listed = spark.run_units(
+            listing.units,
+            orphans.list_unit,
+            UnitListing,
+            label=f"listing {len(listing.units)} directories",
+            description=f"lakeops orphans {ref}: listing",
+            progress=console,
+        )
+    plan = orphans.plan_iceberg(listing, listed, settings, now_ms=now_ms)
+    return _carry_out(
+        plan,
+        f"{plan.metadata_location.rsplit('/', 1)[-1]}: {plan.files_scanned} files scanned, {plan.referenced_files} "
+        f"referenced by {plan.metadata_files} metadata files and {plan.snapshots} snapshots",
+        str(ref),
+        dry_run=options.dry_run,
+        spark=spark,
+        console=console,
+        started=started,
+    )
 
 
 if __name__ == "__main__":

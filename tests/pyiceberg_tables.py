@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,29 @@ def entry_history_table(tmp_path: Path, spec: str = "unpartitioned", *, format_v
     table.reload().append(batch(100, 6))
     table.reload()
     return table
+
+
+def replay_changes(rows: list[dict[str, Any]], changes: list[dict[str, Any]] | None = None) -> Counter[tuple[Any, ...]]:
+    """The multiset of ``rows`` (:data:`SCHEMA`'s columns; NaN equal to NaN, timestamps naive UTC)
+    after a changelog's rows are applied in commit order: ``insert`` adds, ``delete`` removes (a
+    delete of a row that is not there fails)."""
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        values = (row[name] for name in ARROW_SCHEMA.names)
+        return tuple(
+            "NaN"
+            if isinstance(v, float) and math.isnan(v)
+            else v.astimezone(dt.UTC).replace(tzinfo=None)
+            if isinstance(v, dt.datetime) and v.tzinfo is not None
+            else v
+            for v in values
+        )
+
+    result = Counter(key(r) for r in rows)
+    for change in sorted(changes or [], key=lambda r: (r["_commit_sequence_number"], r["_change_type"] == "insert")):
+        if change["_change_type"] == "insert":
+            result[key(change)] += 1
+        else:
+            assert result[key(change)] > 0, f"deleted a row that was not live: {change}"
+            result[key(change)] -= 1
+    return +result

@@ -1,8 +1,11 @@
 """Change data capture, format-neutral: plan by detected format, the unit task Spark runs, commit and report.
 
 Spark jobs call :func:`plan`, run :func:`task_for` on every unit of ``plan.units``, then call
-:func:`commit`; everything format-specific stays behind this module. Today only Delta sources are
-supported (change data feed, :mod:`lakeops.delta.maintenance.cdf_export`).
+:func:`commit`; everything format-specific stays behind this module. Delta sources export their
+change data feed (:mod:`lakeops.delta.maintenance.cdf_export`; ``--from``/``--to`` are versions),
+Iceberg tables their changelog (:mod:`lakeops.iceberg.maintenance.changelog`; ``--from``/``--to``
+are snapshot ids, branches or tags, and the report's versions are sequence numbers). Icechunk
+repositories are diffed by :mod:`lakeops.ops.icechunk`.
 """
 
 from __future__ import annotations
@@ -10,21 +13,29 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
+
+from pydantic import ConfigDict, Field
 
 from lakeops.delta.maintenance import cdf_export
-from lakeops.delta.maintenance.cdf_export import ExportOptions, ExportPlan, ExportResult, ExportUnit
+from lakeops.delta.maintenance.cdf_export import ExportOptions, ExportPlan, ExportResult
+from lakeops.delta.maintenance.change_table import DEFAULT_UNIT_BYTES, written_locations
 from lakeops.delta.writer import require_writable_location
-from lakeops.errors import CommitConflict, UnsupportedFeature
-from lakeops.ops.detect import detect_format
+from lakeops.errors import CommitConflict, InvalidArgument
+from lakeops.iceberg.maintenance import changelog
+from lakeops.iceberg.maintenance.changelog import ChangelogOptions, ChangelogPlan, SnapshotChanges
+from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
+from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import normalize, require_within
+from lakeops.storage.uri import require_within
 
 __all__ = [
     "CdcOptions",
     "CdcReport",
     "ExportPlan",
     "ExportResult",
+    "Plan",
     "commit",
     "discard",
     "dry_run_report",
@@ -33,11 +44,52 @@ __all__ = [
     "task_for",
 ]
 
-CdcOptions = ExportOptions
+Plan = ExportPlan | ChangelogPlan
+
+
+class CdcOptions(CatalogOptions):
+    """The range as given: ``from_version``/``to_version`` are versions (integers) of a Delta table,
+    snapshot ids, branch or tag names of an Iceberg table (``--to`` default: the current snapshot);
+    ``catalog_uri``/``catalog_name`` find an Iceberg table in a SQL catalog."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_version: int | str
+    to_version: int | str | None = None
+    output: str
+    unit_bytes: int = Field(default=DEFAULT_UNIT_BYTES, gt=0)
+
+    def for_delta(self, table: str) -> ExportOptions:
+        """The Delta planner's options: both ends must be versions."""
+        return ExportOptions(
+            from_version=_delta_version(table, "--from", self.from_version),
+            to_version=None if self.to_version is None else _delta_version(table, "--to", self.to_version),
+            output=self.output,
+            unit_bytes=self.unit_bytes,
+        )
+
+    def for_iceberg(self) -> ChangelogOptions:
+        """The Iceberg planner's options: snapshot ids, branches or tags."""
+        return ChangelogOptions(
+            from_snapshot=str(self.from_version),
+            to_snapshot=None if self.to_version is None else str(self.to_version),
+            output=self.output,
+            unit_bytes=self.unit_bytes,
+        )
+
+
+def _delta_version(table: str, flag: str, value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise InvalidArgument(f"{table}: {flag} {value!r} is not a table version (an integer >= 0) of this Delta table")
 
 
 class CdcReport(Report):
-    """``read_version`` is the last source version of the range, ``committed_version`` the output's new version."""
+    """``read_version`` is the last source position of the range (Delta: version; Iceberg: sequence
+    number of the ``--to`` snapshot), ``committed_version`` the output's new version. Iceberg only:
+    the snapshot ids of the range's ends and what the plan found in each snapshot extracted."""
 
     operation: str = "cdc"
     output: str = ""
@@ -60,26 +112,34 @@ class CdcReport(Report):
     files_written: int = 0
     bytes_written: int = 0
     commit_attempts: int = 0
+    from_snapshot_id: int | None = None
+    to_snapshot_id: int | None = None
+    snapshots: list[SnapshotChanges] = []
 
 
-def plan(location: str, options: CdcOptions, storage_options: StorageOptions) -> ExportPlan:
-    """Plan the extraction of ``options.from_version..options.to_version`` into ``options.output``."""
-    location = normalize(location)
-    fmt = detect_format(open_storage(location, storage_options), location)
-    if fmt != "delta":
-        raise UnsupportedFeature(f"{location}: change capture of {fmt} tables is not available yet")
-    return cdf_export.plan_export(location, options, storage_options)
+def plan(table: str, options: CdcOptions, storage_options: StorageOptions) -> Plan:
+    """Plan the extraction of ``options.from_version..options.to_version`` of a Delta or Iceberg table
+    into ``options.output``."""
+    target = resolve_target(table, options, storage_options)
+    target.require("delta", "iceberg", operation="change capture")
+    if target.iceberg is not None:
+        loaded = load_table(target.iceberg, storage_options)
+        return changelog.plan_changelog(loaded, options.for_iceberg(), storage_options)
+    assert target.location is not None
+    return cdf_export.plan_export(target.location, options.for_delta(table), storage_options)
 
 
-def task_for(plan: ExportPlan) -> Callable[[ExportUnit], ExportResult]:
+def task_for(plan: Plan) -> Callable[[Any], ExportResult]:
     """The pure function a Spark task applies to one unit of ``plan.units``."""
+    if isinstance(plan, ChangelogPlan):
+        return changelog.extract_unit
     return cdf_export.extract_unit
 
 
-def _base_report(plan: ExportPlan, started: float, dry_run: bool) -> CdcReport:
-    return CdcReport(
-        format="delta",
-        table=plan.table_root,
+def _base_report(plan: Plan, started: float, dry_run: bool) -> CdcReport:
+    report = CdcReport(
+        format="iceberg" if isinstance(plan, ChangelogPlan) else "delta",
+        table=plan.table_name if isinstance(plan, ChangelogPlan) else plan.table_root,
         dry_run=dry_run,
         read_version=plan.to_version,
         output=plan.output_root,
@@ -88,38 +148,52 @@ def _base_report(plan: ExportPlan, started: float, dry_run: bool) -> CdcReport:
         to_version=plan.to_version,
         already_extracted=plan.already_extracted,
         output_created=plan.output_version is None and not dry_run,
-        versions_extracted=plan.versions,
-        versions_from_change_files=plan.versions_from_change_files,
-        versions_from_file_actions=plan.versions_from_file_actions,
         units=len(plan.units),
         source_files=plan.source_files,
         source_bytes=plan.source_bytes,
         duration_s=time.monotonic() - started,
     )
+    if isinstance(plan, ChangelogPlan):
+        update: dict[str, object] = {
+            "versions_extracted": len(plan.snapshots),
+            "from_snapshot_id": plan.from_snapshot_id,
+            "to_snapshot_id": plan.to_snapshot_id,
+            "snapshots": plan.snapshots,
+        }
+    else:
+        update = {
+            "versions_extracted": plan.versions,
+            "versions_from_change_files": plan.versions_from_change_files,
+            "versions_from_file_actions": plan.versions_from_file_actions,
+        }
+    return report.model_copy(update=update)
 
 
-def require_output_writable(plan: ExportPlan, storage_options: StorageOptions) -> None:
+def require_output_writable(plan: Plan, storage_options: StorageOptions) -> None:
     """Refuse, before any Spark work, an output location this process cannot write."""
     require_writable_location(open_storage(plan.output_root, storage_options), plan.output_root)
 
 
-def dry_run_report(plan: ExportPlan, started: float) -> CdcReport:
+def dry_run_report(plan: Plan, started: float) -> CdcReport:
     """What the run would extract, without writing anything."""
     return _base_report(plan, started, dry_run=True)
 
 
-def discard(plan: ExportPlan, results: list[ExportResult], storage_options: StorageOptions) -> int:
+def discard(plan: Plan, results: list[ExportResult], storage_options: StorageOptions) -> int:
     """Delete the files this attempt wrote (never anything else, never outside the output table)."""
     storage = open_storage(plan.output_root, storage_options)
-    paths = [require_within(plan.output_root, p) for p in cdf_export.written_locations(results)]
+    paths = [require_within(plan.output_root, p) for p in written_locations(results)]
     return storage.delete_many(paths) if paths else 0
 
 
-def commit(plan: ExportPlan, results: list[ExportResult], storage_options: StorageOptions, started: float) -> CdcReport:
+def commit(plan: Plan, results: list[ExportResult], storage_options: StorageOptions, started: float) -> CdcReport:
     """Commit the extracted files. On a definite conflict the new files are deleted and the error
     re-raised (a re-run extracts what is still missing); on any other failure nothing is deleted."""
     try:
-        outcome = cdf_export.commit_export(plan, results, storage_options)
+        if isinstance(plan, ChangelogPlan):
+            outcome = changelog.commit_changelog(plan, results, storage_options)
+        else:
+            outcome = cdf_export.commit_export(plan, results, storage_options)
     except CommitConflict:
         discard(plan, results, storage_options)
         raise

@@ -93,6 +93,8 @@ class CompactionReport(Report):
     commit_attempts: int = 0
     commits: int = 0
     snapshot_id: int | None = None
+    #: Iceberg: the snapshot the plan read (``snapshot_id`` becomes the last one committed).
+    base_snapshot_id: int | None = None
 
 
 def plan(table: str, options: CompactionOptions, storage_options: StorageOptions) -> Plan:
@@ -160,6 +162,7 @@ def _base_report(plan: Plan, started: float, dry_run: bool) -> CompactionReport:
             table=plan.table_name,
             read_version=plan.sequence_number,
             snapshot_id=plan.snapshot_id,
+            base_snapshot_id=plan.snapshot_id,
             **common,
         )
     return CompactionReport(format="delta", table=plan.table_root, read_version=plan.read_version, **common)

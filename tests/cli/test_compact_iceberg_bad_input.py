@@ -68,13 +68,6 @@ def test_malformed_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "bucket[sixteen]" in err
 
 
-def test_catalog_uri_on_a_command_without_iceberg_support(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        lakeops(["orphans", "db.events", "--catalog-uri", "sqlite:///nowhere.db"])
-    assert exit_info.value.code == 2
-    assert "does not support Iceberg catalog tables yet" in capsys.readouterr().err
-
-
 def test_format_version_3_is_read_but_not_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = small_file_table(tmp_path, appends=2)
     _edit_metadata(table, {"format-version": 3})

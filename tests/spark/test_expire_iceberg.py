@@ -160,8 +160,8 @@ def test_snapshot_ids_and_options_of_other_formats(tmp_path: Path, capsys: pytes
 
     assert lakeops([*base, "--snapshot-id", str(snapshots[-1])]) == 1
     assert f"--snapshot-id {snapshots[-1]} is the head of branch 'main'" in capsys.readouterr().err
-    assert lakeops([*base, "--keep-from-version", "2"]) == 1
-    assert "--keep-from-version does not apply to this table's format" in capsys.readouterr().err
+    assert lakeops([*base, "--keep-from-version", "2", "--snapshot-id", str(snapshots[1])]) == 1
+    assert f"--snapshot-id {snapshots[1]} is kept: its sequence number is at least 2" in capsys.readouterr().err
 
     # The policy keeps the three newest; naming the second keeps it from them (it is old enough with --force).
     report = run_json(capsys, *base, "--snapshot-id", str(snapshots[1]), "--force")

@@ -16,8 +16,6 @@ an earlier start or a gap is refused.
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,25 +29,31 @@ from lakeops.delta.cdf import (
     plan_change_feed,
     read_change_rows,
     require_files_present,
-    rows_by_change_type,
 )
 from lakeops.delta.commit import CommitResult
 from lakeops.delta.maintenance.change_table import (
+    DEFAULT_UNIT_BYTES,
     FIRST_VERSION_KEY,
     SOURCE_ID_KEY,
     SOURCE_KEY,
-    append_changes,
+    ChangePlan,
+    ExtractResult,
+    commit_changes,
     open_output,
     output_state,
     start_position,
+    write_changes,
     written_locations,
 )
 from lakeops.delta.schema import ColumnMappingMode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot
-from lakeops.delta.writer import DataFileWriter, TargetTable, WrittenFile
+from lakeops.delta.writer import TargetTable
 from lakeops.errors import InvalidArgument
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
+
+#: One task's outcome: the shared shape of every change export.
+ExportResult = ExtractResult
 
 __all__ = [
     "FIRST_VERSION_KEY",
@@ -64,8 +68,6 @@ __all__ = [
     "plan_export",
     "written_locations",
 ]
-#: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
-DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 #: Files one task reads at most: bounds a unit when the log does not record sizes (old removes).
 MAX_FILES_PER_UNIT = 256
 
@@ -100,31 +102,9 @@ class ExportUnit(BaseModel):
         return sum(c.size or 0 for c in self.changes)
 
 
-class ExportResult(BaseModel):
-    unit_id: int
-    written: list[WrittenFile]
-    rows_by_change_type: dict[str, int]
-    files_read: int
-    bytes_read: int
-    seconds: float
+class ExportPlan(ChangePlan):
+    """Immutable, printable plan: source versions ``from_version..to_version`` (positions are versions)."""
 
-
-class ExportPlan(BaseModel):
-    """Immutable, printable plan: source versions ``from_version..to_version`` into the output table
-    as it was at ``output_version`` (None: the first commit creates it with ``output_metadata``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    table_root: str
-    output_root: str
-    source_id: str
-    requested_from: int
-    from_version: int
-    to_version: int
-    output_version: int | None
-    output_metadata: Metadata
-    extracted_through: int | None
-    already_extracted: bool
     versions_from_change_files: int
     versions_from_file_actions: int
     units: list[ExportUnit]
@@ -233,24 +213,21 @@ def plan_export(location: str, options: ExportOptions, storage_options: StorageO
 
 def extract_unit(unit: ExportUnit) -> ExportResult:
     """Read the unit's change files and write their change rows as one output data file."""
-    started = time.monotonic()
     storage = open_storage(unit.table_root, unit.storage)
     schema = parse_schema(unit.schema_string)
     mode = cast(ColumnMappingMode, unit.column_mapping_mode)
-    writer = DataFileWriter(change_feed_schema(schema))
-    counts: Counter[str] = Counter()
-    for change in unit.changes:
-        rows = read_change_rows(storage, unit.table_root, change, schema, mode, unit.partition_columns)
-        counts.update(rows_by_change_type(rows))
-        writer.write(rows)
-    written = writer.finish(open_storage(unit.output_root, unit.storage), unit.output_root)
-    return ExportResult(
-        unit_id=unit.unit_id,
-        written=[written] if written is not None else [],
-        rows_by_change_type=dict(counts),
+    rows = (
+        read_change_rows(storage, unit.table_root, change, schema, mode, unit.partition_columns)
+        for change in unit.changes
+    )
+    return write_changes(
+        unit.unit_id,
+        rows,
+        change_feed_schema(schema),
+        unit.output_root,
+        unit.storage,
         files_read=len(unit.changes),
         bytes_read=unit.bytes,
-        seconds=time.monotonic() - started,
     )
 
 
@@ -265,17 +242,10 @@ def commit_export(
 
     A range without row changes (only OPTIMIZE, say) still commits its marker, so it is not planned again.
     """
-    if plan.already_extracted:
-        return None
-    if {r.unit_id for r in results} != {u.unit_id for u in plan.units}:
-        raise InvalidArgument(f"{plan.table_root}: extraction results do not match the plan's units")
-    ordered: list[ExportResult] = sorted(results, key=lambda r: r.unit_id)
-    return append_changes(
+    return commit_changes(
+        plan,
+        (u.unit_id for u in plan.units),
+        results,
         storage_options,
-        TargetTable(plan.output_root, plan.output_version, plan.output_metadata),
-        metadata=plan.output_metadata,
-        source_id=plan.source_id,
-        through=plan.to_version,
-        results=ordered,
-        parameters={"source": plan.table_root, "sourceVersions": f"{plan.from_version}..{plan.to_version}"},
+        {"source": plan.table_root, "sourceVersions": f"{plan.from_version}..{plan.to_version}"},
     )

@@ -3,7 +3,7 @@
 Delta change feeds (:mod:`lakeops.delta.maintenance.cdf_export`) and Iceberg changelogs
 (:mod:`lakeops.iceberg.maintenance.changelog`) are exported the same way: Spark tasks write Parquet
 files with :class:`~lakeops.delta.writer.DataFileWriter`, and the driver commits them in one output
-version with :func:`~lakeops.delta.writer.append_files`.
+version (:func:`commit_changes`, over :func:`~lakeops.delta.writer.append_files`).
 
 Idempotency is Delta's "Transaction Identifiers": every commit carries ``txn(appId = source id,
 version = the source position extracted last)``, and the output's ``metaData.configuration``
@@ -21,36 +21,78 @@ changes of positions ``firstVersion..txn.version``, each once:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Protocol
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
 
 from lakeops.delta.actions import Metadata, Txn
+from lakeops.delta.cdf import rows_by_change_type
 from lakeops.delta.commit import CommitResult
 from lakeops.delta.schema import StructType, parse_schema
-from lakeops.delta.writer import TargetTable, WrittenFile, append_files, new_table_metadata, read_target
+from lakeops.delta.writer import (
+    DataFileWriter,
+    TargetTable,
+    WrittenFile,
+    append_files,
+    new_table_metadata,
+    read_target,
+)
 from lakeops.errors import InvalidArgument
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import is_within, normalize
 
 __all__ = [
+    "DEFAULT_UNIT_BYTES",
     "FIRST_VERSION_KEY",
     "SOURCE_ID_KEY",
     "SOURCE_KEY",
-    "append_changes",
+    "ChangePlan",
+    "ExtractResult",
+    "commit_changes",
     "open_output",
     "output_state",
     "start_position",
+    "write_changes",
     "written_locations",
 ]
 
+#: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
+DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 SOURCE_ID_KEY = "lakeops.cdc.sourceId"
 SOURCE_KEY = "lakeops.cdc.source"
 FIRST_VERSION_KEY = "lakeops.cdc.firstVersion"
 
 
-class _Written(Protocol):
-    @property
-    def written(self) -> list[WrittenFile]: ...
+class ExtractResult(BaseModel):
+    """What one extraction task wrote (one output data file at most) and read."""
+
+    unit_id: int
+    written: list[WrittenFile]
+    rows_by_change_type: dict[str, int]
+    files_read: int
+    bytes_read: int
+    seconds: float
+
+
+class ChangePlan(BaseModel):
+    """What every change export plans: source positions ``from_version..to_version`` (``requested_from``
+    as asked) into the output as it was at ``output_version`` (None: the first commit creates it with
+    ``output_metadata``), which already held positions through ``extracted_through``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_root: str
+    output_root: str
+    source_id: str
+    requested_from: int
+    from_version: int
+    to_version: int
+    output_version: int | None
+    output_metadata: Metadata
+    extracted_through: int | None
+    already_extracted: bool
 
 
 def open_output(source_root: str, output: str, storage_options: StorageOptions) -> TargetTable:
@@ -132,30 +174,61 @@ def start_position(
     return through + 1
 
 
-def append_changes(
+def commit_changes(
+    plan: ChangePlan,
+    unit_ids: Iterable[int],
+    results: Iterable[ExtractResult],
     storage_options: StorageOptions,
-    target: TargetTable,
-    *,
-    metadata: Metadata,
-    source_id: str,
-    through: int,
-    results: Iterable[_Written],
     parameters: dict[str, object],
-) -> CommitResult:
-    """Append the written files and the source's progress marker (``txn``) as one output version,
-    creating the output on its first run. A range without row changes still commits its marker, so
-    it is not planned again."""
-    txn = Txn(appId=source_id, version=through, lastUpdated=int(time.time() * 1000))
+) -> CommitResult | None:
+    """Append the files the units wrote and the source's progress marker (``txn``) as one output
+    version, creating the output on its first run; None when the output already held the range.
+    A range without row changes still commits its marker, so it is not planned again."""
+    if plan.already_extracted:
+        return None
+    ordered = sorted(results, key=lambda r: r.unit_id)
+    if {r.unit_id for r in ordered} != set(unit_ids):
+        raise InvalidArgument(f"{plan.table_root}: extraction results do not match the plan's units")
+    txn = Txn(appId=plan.source_id, version=plan.to_version, lastUpdated=int(time.time() * 1000))
     return append_files(
-        open_storage(target.root, storage_options),
-        target,
-        metadata=metadata,
-        files=[w for r in results for w in r.written],
+        open_storage(plan.output_root, storage_options),
+        TargetTable(plan.output_root, plan.output_version, plan.output_metadata),
+        metadata=plan.output_metadata,
+        files=[w for r in ordered for w in r.written],
         txn=txn,
         operation_parameters=parameters,
     )
 
 
-def written_locations(results: Iterable[_Written]) -> list[str]:
+def write_changes(
+    unit_id: int,
+    rows: Iterable[pa.Table],
+    schema: StructType,
+    output_root: str,
+    storage_options: StorageOptions,
+    *,
+    files_read: int,
+    bytes_read: int,
+) -> ExtractResult:
+    """Write one unit's change rows (in the output's ``schema``, with a ``_change_type`` column) as
+    one output data file, counting them by change type; ``rows`` may read the source lazily."""
+    started = time.monotonic()
+    writer = DataFileWriter(schema)
+    counts: Counter[str] = Counter()
+    for table in rows:
+        counts.update(rows_by_change_type(table))
+        writer.write(table)
+    written = writer.finish(open_storage(output_root, storage_options), output_root)
+    return ExtractResult(
+        unit_id=unit_id,
+        written=[written] if written is not None else [],
+        rows_by_change_type=dict(counts),
+        files_read=files_read,
+        bytes_read=bytes_read,
+        seconds=time.monotonic() - started,
+    )
+
+
+def written_locations(results: Iterable[ExtractResult]) -> list[str]:
     """Every file these results wrote: the only files an abort may delete."""
     return [w.location for r in results for w in r.written]

@@ -11,6 +11,8 @@ snapshots leave the metadata. Three steps, in an order that never loses a file a
    fields override the table properties ``history.expire.*`` (defaults as the reference
    implementation's: 5 days, 1 snapshot, refs forever); ``older_than_ms``/``retain_last`` override
    both for every branch. Explicitly named snapshots also expire, but never a ref head.
+   ``keep_from_sequence_number`` keeps every snapshot from that sequence number on whatever its age
+   (a changelog consumer's watermark: the snapshots it has yet to read, and the one it stopped at).
 2. :func:`expire_metadata` — the new metadata: expired snapshots, dropped refs, their statistics
    entries, and every ``snapshot-log`` entry up to the last expired one are removed ("all entries
    before a snapshot that has expired should be removed"). :class:`ExpireSnapshots` commits it with
@@ -98,6 +100,7 @@ STATISTICS_FILE = "statistics"
 class ExpireOptions(BaseModel):
     """Overrides of the retention policy. ``older_than_ms``: max snapshot age for every branch;
     ``retain_last``: min snapshots to keep for every branch; ``snapshot_ids``: expire these too;
+    ``keep_from_sequence_number``: keep every snapshot with at least this sequence number;
     ``force``: allow a retention shorter than the table's, or a named snapshot younger than it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,6 +108,7 @@ class ExpireOptions(BaseModel):
     older_than_ms: int | None = Field(default=None, ge=0)
     retain_last: int | None = Field(default=None, ge=1)
     snapshot_ids: tuple[int, ...] = ()
+    keep_from_sequence_number: int | None = Field(default=None, ge=0)
     force: bool = False
 
 
@@ -249,6 +253,15 @@ def decide_retention(
                 break
             retained.add(snapshot.snapshot_id)
     retained -= _named_snapshots(metadata, options, refs, policy, table, now_ms=now_ms)
+    if options.keep_from_sequence_number is not None:
+        floor = options.keep_from_sequence_number
+        needed = {s.snapshot_id for s in metadata.snapshots if s.sequence_number >= floor}
+        for snapshot_id in sorted(needed & set(options.snapshot_ids)):
+            raise InvalidArgument(
+                f"{table}: --snapshot-id {snapshot_id} is kept: its sequence number is at least {floor}, "
+                "which a changelog consumer has yet to read"
+            )
+        retained |= needed
     ids = sorted(s.snapshot_id for s in metadata.snapshots)
     return RetentionDecision(
         retained=tuple(i for i in ids if i in retained),

@@ -125,6 +125,15 @@ def test_flags_override_refs_and_properties() -> None:
     assert _expired(metadata, retain_last=1, older_than_ms=9 * DAY, force=True) == (1, 3, 9)
 
 
+def test_keep_from_sequence_number_keeps_what_a_consumer_still_reads() -> None:
+    everything = {"older_than_ms": 0, "retain_last": 1, "force": True}
+    assert _expired(_metadata(), **everything) == (1, 3, 4, 6, 9)
+    # Sequence numbers equal the ids here: from 4 on, whatever their age, on any branch.
+    assert _expired(_metadata(), **everything, keep_from_sequence_number=4) == (1, 3)
+    with pytest.raises(InvalidArgument, match="--snapshot-id 6 is kept: its sequence number is at least 4"):
+        _expired(_metadata(), **everything, keep_from_sequence_number=4, snapshot_ids=(6,))
+
+
 def test_tags_keep_only_their_head() -> None:
     refs = {
         "main": {"snapshot-id": 5, "type": "branch"},

@@ -1,0 +1,485 @@
+"""Orphan-file removal for Iceberg tables: delete files under the table location that no metadata
+reaches ("Table Metadata Fields": ``metadata-log``, ``snapshots``, ``refs``, ``statistics``,
+``partition-statistics``; "Snapshots", "Manifest Lists", "Manifests"; "File System Tables").
+
+Why: failed writes, aborted compactions and crashed commits leave files behind that no snapshot
+names; nothing else ever removes them. The spec defines what a table references, so "orphan" is
+computed as *listed minus referenced*, never guessed:
+
+* **Referenced** (:func:`referenced_files`): the current metadata file, every file of its
+  ``metadata-log`` (still the table's history, readable by time travel on metadata), and of the
+  current metadata *and* every log file that still exists: every snapshot's manifest list, manifests,
+  every file their entries name (``DELETED`` entries too: a file some metadata names is not an
+  orphan, whatever its status), and every statistics and partition-statistics file. Plus
+  ``metadata/version-hint.text`` ("File System Tables").
+* **Listed**: everything under the table location, nothing outside it. Large trees are listed as
+  Spark tasks, one per second-level directory (``data/<partition>``), see :func:`plan_listing`.
+* **Compared normalised** (:func:`lakeops.storage.uri.normalize`: ``s3a``/``s3n`` are ``s3``,
+  trailing slashes, ``file:`` spellings). A referenced path whose scheme or authority differs from
+  the location's but whose path equals a listed file's is ambiguous (a bucket alias? another
+  store?): by default the run stops naming it; ``ignore`` keeps such files, ``delete`` treats them
+  as unreferenced (the reference implementation's ``prefix_mismatch_mode``).
+* **Age floor** (DESIGN.md "Safety rules"): a file not older than ``older_than`` (default 3 days) is
+  kept whatever the metadata says: it may belong to a commit in flight. A shorter floor needs
+  ``force_short_retention``.
+* **Deleting** goes through :mod:`lakeops.deletion` batches that refuse anything outside the
+  location, the current metadata file and ``version-hint.text``. :func:`recheck` runs just before:
+  if the table moved on, the valid set is recomputed and files it now references are dropped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.delta.retention import format_duration  # a unit format, not a Delta rule
+from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
+from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
+from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
+from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
+from lakeops.iceberg.table import IcebergTable, TableRef, load_table
+from lakeops.storage import FileInfo, LocalStorage, S3Storage, Storage, StorageOptions, open_storage
+from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_LISTING_THRESHOLD",
+    "DEFAULT_OLDER_THAN",
+    "Listing",
+    "ListingUnit",
+    "OrphanOptions",
+    "OrphanPlan",
+    "PrefixMismatchMode",
+    "ReferencedFiles",
+    "UnitListing",
+    "check_older_than",
+    "list_unit",
+    "plan_listing",
+    "plan_orphans",
+    "recheck",
+    "referenced_files",
+]
+
+DEFAULT_OLDER_THAN = timedelta(days=3)
+#: More second-level directories than this are listed as Spark tasks, fewer on the driver.
+DEFAULT_LISTING_THRESHOLD = 100
+#: Paths per Spark delete task (S3's DeleteObjects limit).
+DEFAULT_BATCH_SIZE = 1000
+
+#: Candidate kinds, as reports count them.
+DATA = "data"
+METADATA = "metadata"
+OTHER = "other"
+
+
+class PrefixMismatchMode(StrEnum):
+    """What to do with a listed file whose path a reference names under another scheme or authority."""
+
+    ERROR = "error"
+    IGNORE = "ignore"
+    DELETE = "delete"
+
+
+class OrphanOptions(BaseModel):
+    """``older_than``: the age floor; ``force_short_retention`` allows one below 3 days;
+    ``listing_threshold``: second-level directories listed on the driver before listing goes to Spark."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    older_than: timedelta = DEFAULT_OLDER_THAN
+    force_short_retention: bool = False
+    prefix_mismatch_mode: PrefixMismatchMode = PrefixMismatchMode.ERROR
+    listing_threshold: int = Field(default=DEFAULT_LISTING_THRESHOLD, ge=0)
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
+
+
+def check_older_than(options: OrphanOptions, table: str) -> None:
+    """Refuse a negative floor, and one under :data:`DEFAULT_OLDER_THAN` without the override."""
+    if options.older_than < timedelta(0):
+        raise InvalidArgument(f"{table}: --older-than {format_duration(options.older_than)} is negative")
+    if options.older_than < DEFAULT_OLDER_THAN and not options.force_short_retention:
+        raise UnsafeOperation(
+            f"{table}: --older-than {format_duration(options.older_than)} is shorter than the "
+            f"{format_duration(DEFAULT_OLDER_THAN)} floor for Iceberg orphan files; files of commits still in "
+            "flight could be deleted. Pass --force-short-retention only if nothing writes the table meanwhile"
+        )
+
+
+# --- referenced files ------------------------------------------------------------------------------
+
+
+def _split(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path without leading slash) of a location, for any scheme."""
+    try:
+        canonical = normalize(location)
+    except InvalidArgument:  # schemes lakeops cannot open, remote file:// hosts: still comparable
+        parts = urlsplit(location)
+        return scheme(location), parts.netloc, parts.path.strip("/")
+    if canonical.startswith("s3://"):
+        bucket, _, key = canonical[5:].partition("/")
+        return "s3", bucket, key
+    return "file", "", canonical.lstrip("/")
+
+
+@dataclass(frozen=True)
+class ReferencedFiles:
+    """What the table's metadata reaches. ``paths``: normalised locations sharing the table location's
+    scheme and authority; ``foreign``: path (without scheme and authority) -> the reference spelled with
+    another scheme or authority."""
+
+    table: str
+    location: str
+    metadata_location: str
+    paths: frozenset[str]
+    foreign: dict[str, str]
+    metadata_files: int
+    missing_metadata_files: int
+    snapshots: int
+
+    @classmethod
+    def of(
+        cls,
+        table: str,
+        location: str,
+        metadata_location: str,
+        referenced: Iterable[str],
+        *,
+        metadata_files: int = 1,
+        missing_metadata_files: int = 0,
+        snapshots: int = 0,
+    ) -> ReferencedFiles:
+        """Sort ``referenced`` by whether it shares ``location``'s scheme and authority."""
+        home = _split(location)[:2]
+        paths: set[str] = set()
+        foreign: dict[str, str] = {}
+        for path in referenced:
+            kind, authority, key = _split(path)
+            if (kind, authority) == home:
+                paths.add(normalize(path))
+            else:
+                foreign.setdefault(key, path)
+        return cls(
+            table,
+            normalize(location),
+            metadata_location,
+            frozenset(paths),
+            foreign,
+            metadata_files,
+            missing_metadata_files,
+            snapshots,
+        )
+
+    def keeps(self, path: str, mode: PrefixMismatchMode) -> bool:
+        """Whether the listed file at ``path`` is referenced (see the module docstring for ``mode``)."""
+        if normalize(path) in self.paths:
+            return True
+        reference = self.foreign.get(_split(path)[2])
+        if reference is None or mode is PrefixMismatchMode.DELETE:
+            return False
+        if mode is PrefixMismatchMode.IGNORE:
+            return True
+        raise UnsafeOperation(
+            f"{self.table}: {path} is referenced as {reference}, whose scheme or authority differs from the "
+            f"table location {self.location}; refusing to guess whether they are the same file. Pass "
+            "--prefix-mismatch-mode ignore to keep such files or delete to treat them as unreferenced"
+        )
+
+
+def _read_log(storage: Storage, metadata: TableMetadata) -> list[TableMetadata | None]:
+    """The metadata files of the log, None for those that no longer exist."""
+
+    def read(location: str) -> TableMetadata | None:
+        try:
+            return parse_metadata(storage.read(location), location)
+        except NotFound:
+            return None
+
+    locations = [entry.metadata_file for entry in metadata.metadata_log]
+    if not locations:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MANIFEST_READ_THREADS, len(locations))) as pool:
+        return list(pool.map(read, locations))
+
+
+def referenced_files(table: IcebergTable) -> ReferencedFiles:
+    """Every file the current metadata and the metadata files of its log reach."""
+    storage = table.storage
+    metadata = table.metadata
+    logged = _read_log(storage, metadata)
+    found = [metadata, *(m for m in logged if m is not None)]
+    snapshots: dict[int, Snapshot] = {}
+    for version in found:  # the current metadata first: its copy of a shared snapshot wins
+        for snapshot in version.snapshots:
+            snapshots.setdefault(snapshot.snapshot_id, snapshot)
+    reached = reachable_files(storage, metadata, snapshots.values(), live_only=False)
+    statistics = {s.statistics_path for m in found for s in m.statistics} | {
+        s.statistics_path for m in found for s in m.partition_statistics
+    }
+    referenced = {
+        table.metadata_location,
+        join(metadata.location, METADATA_DIR, VERSION_HINT),
+        *(entry.metadata_file for entry in metadata.metadata_log),
+        *reached.all(),
+        *statistics,
+    }
+    return ReferencedFiles.of(
+        table.name,
+        metadata.location,
+        table.metadata_location,
+        referenced,
+        metadata_files=len(found),
+        missing_metadata_files=logged.count(None),
+        snapshots=len(snapshots),
+    )
+
+
+# --- listing ---------------------------------------------------------------------------------------
+
+
+class ListedFile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+class ListingUnit(BaseModel):
+    """One Spark task's listing: everything under ``prefix`` (inside ``table_location``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    unit_id: int
+    table_location: str
+    prefix: str
+    storage: StorageOptions
+
+
+class UnitListing(BaseModel):
+    unit_id: int
+    files: list[ListedFile]
+
+
+def _listed(infos: Iterable[FileInfo]) -> list[ListedFile]:
+    return [ListedFile(path=i.path, size=i.size, mtime_ms=i.mtime_ms) for i in infos]
+
+
+def list_unit(unit: ListingUnit) -> UnitListing:
+    """List one prefix recursively (runs in a Spark task)."""
+    prefix = require_within(unit.table_location, unit.prefix)
+    return UnitListing(unit_id=unit.unit_id, files=_listed(open_storage(prefix, unit.storage).list(prefix)))
+
+
+def _local_children(prefix: str) -> tuple[list[FileInfo], list[str]]:
+    directory = normalize(prefix)
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        raise StorageError(f"cannot list directory {directory!r}: {exc.strerror or exc}") from exc
+    files: list[FileInfo] = []
+    dirs: list[str] = []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):  # symlinks are not followed: they could leave the table
+            dirs.append(f"{directory}/{entry.name}")
+        elif entry.is_file(follow_symlinks=False):
+            st = entry.stat()
+            files.append(FileInfo(f"{directory}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000))
+    return files, dirs
+
+
+def _s3_children(storage: S3Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
+    bucket, _, key = normalize(prefix)[5:].partition("/")
+    files: list[FileInfo] = []
+    dirs: list[str] = []
+    try:
+        pages = storage.client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=f"{key}/" if key else "", Delimiter="/"
+        )
+        for page in pages:
+            for obj in page.get("Contents", ()):
+                if not obj["Key"].endswith("/"):  # directory markers are not files
+                    modified = int(obj["LastModified"].timestamp() * 1000)
+                    files.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), modified))
+            dirs.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
+    except (ClientError, BotoCoreError) as exc:
+        raise StorageError(f"cannot list {prefix!r}: {exc}") from exc
+    return files, dirs
+
+
+def _children(storage: Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
+    """The files directly under ``prefix`` and its subdirectories (the storage protocol only lists
+    recursively; a store without a one-level listing is listed whole, on the driver)."""
+    if isinstance(storage, LocalStorage):
+        return _local_children(prefix)
+    if isinstance(storage, S3Storage):
+        return _s3_children(storage, prefix)
+    return list(storage.list(prefix)), []
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The table pinned for planning, the files the driver listed, and the prefixes left to Spark."""
+
+    table: IcebergTable
+    files: list[ListedFile]
+    directories: int
+    units: list[ListingUnit]
+
+
+def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
+    """List the location two levels deep on the driver (``data/``, ``metadata/``, then partitions);
+    the second-level directories are listed recursively on the driver when at most
+    ``listing_threshold``, else they become Spark tasks (:func:`list_unit`)."""
+    check_older_than(options, table.name)
+    location = normalize(table.metadata.location)
+    storage = table.storage
+    files, top = _children(storage, location)
+    second: list[str] = []
+    for directory in top:
+        found, below = _children(storage, directory)
+        files += found
+        second += below
+    if len(second) > options.listing_threshold:
+        units = [
+            ListingUnit(unit_id=i, table_location=location, prefix=p, storage=table.storage_options)
+            for i, p in enumerate(second)
+        ]
+        return Listing(table, _listed(files), len(top) + len(second), units)
+    for directory in second:
+        files += storage.list(directory)
+    return Listing(table, _listed(files), len(top) + len(second), [])
+
+
+# --- plan and recheck ------------------------------------------------------------------------------
+
+
+class OrphanPlan(BaseModel):
+    """Immutable, printable plan pinned to one metadata file and one listing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table: TableRef
+    table_name: str
+    table_uuid: str | None
+    table_location: str
+    metadata_location: str
+    sequence_number: int
+    older_than: timedelta
+    cutoff_ms: int
+    prefix_mismatch_mode: PrefixMismatchMode
+    metadata_files: int
+    missing_metadata_files: int
+    snapshots: int
+    referenced_files: int
+    files_scanned: int
+    directories_scanned: int
+    listing_tasks: int
+    files_too_recent: int
+    files_still_needed: int = 0
+    prefix_mismatches_kept: int = 0
+    storage: StorageOptions
+    batch_size: int
+    batches: list[DeleteBatch]
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for b in self.batches for c in b.files]
+
+
+def _kind(location: str, path: str) -> str:
+    for directory in (DATA, METADATA):
+        if is_within(join(location, directory), path):
+            return directory
+    return OTHER
+
+
+def _batches(
+    location: str, storage_options: StorageOptions, candidates: list[Candidate], size: int, protected: Sequence[str]
+) -> list[DeleteBatch]:
+    guarded = [*(normalize(p) for p in protected), join(location, METADATA_DIR, VERSION_HINT)]
+    return make_batches(location, storage_options, candidates, size, protected=guarded)
+
+
+def plan_orphans(
+    listing: Listing, unit_listings: Sequence[UnitListing], options: OrphanOptions, *, now_ms: int
+) -> OrphanPlan:
+    """Choose the files to delete among the driver's and the Spark tasks' listings."""
+    if sorted(u.unit_id for u in unit_listings) != [u.unit_id for u in listing.units]:
+        raise InvalidArgument(f"{listing.table.name}: listing results do not match the planned listing tasks")
+    table = listing.table
+    location = normalize(table.metadata.location)
+    referenced = referenced_files(table)
+    cutoff_ms = now_ms - int(options.older_than.total_seconds() * 1000)
+    listed = [*listing.files, *(f for u in unit_listings for f in u.files)]
+    too_recent = mismatched = 0
+    candidates: list[Candidate] = []
+    for file in listed:
+        path = require_within(location, file.path)
+        if referenced.keeps(path, options.prefix_mismatch_mode):
+            mismatched += path not in referenced.paths
+            continue
+        if file.mtime_ms >= cutoff_ms:
+            too_recent += 1
+            continue
+        candidates.append(Candidate(path=path, size=file.size, kind=_kind(location, path)))
+    return OrphanPlan(
+        table=table.ref,
+        table_name=table.name,
+        table_uuid=str(table.metadata.table_uuid) if table.metadata.table_uuid else None,
+        table_location=location,
+        metadata_location=table.metadata_location,
+        sequence_number=table.metadata.last_sequence_number,
+        older_than=options.older_than,
+        cutoff_ms=cutoff_ms,
+        prefix_mismatch_mode=options.prefix_mismatch_mode,
+        metadata_files=referenced.metadata_files,
+        missing_metadata_files=referenced.missing_metadata_files,
+        snapshots=referenced.snapshots,
+        referenced_files=len(referenced.paths) + len(referenced.foreign),
+        files_scanned=len(listed),
+        directories_scanned=listing.directories,
+        listing_tasks=len(listing.units),
+        files_too_recent=too_recent,
+        prefix_mismatches_kept=mismatched,
+        storage=table.storage_options,
+        batch_size=options.batch_size,
+        batches=_batches(location, table.storage_options, candidates, options.batch_size, [table.metadata_location]),
+    )
+
+
+def recheck(plan: OrphanPlan) -> OrphanPlan:
+    """The plan re-validated just before deleting: if the table's current metadata moved since
+    planning, the referenced files are recomputed and candidates they now include are dropped
+    (a concurrent commit may have added an old file, e.g. one imported or restored)."""
+    table = load_table(plan.table, plan.storage)
+    if table.metadata_location == plan.metadata_location:
+        return plan
+    uuid = str(table.metadata.table_uuid) if table.metadata.table_uuid else None
+    if uuid != plan.table_uuid or normalize(table.metadata.location) != plan.table_location:
+        raise UnsafeOperation(
+            f"{plan.table_name}: the table was replaced since planning (table-uuid {plan.table_uuid} -> {uuid}, "
+            f"location {plan.table_location} -> {table.metadata.location}); nothing deleted, run again"
+        )
+    referenced = referenced_files(table)
+    kept = [c for c in plan.candidates if not referenced.keeps(c.path, plan.prefix_mismatch_mode)]
+    protected = [plan.metadata_location, table.metadata_location]
+    return plan.model_copy(
+        update={
+            "metadata_location": table.metadata_location,
+            "sequence_number": table.metadata.last_sequence_number,
+            "files_still_needed": plan.files_still_needed + len(plan.candidates) - len(kept),
+            "batches": _batches(plan.table_location, plan.storage, kept, plan.batch_size, protected),
+        }
+    )

@@ -1,0 +1,556 @@
+"""Post-operation verification: independent re-reads proving an operation did what it claims, for the
+blocking checks the orchestrator runs after each maintenance operation. Checks read, never write.
+
+Why each property holds, per format:
+
+* **Compaction keeps the rows.** Delta ("Add File and Remove File"): an ``OPTIMIZE`` commit
+  (``dataChange=false``) removes and adds files holding the same live rows once deletion vectors
+  ("Deletion Vectors") are applied. Iceberg ("Snapshots", "Scan Planning"): a ``replace`` snapshot
+  changes where rows live, never which rows a scan returns, so each of our ``replace`` snapshots
+  reads the live row count of its parent (position and equality deletes applied); counting by
+  reading proves every data file decodes. Comparing each replace with its own parent, not the plan's
+  snapshot with the last one, keeps a concurrent append between partial-progress commits from
+  looking like a loss. Icechunk ("Chunk Manifest Files"): packing moves chunk bytes into shared
+  files, so every array of the new snapshot reads back byte-identical to its parent.
+* **A checkpoint matches the log.** Delta ("Checkpoints"): the checkpoint at a version holds the
+  protocol, metadata and live files that replaying the JSON commits gives; tombstones and
+  transactions may be fewer (expired ones are dropped). Iceberg (a manifest rewrite, "Manifests",
+  "Sequence Numbers"): the new snapshot has exactly its parent's live data and delete files with the
+  same data and file sequence numbers, or deletes would apply differently. Icechunk has none.
+* **Retained files exist** after expiry and orphan removal. Delta ("Data Files", "Deletion Vector
+  Files"): every data and deletion-vector file of every version still inside the time-travel window
+  (reconstructable from the log, and not older than a remove past ``delta.deletedFileRetentionDuration``
+  — the files ``VACUUM`` may legitimately delete). Iceberg: every manifest list, manifest,
+  data/delete file and statistics file reachable from every snapshot in the current metadata
+  (:mod:`lakeops.iceberg.reachability`). Icechunk ("File Layout"): every snapshot, manifest,
+  attribute and chunk object of every retained head's ancestry (heads: every branch ref file, every tag).
+* **A change feed has no duplicates**: an output of ``lakeops cdc`` holds each (source commit —
+  ``_commit_version`` for Delta sources, ``_commit_snapshot_id`` for Iceberg —, ``_change_type``, key)
+  once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+from lakeops.delta.actions import Add
+from lakeops.delta.cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from lakeops.delta.commit_file import parse_commit
+from lakeops.delta.deletion_vectors import dv_absolute_path
+from lakeops.delta.log_segment import list_log, read_log_file
+from lakeops.delta.retention import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    DELETED_FILE_RETENTION_PROPERTY,
+    cutoff_ms,
+    table_retention,
+)
+from lakeops.delta.scan import read_logical_file, read_snapshot
+from lakeops.delta.schema import column_mapping_mode, parse_schema
+from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
+from lakeops.errors import NotFound, UnsupportedFeature, VersionNotFound
+from lakeops.iceberg.data_reader import read_parquet
+from lakeops.iceberg.deletes import (
+    apply_equality_deletes,
+    apply_position_deletes,
+    read_equality_deletes,
+    read_position_deletes,
+)
+from lakeops.iceberg.manifest import FileContent
+from lakeops.iceberg.metadata import Snapshot, TableMetadata
+from lakeops.iceberg.reachability import reachable_files, snapshot_manifests
+from lakeops.iceberg.scan import FileScanTask, plan_scan
+from lakeops.iceberg.table import load_table
+from lakeops.icechunk.maintenance.delegated import is_package_format
+from lakeops.icechunk.manifest import ChunkPayload, ChunkRef, InlineChunk
+from lakeops.icechunk.repository import Repository
+from lakeops.icechunk.snapshot import ArrayData
+from lakeops.ops.checkpoint import CheckpointReport
+from lakeops.ops.compaction import CompactionReport
+from lakeops.ops.icechunk import IcechunkCompactionReport
+from lakeops.ops.report import Report
+from lakeops.ops.target import Target
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.uri import normalize
+
+__all__ = [
+    "Verification",
+    "change_feed_unique",
+    "checkpoint_matches_log",
+    "compaction_kept_rows",
+    "retained_files_exist",
+]
+
+#: The change-feed columns lakeops adds to a source's columns (Delta CDF and the Iceberg changelog).
+COMMIT_SNAPSHOT_ID = "_commit_snapshot_id"
+_CHANGE_COLUMNS = frozenset(
+    {CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP, COMMIT_SNAPSHOT_ID, "_commit_sequence_number"}
+)
+#: Missing files named in a summary; the count says how many more.
+_SHOWN = 5
+
+
+class Verification(BaseModel):
+    """Whether the property holds, one sentence naming the table and the numbers, and the numbers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    passed: bool
+    summary: str
+    details: dict[str, int | str] = {}
+
+
+def _nothing_committed(target: Target, report: Report) -> Verification | None:
+    if report.dry_run or report.committed_version is None:
+        what = "a dry run" if report.dry_run else "the run committed nothing"
+        return Verification(passed=True, summary=f"{target}: {what}; nothing committed, nothing to verify")
+    return None
+
+
+def _location(target: Target) -> str:
+    assert target.location is not None, "Delta and Icechunk targets have a location"
+    return target.location
+
+
+# --- compaction ------------------------------------------------------------------------------------
+
+
+def compaction_kept_rows(target: Target, report: Report, storage_options: StorageOptions | None = None) -> Verification:
+    """The compaction's commit(s) kept every live row, and what it wrote reads back (module docs)."""
+    skipped = _nothing_committed(target, report)
+    if skipped is not None:
+        return skipped
+    options = storage_options or StorageOptions()
+    if target.format == "delta" and isinstance(report, CompactionReport):
+        assert report.committed_version is not None
+        return _delta_compaction(target, report.committed_version, options)
+    if target.format == "iceberg" and isinstance(report, CompactionReport):
+        return _iceberg_compaction(target, report, options)
+    if target.format == "icechunk" and isinstance(report, IcechunkCompactionReport):
+        return _icechunk_compaction(target, report, options)
+    raise UnsupportedFeature(
+        f"{target}: cannot verify a {report.format} {report.operation} report on a {target.format} table"
+    )
+
+
+def _delta_rows(storage: Storage, snapshot: DeltaSnapshot, adds: Iterable[Add]) -> int:
+    schema = parse_schema(snapshot.metadata.schema_string)
+    mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
+    return sum(
+        read_logical_file(
+            storage, snapshot.table_root, snapshot.file_location(a.path), a, schema, mode, snapshot.partition_columns
+        ).num_rows
+        for a in adds
+    )
+
+
+def _delta_compaction(target: Target, version: int, options: StorageOptions) -> Verification:
+    location = _location(target)
+    storage = open_storage(location, options)
+    listing = list_log(storage, location)
+    before = load_snapshot(storage, location, version=version - 1, listing=listing)
+    after = load_snapshot(storage, location, version=version, listing=listing)
+    removed = [a for k, a in before.files.items() if k not in after.files]
+    added = [a for k, a in after.files.items() if k not in before.files]
+    rows_before, rows_after = _delta_rows(storage, before, removed), _delta_rows(storage, after, added)
+    passed = rows_before == rows_after
+    return Verification(
+        passed=passed,
+        summary=f"{location}: version {version} replaced {len(removed)} files holding {rows_before} live rows by "
+        f"{len(added)} files that read back {rows_after} rows" + ("" if passed else ": the row count changed"),
+        details={
+            "version": version,
+            "files_removed": len(removed),
+            "files_added": len(added),
+            "rows_before": rows_before,
+            "rows_after": rows_after,
+        },
+    )
+
+
+def _positions(storage: Storage, task: FileScanTask, cache: dict[str, dict[str, pa.Array]]) -> pa.Array | None:
+    found = []
+    for delete in task.deletes:
+        if delete.content == FileContent.POSITION_DELETES:
+            if delete.path not in cache:
+                cache[delete.path] = read_position_deletes(storage, delete.path)
+            if task.file.path in cache[delete.path]:
+                found.append(cache[delete.path][task.file.path].to_numpy(zero_copy_only=False))
+    return pa.array(np.unique(np.concatenate(found)).astype(np.int64)) if found else None
+
+
+def _iceberg_live_rows(storage: Storage, metadata: TableMetadata, snapshot: Snapshot) -> tuple[int, int]:
+    """(data files, live rows) of ``snapshot``: every data file read whole, its deletes applied."""
+    schema = metadata.schema_by_id(snapshot.schema_id) if snapshot.schema_id is not None else metadata.current_schema()
+    scan = plan_scan(storage, metadata, snapshot)
+    positions: dict[str, dict[str, pa.Array]] = {}
+    equality: dict[str, pa.Table] = {}
+    rows = 0
+    for task in scan.tasks:
+        table = read_parquet(storage, task.file.path, schema)
+        merged = _positions(storage, task, positions)
+        if merged is not None:
+            table = apply_position_deletes(table, 0, merged)
+        eq = []
+        for delete in task.deletes:
+            if delete.content == FileContent.EQUALITY_DELETES:
+                ids = list(delete.entry.data_file.equality_ids or [])
+                if delete.path not in equality:
+                    equality[delete.path] = read_equality_deletes(storage, delete.path, ids, schema)
+                eq.append((ids, equality[delete.path]))
+        rows += apply_equality_deletes(table, eq, schema).num_rows if eq else table.num_rows
+    return len(scan.tasks), rows
+
+
+def _iceberg_compaction(target: Target, report: CompactionReport, options: StorageOptions) -> Verification:
+    assert target.iceberg is not None and report.snapshot_id is not None
+    table = load_table(target.iceberg, options)
+    metadata, storage = table.metadata, table.storage
+    chain: list[Snapshot] = []
+    for snapshot in metadata.ancestors(report.snapshot_id):
+        if snapshot.snapshot_id == report.base_snapshot_id:
+            break
+        chain.append(snapshot)
+    else:
+        raise VersionNotFound(
+            f"{table.name}: the snapshot compaction read ({report.base_snapshot_id}) is not an ancestor of "
+            f"snapshot {report.snapshot_id} still in the metadata; cannot verify the compaction"
+        )
+    counted: dict[int, tuple[int, int]] = {}
+
+    def live(snapshot: Snapshot) -> tuple[int, int]:
+        if snapshot.snapshot_id not in counted:
+            counted[snapshot.snapshot_id] = _iceberg_live_rows(storage, metadata, snapshot)
+        return counted[snapshot.snapshot_id]
+
+    changed = []
+    replaces = [s for s in chain if s.operation == "replace"]
+    for snapshot in replaces:
+        assert snapshot.parent_snapshot_id is not None  # the chain ends at the plan's snapshot
+        before = live(metadata.snapshot_by_id(snapshot.parent_snapshot_id))[1]
+        if live(snapshot)[1] != before:
+            changed.append(f"snapshot {snapshot.snapshot_id} reads {live(snapshot)[1]} rows, its parent {before}")
+    base_files, base_rows = (
+        live(metadata.snapshot_by_id(report.base_snapshot_id)) if report.base_snapshot_id else (0, 0)
+    )
+    files, rows = live(metadata.snapshot_by_id(report.snapshot_id))
+    return Verification(
+        passed=not changed,
+        summary=f"{table.name}: {len(replaces)} replace snapshot(s) up to {report.snapshot_id}: "
+        + (
+            f"rows changed ({'; '.join(changed)})"
+            if changed
+            else f"each reads its parent's live rows "
+            f"({base_rows} rows in {base_files} files before, {rows} rows in {files} files after)"
+        ),
+        details={
+            "snapshot_id": report.snapshot_id,
+            "replace_snapshots": len(replaces),
+            "rows_before": base_rows,
+            "rows_after": rows,
+            "files_before": base_files,
+            "files_after": files,
+        },
+    )
+
+
+def _chunk_bytes(repo: Repository, payload: ChunkPayload) -> bytes | ChunkPayload:
+    if isinstance(payload, InlineChunk):
+        return payload.data
+    if isinstance(payload, ChunkRef):
+        return repo.read_native_chunk(payload)
+    return payload  # virtual: lives outside the repository; the reference itself must be unchanged
+
+
+def _icechunk_compaction(target: Target, report: IcechunkCompactionReport, options: StorageOptions) -> Verification:
+    assert report.committed_snapshot is not None
+    repo = Repository.open(_location(target), options)
+    new_id = report.committed_snapshot
+    parent_id = repo.read_snapshot(new_id).parent_id
+    if parent_id is None:
+        raise VersionNotFound(f"{repo.root}: snapshot {new_id} has no parent to compare with")
+    new_nodes = {n.path: n for n in repo.nodes(new_id)}
+    old_nodes = {n.path: n for n in repo.nodes(parent_id)}
+    problems = [f"nodes differ ({sorted(set(new_nodes) ^ set(old_nodes))})"] if set(new_nodes) != set(old_nodes) else []
+    arrays = chunks = 0
+    for path, node in new_nodes.items():
+        if not isinstance(node.node_data, ArrayData) or path not in old_nodes:
+            continue
+        arrays += 1
+        new, old = repo.chunk_payloads(new_id, path), repo.chunk_payloads(parent_id, path)
+        if set(new) != set(old):
+            problems.append(f"array {path} holds chunks {len(new)} vs {len(old)}")
+            continue
+        chunks += len(new)
+        differing = [i for i in sorted(new) if _chunk_bytes(repo, new[i]) != _chunk_bytes(repo, old[i])]
+        if differing:
+            problems.append(f"array {path} chunk {list(differing[0])} and {len(differing) - 1} more differ")
+    return Verification(
+        passed=not problems,
+        summary=f"{repo.root}: snapshot {new_id} vs its parent {parent_id}: "
+        + ("; ".join(problems) if problems else f"{arrays} arrays, {chunks} chunks read back byte-identical"),
+        details={
+            "snapshot": new_id,
+            "parent": parent_id,
+            "arrays": arrays,
+            "chunks": chunks,
+            "problems": len(problems),
+        },
+    )
+
+
+# --- checkpoint ------------------------------------------------------------------------------------
+
+
+def checkpoint_matches_log(
+    target: Target, report: Report, storage_options: StorageOptions | None = None
+) -> Verification:
+    """The checkpoint (Delta) or rewritten manifests (Iceberg) hold the state they replace (module docs)."""
+    if target.format == "icechunk":
+        return Verification(passed=True, summary=f"{target}: Icechunk has no checkpoints; not applicable")
+    if not isinstance(report, CheckpointReport):
+        raise UnsupportedFeature(f"{target}: cannot verify a checkpoint from a {report.operation} report")
+    options = storage_options or StorageOptions()
+    if target.format == "iceberg":
+        skipped = _nothing_committed(target, report)
+        return skipped or _iceberg_manifests(target, report, options)
+    if report.dry_run or report.version is None or report.status not in ("written", "already checkpointed"):
+        return Verification(
+            passed=True, summary=f"{target}: no checkpoint written ({report.status}); nothing to verify"
+        )
+    return _delta_checkpoint(_location(target), report.version, options)
+
+
+def _file_state(add: Add) -> tuple[object, ...]:
+    """What a reader takes from a live file (statistics may be re-encoded by a checkpoint)."""
+    return add.size, sorted(add.partition_values.items()), add.deletion_vector
+
+
+def _delta_checkpoint(location: str, version: int, options: StorageOptions) -> Verification:
+    storage = open_storage(location, options)
+    listing = list_log(storage, location)
+    if version not in listing.checkpoints:
+        return Verification(passed=False, summary=f"{location}: no complete checkpoint at version {version}")
+    from_checkpoint = load_snapshot(storage, location, version=version, listing=listing)
+    without = dataclasses.replace(listing, checkpoints={v: c for v, c in listing.checkpoints.items() if v < version})
+    try:
+        from_log = load_snapshot(storage, location, version=version, listing=without)
+    except VersionNotFound:
+        return Verification(
+            passed=True,
+            summary=f"{location}: version {version} cannot be replayed without its checkpoint (older commits "
+            f"expired); the checkpoint reads back whole with {len(from_checkpoint.files)} live files",
+            details={"version": version, "files": len(from_checkpoint.files)},
+        )
+    problems = []
+    if from_checkpoint.protocol != from_log.protocol:
+        problems.append("protocol differs")
+    if from_checkpoint.metadata != from_log.metadata:
+        problems.append("metaData differs")
+    missing = set(from_log.files) - set(from_checkpoint.files)
+    extra = set(from_checkpoint.files) - set(from_log.files)
+    if missing or extra:
+        shown = sorted(str(k[0]) for k in missing | extra)[:_SHOWN]
+        problems.append(f"live files differ ({len(missing)} missing, {len(extra)} extra: {', '.join(shown)})")
+    elif any(_file_state(from_checkpoint.files[k]) != _file_state(a) for k, a in from_log.files.items()):
+        problems.append("live files' sizes, partition values or deletion vectors differ")
+    if not set(from_checkpoint.tombstones) <= set(from_log.tombstones):
+        problems.append("tombstones the log does not have")
+    if not set(from_checkpoint.txns.items()) <= set(from_log.txns.items()):
+        problems.append("transactions the log does not have")
+    return Verification(
+        passed=not problems,
+        summary=f"{location}: the checkpoint of version {version} "
+        + (
+            "differs from the log: " + "; ".join(problems)
+            if problems
+            else f"reconstructs the log's protocol, metadata and {len(from_log.files)} live files"
+        ),
+        details={"version": version, "files": len(from_checkpoint.files), "log_files": len(from_log.files)},
+    )
+
+
+def _live_entries(
+    storage: Storage, metadata: TableMetadata, snapshot: Snapshot
+) -> dict[str, tuple[int, int, int | None]]:
+    scan = plan_scan(storage, metadata, snapshot)
+    return {
+        f.path: (int(f.content), f.data_sequence_number, f.entry.file_sequence_number)
+        for f in [*scan.data_files, *scan.delete_files]
+    }
+
+
+def _iceberg_manifests(target: Target, report: CheckpointReport, options: StorageOptions) -> Verification:
+    assert target.iceberg is not None and report.snapshot_id is not None
+    table = load_table(target.iceberg, options)
+    snapshot = table.metadata.snapshot_by_id(report.snapshot_id)
+    if snapshot.parent_snapshot_id is None:
+        raise VersionNotFound(f"{table.name}: snapshot {snapshot.snapshot_id} has no parent to compare with")
+    parent = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
+    new, old = (_live_entries(table.storage, table.metadata, s) for s in (snapshot, parent))
+    missing, extra = sorted(set(old) - set(new)), sorted(set(new) - set(old))
+    renumbered = sorted(p for p in set(new) & set(old) if new[p] != old[p])
+    problems = [
+        f"{label}: {', '.join(paths[:_SHOWN])}" + (f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else "")
+        for label, paths in (("lost", missing), ("gained", extra), ("content or sequence numbers changed", renumbered))
+        if paths
+    ]
+    return Verification(
+        passed=not problems,
+        summary=f"{table.name}: snapshot {snapshot.snapshot_id} vs its parent {parent.snapshot_id}: "
+        + (
+            "; ".join(problems)
+            if problems
+            else f"the same {len(new)} live data and delete files with the same sequence numbers"
+        ),
+        details={
+            "snapshot_id": snapshot.snapshot_id,
+            "files": len(new),
+            "parent_files": len(old),
+            "missing": len(missing),
+            "extra": len(extra),
+            "renumbered": len(renumbered),
+        },
+    )
+
+
+# --- retained files --------------------------------------------------------------------------------
+
+
+def retained_files_exist(target: Target, storage_options: StorageOptions | None = None) -> Verification:
+    """Every file a retained version references is still in storage (module docs)."""
+    options = storage_options or StorageOptions()
+    if target.format == "iceberg":
+        assert target.iceberg is not None
+        table = load_table(target.iceberg, options)
+        name, storage, root = table.name, table.storage, table.metadata.location
+        referenced, missing, versions = _iceberg_referenced(storage, table.metadata)
+    else:
+        root = name = _location(target)
+        storage = open_storage(root, options)
+        if target.format == "delta":
+            referenced, versions = _delta_referenced(storage, root)
+        else:
+            referenced, versions = _icechunk_referenced(storage, root)
+        missing = set()
+    present = {normalize(info.path) for info in storage.list(root)}
+    missing |= {p for p in referenced if normalize(p) not in present and not storage.exists(p)}
+    shown = ", ".join(sorted(missing)[:_SHOWN]) + (
+        f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
+    )
+    return Verification(
+        passed=not missing,
+        summary=f"{name}: {versions} retained versions reference {len(referenced | missing)} files; "
+        + (f"{len(missing)} missing: {shown}" if missing else "all exist"),
+        details={
+            "retained_versions": versions,
+            "referenced_files": len(referenced | missing),
+            "missing_files": len(missing),
+        },
+    )
+
+
+def _delta_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
+    """Data and deletion-vector files of the versions in the time-travel window (module docs), and how
+    many versions that is: the window's first version's live files plus everything later commits add."""
+    listing = list_log(storage, location)
+    latest = load_snapshot(storage, location, listing=listing)
+    retention = table_retention(
+        latest.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
+    )
+    cutoff = cutoff_ms(retention, int(time.time() * 1000))
+    first = 0 if 0 in listing.commits else min(listing.checkpoints, default=latest.version)
+    commits = {}
+    for version in sorted(v for v in listing.commits if v > first):
+        info = listing.commits[version]
+        commits[version] = actions = parse_commit(read_log_file(storage, info), version, info.path)
+        if any((r.deletion_timestamp or info.mtime_ms) < cutoff for r in actions.removes):
+            first = version  # older versions lost files VACUUM may delete: outside the window
+    snapshot = load_snapshot(storage, location, version=first, listing=listing)
+    adds = [*snapshot.files.values(), *(a for v, c in commits.items() if v > first for a in c.adds)]
+    paths = {snapshot.file_location(a.path) for a in adds}
+    paths |= {
+        dv_absolute_path(a.deletion_vector, location)
+        for a in adds
+        if a.deletion_vector is not None and a.deletion_vector.storage_type != "i"
+    }
+    return paths, latest.version - first + 1
+
+
+def _iceberg_referenced(storage: Storage, metadata: TableMetadata) -> tuple[set[str], set[str], int]:
+    """(files reachable from every snapshot, those already known missing, snapshots). A missing
+    manifest list or manifest is reported, and its entries cannot be read (the rest still are)."""
+    missing = {s.manifest_list for s in metadata.snapshots if s.manifest_list and not storage.exists(s.manifest_list)}
+    readable = [s for s in metadata.snapshots if s.manifest_list not in missing]
+    manifests = snapshot_manifests(storage, readable)
+    missing |= {path for path in manifests if not storage.exists(path)}
+    reach = reachable_files(storage, metadata, readable, skip_manifests=missing)
+    return reach.all() - missing, missing, len(metadata.snapshots)
+
+
+def _icechunk_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
+    """Snapshot, manifest, attribute and chunk objects of every retained head's ancestry (snapshots
+    whose files are gone, known from a descendant's embedded history, reference nothing)."""
+    if is_package_format(storage, location):
+        raise UnsupportedFeature(f"{location}: verifying repositories in the Icechunk 1.x/2.x format is not available")
+    repo = Repository(storage, location)
+    heads = {v.snapshot_id for b in repo.branches() for v in repo.branch_history(b)}
+    heads |= {repo.resolve(t, "tag") for t in repo.tags()}
+    paths: set[str] = set()
+    retained: set[str] = set()
+    for head in heads:
+        try:
+            retained |= {e.file_id for e in repo.ancestry(head) if e.file_id is not None}
+        except (NotFound, VersionNotFound):
+            paths.add(repo.snapshot_path(head))  # a ref names a snapshot whose file is gone
+    try:
+        reach = repo.reachable(retained)
+    except NotFound as exc:  # a manifest is gone: name it, its chunks cannot be listed
+        raise NotFound(f"{location}: a retained snapshot's manifest is missing ({exc})") from exc
+    paths |= {repo.snapshot_path(s) for s in reach.snapshots}
+    paths |= {repo.manifest_path(m) for m in reach.manifests}
+    paths |= {repo.attributes_path(a) for a in reach.attribute_files}
+    paths |= {repo.chunk_path(c) for c in reach.chunks}
+    return paths, len(retained)
+
+
+# --- change feed -----------------------------------------------------------------------------------
+
+
+def change_feed_unique(
+    output: str, key_columns: list[str] | None = None, storage_options: StorageOptions | None = None
+) -> Verification:
+    """No (source commit, change type, key) appears twice in the change-feed table ``output``; the key
+    is ``key_columns``, or else every non-nested source column."""
+    location = normalize(output)
+    storage = open_storage(location, storage_options)
+    table = read_snapshot(load_snapshot(storage, location), storage)
+    commit = next((c for c in (COMMIT_VERSION, COMMIT_SNAPSHOT_ID) if c in table.column_names), None)
+    if commit is None or CHANGE_TYPE not in table.column_names:
+        raise UnsupportedFeature(
+            f"{location}: not a lakeops change feed (needs {CHANGE_TYPE} and {COMMIT_VERSION} or {COMMIT_SNAPSHOT_ID})"
+        )
+    if key_columns:
+        unknown = [c for c in key_columns if c not in table.column_names]
+        if unknown:
+            raise UnsupportedFeature(f"{location}: key columns {unknown} are not columns of the change feed")
+        key = list(key_columns)
+    else:
+        key = [f.name for f in table.schema if not pa.types.is_nested(f.type) and f.name not in _CHANGE_COLUMNS]
+    columns = [commit, CHANGE_TYPE, *key]
+    counts = Counter(zip(*(table.column(c).to_pylist() for c in columns), strict=True)) if table.num_rows else Counter()
+    duplicates = {k: n for k, n in counts.items() if n > 1}
+    example = next(iter(duplicates), None)
+    shown = ", ".join(f"{c}={v!r}" for c, v in zip(columns, example or (), strict=False))
+    return Verification(
+        passed=not duplicates,
+        summary=f"{location}: {table.num_rows} change rows keyed by ({', '.join(columns)}): "
+        + (f"{len(duplicates)} keys appear more than once, e.g. {shown}" if duplicates else "each key once"),
+        details={"rows": table.num_rows, "duplicate_keys": len(duplicates), "key": ", ".join(columns)},
+    )

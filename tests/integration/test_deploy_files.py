@@ -1,0 +1,228 @@
+"""deploy/ without Docker: what can be checked of the image, compose stack and Helm values here.
+
+There is no container engine on CI, so the files are validated by what they say: they parse, they hold
+no secret (every credential is a required ``${VAR:?}``), they agree with each other and with the
+project (module names, concurrency rules), the packages the Dockerfile installs are the ones these tests
+run with, and the image's entrypoint starts an executor with the arguments Spark on Kubernetes expects.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lakeops.registry import RegisteredTable
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+_SECRET_WORDS = ("PASSWORD", "SECRET", "ACCESS_KEY")
+_REFERENCE = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)(?P<op>:\?|:-|\?|-)?(?P<rest>[^}]*)\}")
+
+
+def _yaml(relative: str) -> Any:
+    return yaml.safe_load((DEPLOY / relative).read_text())
+
+
+def _compose() -> dict[str, Any]:
+    compose: dict[str, Any] = _yaml("compose.yaml")
+    return compose
+
+
+def _strings(node: Any) -> list[str]:
+    """Every string value (not key) in a parsed YAML document."""
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in _strings(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in _strings(value)]
+    return [node] if isinstance(node, str) else []
+
+
+def test_every_yaml_file_parses() -> None:
+    for relative in ("compose.yaml", "dagster.yaml", "workspace.yaml", "helm/values.yaml", "registry.example.yaml"):
+        assert isinstance(_yaml(relative), dict), relative
+
+
+def test_compose_runs_the_whole_stack_from_one_image() -> None:
+    services = _compose()["services"]
+    assert set(services) == {
+        "postgres",
+        "object-store",
+        "create-bucket",
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
+        "user-code",
+        "webserver",
+        "daemon",
+    }
+    lakeops_image = services["user-code"]["image"]
+    for name in ("create-bucket", "spark-master", "spark-worker-1", "spark-worker-2", "webserver", "daemon"):
+        assert services[name]["image"] == lakeops_image, name
+        assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile", name
+    assert services["spark-master"]["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    for worker in ("spark-worker-1", "spark-worker-2"):
+        command = services[worker]["command"]
+        assert command[:3] == ["spark-class", "org.apache.spark.deploy.worker.Worker", "spark://spark-master:7077"]
+        assert services[worker]["environment"]["AWS_ENDPOINT_URL"], "workers do their own S3 IO"
+    code = services["user-code"]["command"]
+    assert code[:3] == ["dagster", "api", "grpc"] and code[-2:] == ["-m", "orchestration.definitions"]
+    assert services["user-code"]["environment"]["LAKEOPS_SPARK_MASTER"].endswith(":-spark://spark-master:7077}")
+
+
+def test_compose_holds_no_secret() -> None:
+    compose = _compose()
+    text = (DEPLOY / "compose.yaml").read_text()
+    references = list(_REFERENCE.finditer(text))
+    assert references
+    for match in references:
+        if any(word in match["name"] for word in _SECRET_WORDS):
+            assert match["op"] == ":?", f"{match[0]}: a secret must be required, never defaulted"
+    for service, config in compose["services"].items():
+        for key, value in (config.get("environment") or {}).items():
+            if any(word in key for word in (*_SECRET_WORDS, "PGPASSWORD")):
+                assert re.fullmatch(r"\$\{[A-Z0-9_]+:\?[^}]*\}", str(value)), f"{service}.{key} = {value!r}"
+    # Published ports listen on the loopback interface only.
+    for service, config in compose["services"].items():
+        for port in config.get("ports", []):
+            assert port.startswith("127.0.0.1:"), f"{service}: {port}"
+
+
+def test_helm_values_and_dagster_yaml_agree_on_the_run_rules() -> None:
+    values = _yaml("helm/values.yaml")
+    instance = _yaml("dagster.yaml")
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    assert deployment["dagsterApiGrpcArgs"] == ["-m", "orchestration.definitions"]
+    assert deployment["includeConfigInLaunchedRuns"]["enabled"] is True
+    env = {item["name"]: item["value"] for item in deployment["env"]}
+    assert env["LAKEOPS_SPARK_MASTER"].startswith("k8s://https://")
+    conf_dir = Path(env["SPARK_CONF_DIR"])
+    assert any(Path(mount["mountPath"]) == conf_dir for mount in deployment["volumeMounts"])
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    assert values["postgresql"]["enabled"] is False and values["generatePostgresqlPasswordSecret"] is False
+    assert "postgresqlPassword" not in values["postgresql"]
+    assert values["dagsterDaemon"]["runCoordinator"]["type"] == "QueuedRunCoordinator"
+    assert instance["run_coordinator"]["class"] == "QueuedRunCoordinator"
+    pools = values["concurrency"]["pools"]
+    assert values["concurrency"]["enabled"] is True
+    assert (
+        (pools["granularity"], pools["defaultLimit"])
+        == (
+            instance["concurrency"]["pools"]["granularity"],
+            instance["concurrency"]["pools"]["default_limit"],
+        )
+        == ("run", 1)
+    )
+    shipped = ROOT / "dagster_home" / "dagster.yaml"  # the local instance, once orchestration is merged
+    if shipped.is_file():
+        assert yaml.safe_load(shipped.read_text())["concurrency"] == instance["concurrency"]
+
+
+def test_spark_defaults_configure_kubernetes_executors() -> None:
+    settings = dict(
+        line.split(None, 1)
+        for line in (DEPLOY / "helm" / "spark-defaults.conf").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    assert settings["spark.kubernetes.container.image"].strip()
+    assert settings["spark.kubernetes.namespace"].strip()
+    refs = {key: value.strip() for key, value in settings.items() if "secretKeyRef" in key}
+    assert refs == {
+        "spark.kubernetes.executor.secretKeyRef.AWS_ACCESS_KEY_ID": "lakeops-credentials:AWS_ACCESS_KEY_ID",
+        "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY": "lakeops-credentials:AWS_SECRET_ACCESS_KEY",
+    }
+
+
+def test_the_example_registry_names_valid_tables_without_secrets() -> None:
+    registry = _yaml("registry.example.yaml")
+    tables = [
+        RegisteredTable.model_validate({k: v for k, v in entry.items() if k in RegisteredTable.model_fields})
+        for entry in registry["tables"]
+    ]
+    assert [t.name for t in tables] == ["events", "orders"]
+    catalog = tables[1].catalog
+    assert catalog is not None and catalog.uri.startswith("postgresql+psycopg2://lakeops@")  # no password
+
+
+def _dockerfile_pip_packages() -> list[str]:
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [line for line in text.splitlines() if line.startswith("RUN pip install")]
+    words = shlex.split(line.split("&&")[0])
+    return [word for word in words[3:] if word != "."]
+
+
+def test_the_image_installs_what_these_tests_run_with() -> None:
+    packages = _dockerfile_pip_packages()
+    assert packages == ["dagster-postgres", "dagster-k8s", "psycopg2-binary"]
+    for package in packages:
+        importlib.metadata.distribution(package)  # raises PackageNotFoundError when absent
+    # The image's Dagster add-ons must match the Dagster the project resolves to, as pip pins them.
+    dagster = importlib.metadata.version("dagster")
+    assert f"dagster=={dagster}" in (importlib.metadata.requires("dagster-postgres") or [])
+    text = (DEPLOY / "Dockerfile").read_text()
+    for source in re.findall(r"^COPY (?!--)(\S+)", text, flags=re.MULTILINE):
+        assert (ROOT / source).exists(), f"Dockerfile copies {source}, which is not in the repository"
+    assert "FROM python:3.11-" in text and "openjdk-17-jre-headless" in text
+
+
+def _entrypoint(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> str:
+    """Run deploy/spark-entrypoint.sh with a stand-in ``java`` that prints its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    java = bin_dir / "java"
+    java.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
+    java.chmod(java.stat().st_mode | stat.S_IXUSR)
+    result = subprocess.run(
+        [str(DEPLOY / "spark-entrypoint.sh"), *argv],
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", **(env or {})},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_entrypoint_runs_other_commands_as_given(tmp_path: Path) -> None:
+    assert _entrypoint(tmp_path, "echo", "lakeops", "--help") == "lakeops --help\n"
+
+
+def test_entrypoint_starts_a_kubernetes_executor(tmp_path: Path) -> None:
+    env = {
+        "SPARK_HOME": "/spark",
+        "SPARK_EXECUTOR_MEMORY": "2g",
+        "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@10.0.0.5:7078",
+        "SPARK_EXECUTOR_ID": "3",
+        "SPARK_EXECUTOR_CORES": "2",
+        "SPARK_APPLICATION_ID": "spark-app-1",
+        "SPARK_EXECUTOR_POD_IP": "10.0.0.9",
+        "SPARK_RESOURCE_PROFILE_ID": "0",
+        "SPARK_EXECUTOR_POD_NAME": "lakeops-exec-3",
+        "SPARK_JAVA_OPT_10": "-Dten=10",
+        "SPARK_JAVA_OPT_0": "-Dzero=with space",
+        "SPARK_JAVA_OPT_2": "-Dtwo=2",
+    }
+    args = _entrypoint(tmp_path, "executor", env=env).splitlines()
+    assert args[:3] == ["-Dzero=with space", "-Dtwo=2", "-Dten=10"]  # index order, one argument each
+    assert args[3:6] == ["-Xms2g", "-Xmx2g", "-cp"] and args[6].endswith(":/spark/jars/*")
+    assert args[7] == "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend"
+    options = dict(zip(args[8::2], args[9::2], strict=True))
+    assert options == {
+        "--driver-url": env["SPARK_DRIVER_URL"],
+        "--executor-id": "3",
+        "--cores": "2",
+        "--app-id": "spark-app-1",
+        "--hostname": "10.0.0.9",
+        "--resourceProfileId": "0",
+        "--podName": "lakeops-exec-3",
+    }
