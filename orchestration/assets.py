@@ -202,7 +202,10 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
         target = table_target(entry, storage)
         options = _options(entry, operation, target, storage)
         if partitioned:
-            options["where"] = partitions.partition_where(target, context.partition_key)
+            with storage.credentials():
+                options["where"] = partitions.partition_where(
+                    target, context.partition_key, storage_options=storage.options()
+                )
         if operation == "cdc":
             until = context.partition_time_window.end
             pending = pending_changes(entry, storage, until)

@@ -71,7 +71,8 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
                 run_key=f"{entry.name}:compaction:{p.key}:{state}", asset_selection=[key], partition_key=p.key
             )
             for p in health
-            if p.mergeable_small_files >= policy.small_file_trigger
+            # The table's own min_input_files decides what compaction merges, not the default.
+            if p.small_files >= max(policy.small_file_trigger, policy.min_input_files)
         ]
         return requests, adds, state
     small, live = _small_and_live(report)
