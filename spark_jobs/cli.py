@@ -138,9 +138,6 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
         argv = [only, *argv]
     parser = build_parser(only)
     args = parser.parse_args(argv)
-    options = getattr(_command(args.command), "Options", None)
-    if args.catalog_uri is not None and (options is None or "catalog_uri" not in options.model_fields):
-        parser.error(f"--catalog-uri: lakeops {args.command} does not support Iceberg catalog tables yet")
     try:
         report = _command(args.command).run(args, storage_options(args), stderr)
     except LakeopsError as exc:
