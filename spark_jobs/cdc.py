@@ -23,7 +23,7 @@ from spark_jobs.runner import TaskFailed
 
 HELP = (
     "extract the change rows of versions V..W into a Delta table (Delta change data feed; Iceberg "
-    "changelog of the snapshots after V; Icechunk snapshot diffs)"
+    "changelog of the snapshots after V, or from the table's creation with V=0; Icechunk snapshot diffs)"
 )
 USES_SPARK = True
 
@@ -42,8 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         dest="from_version",
         required=True,
         metavar="V",
-        help="Delta: the first version to extract; Iceberg, Icechunk: the snapshot (id, branch or tag) the "
-        "changes follow",
+        help="Delta: the first version to extract (0: from the table's creation); Iceberg: the snapshot (id, "
+        "branch or tag) the changes follow, or 0 (no snapshot id is 0) for every change since the table's creation; "
+        "Icechunk: the snapshot the changes follow",
     )
     parser.add_argument(
         "--to",
@@ -86,9 +87,10 @@ def execute(
     started = time.monotonic()
     iceberg = target.format == "iceberg"
     positions = "sequence numbers" if iceberg else "versions"
-    console.print(
-        f"planning the changes of {target} after {'snapshot' if iceberg else 'version'} {options.from_version} ..."
-    )
+    since = f"after snapshot {options.from_version}" if iceberg else f"from version {options.from_version}"
+    if str(options.from_version) == "0":
+        since = "since the table's creation"
+    console.print(f"planning the changes of {target} {since} ...")
     plan = cdc.plan(table, options, storage_options)
     if plan.already_extracted:
         console.print(f"{plan.output_root} already holds {positions} through {plan.extracted_through}: nothing to do")

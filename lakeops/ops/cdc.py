@@ -4,7 +4,9 @@ Spark jobs call :func:`plan`, run :func:`task_for` on every unit of ``plan.units
 :func:`commit`; everything format-specific stays behind this module. Delta sources export their
 change data feed (:mod:`lakeops.delta.maintenance.cdf_export`; ``--from``/``--to`` are versions),
 Iceberg tables their changelog (:mod:`lakeops.iceberg.maintenance.changelog`; ``--from``/``--to``
-are snapshot ids, branches or tags, and the report's versions are sequence numbers). Icechunk
+are snapshot ids, branches or tags, and the report's versions are sequence numbers). ``--from 0``
+starts at the table's creation in both: Delta's version 0 is included, and Iceberg's ``0`` (never a
+snapshot id) is the empty table before sequence number 1, so a consumer gets the initial load. Icechunk
 repositories are diffed by :mod:`lakeops.ops.icechunk`.
 """
 
@@ -49,7 +51,8 @@ Plan = ExportPlan | ChangelogPlan
 
 class CdcOptions(CatalogOptions):
     """The range as given: ``from_version``/``to_version`` are versions (integers) of a Delta table,
-    snapshot ids, branch or tag names of an Iceberg table (``--to`` default: the current snapshot);
+    snapshot ids, branch or tag names of an Iceberg table (``--to`` default: the current snapshot;
+    ``--from 0``: from the table's creation);
     ``catalog_uri``/``catalog_name`` find an Iceberg table in a SQL catalog."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -88,14 +91,17 @@ def _delta_version(table: str, flag: str, value: int | str) -> int:
 
 class CdcReport(Report):
     """``read_version`` is the last source position of the range (Delta: version; Iceberg: sequence
-    number of the ``--to`` snapshot), ``committed_version`` the output's new version. Iceberg only:
-    the snapshot ids of the range's ends and what the plan found in each snapshot extracted."""
+    number of the ``--to`` snapshot), ``committed_version`` the output's new version;
+    ``from_creation``: the range starts at the table's creation (``--from 0``). Iceberg only: the
+    snapshot ids of the range's ends (``from_snapshot_id`` None from the creation) and what the plan
+    found in each snapshot extracted."""
 
     operation: str = "cdc"
     output: str = ""
     requested_from_version: int = 0
     from_version: int = 0
     to_version: int = 0
+    from_creation: bool = False
     already_extracted: bool = False
     output_created: bool = False
     versions_extracted: int = 0
@@ -155,6 +161,7 @@ def _base_report(plan: Plan, started: float, dry_run: bool) -> CdcReport:
     )
     if isinstance(plan, ChangelogPlan):
         update: dict[str, object] = {
+            "from_creation": plan.from_snapshot_id is None,
             "versions_extracted": len(plan.snapshots),
             "from_snapshot_id": plan.from_snapshot_id,
             "to_snapshot_id": plan.to_snapshot_id,
@@ -162,6 +169,7 @@ def _base_report(plan: Plan, started: float, dry_run: bool) -> CdcReport:
         }
     else:
         update = {
+            "from_creation": plan.requested_from == 0,
             "versions_extracted": plan.versions,
             "versions_from_change_files": plan.versions_from_change_files,
             "versions_from_file_actions": plan.versions_from_file_actions,

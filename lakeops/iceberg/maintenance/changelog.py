@@ -34,6 +34,15 @@ One output follows one line of history: an output whose last extracted snapshot 
 requested ancestry is refused. A range whose snapshots (or the ``--from`` snapshot) expired cannot be
 replayed and is refused, naming the missing snapshot (or, where a writer cleared the parent id of its
 child, as PyIceberg does, the snapshot whose parent is gone).
+
+**From the table's creation** (``--from 0``): ``--from`` is exclusive, so a snapshot id alone could
+never reach the rows of a table's first snapshot. ``0`` names the state before sequence number 1, the
+empty table ("Sequence Numbers": a v2 table's first snapshot has sequence number 1; snapshot ids are
+never 0, so ``0`` is unambiguous). The range is then every ancestor of ``--to`` from its root, the root
+compared with the empty state, and the first position requested is sequence number 1. The creation
+can only be replayed from a root that is the table's first snapshot: a root still naming a parent, or
+(parent id cleared) with a sequence number above 1, has lost its ancestors to expiry and is refused,
+naming it.
 """
 
 from __future__ import annotations
@@ -75,6 +84,7 @@ from lakeops.storage import Storage, StorageOptions, open_storage
 
 __all__ = [
     "CHANGE_COLUMNS",
+    "FROM_CREATION",
     "ChangeUnit",
     "ChangelogOptions",
     "ChangelogPlan",
@@ -96,11 +106,14 @@ CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER, COMMI
 #: Rows read at a time: a task's memory is bounded by this, not by its files.
 READ_BATCH_ROWS = 131_072
 _ROW = "_lakeops_row_index"
+#: ``--from`` value meaning "from the table's creation" (the empty state before sequence number 1).
+FROM_CREATION = 0
 
 
 class ChangelogOptions(BaseModel):
     """The changes after snapshot ``from_snapshot`` up to ``to_snapshot`` (default: the current one);
-    each is a snapshot id, or a branch or tag name."""
+    each is a snapshot id, or a branch or tag name; ``from_snapshot`` ``0`` is the table's creation
+    (no snapshot id is 0)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -162,12 +175,13 @@ class SnapshotChanges(BaseModel):
 
 
 class ChangelogPlan(ChangePlan):
-    """Immutable, printable plan: the snapshots after ``from_snapshot_id`` on ``to_snapshot_id``'s
-    ancestry whose sequence numbers are ``from_version..to_version`` (positions are sequence numbers)."""
+    """Immutable, printable plan: the snapshots after ``from_snapshot_id`` (None: from the table's
+    creation) on ``to_snapshot_id``'s ancestry whose sequence numbers are ``from_version..to_version``
+    (positions are sequence numbers)."""
 
     table: TableRef
     table_name: str
-    from_snapshot_id: int
+    from_snapshot_id: int | None
     to_snapshot_id: int
     snapshots: list[SnapshotChanges]
     units: list[ChangeUnit]
@@ -182,6 +196,10 @@ class ChangelogPlan(ChangePlan):
 
 
 # --- planning (driver) ------------------------------------------------------------------------------
+
+
+def _from_creation(text: str) -> bool:
+    return text.isdigit() and int(text) == FROM_CREATION
 
 
 def resolve_snapshot(metadata: TableMetadata, text: str, flag: str) -> Snapshot:
@@ -251,7 +269,10 @@ class _LiveStates:
         self.unpartitioned = {s.spec_id for s in metadata.partition_specs if s.is_unpartitioned}
         self._manifests: dict[str, list[LiveFile]] = {}
 
-    def of(self, snapshot: Snapshot) -> _State:
+    def of(self, snapshot: Snapshot | None) -> _State:
+        """The live files of ``snapshot``; None: the empty table before the first snapshot."""
+        if snapshot is None:
+            return _State({}, DeleteIndex((), self.unpartitioned), {})
         try:
             manifests = manifests_of(self.storage, snapshot)
             missing = [m for m in manifests if m.manifest_path not in self._manifests]
@@ -320,16 +341,19 @@ def _summary(before: _State, after: _State, snapshot: Snapshot, files_to_read: i
     )
 
 
-def _range(metadata: TableMetadata, start: Snapshot, end: Snapshot, table: str) -> list[Snapshot]:
-    """``end`` and its ancestors down to ``start`` (included), oldest first; refuses a ``start`` that
-    is not an ancestor and an ancestry broken by an expired snapshot (naming it)."""
+def _range(metadata: TableMetadata, start: Snapshot | None, end: Snapshot, table: str) -> list[Snapshot]:
+    """``end`` and its ancestors down to ``start`` (included; None: down to the table's first
+    snapshot), oldest first; refuses a ``start`` that is not an ancestor and an ancestry broken by an
+    expired snapshot (naming it)."""
     chain: list[Snapshot] = []
     for snapshot in metadata.ancestors(end.snapshot_id):
         chain.append(snapshot)
-        if snapshot.snapshot_id == start.snapshot_id:
+        if start is not None and snapshot.snapshot_id == start.snapshot_id:
             return chain[::-1]
     oldest = chain[-1]
-    if start.sequence_number < oldest.sequence_number:
+    if start is None and oldest.parent_snapshot_id is None and oldest.sequence_number <= 1:
+        return chain[::-1]
+    if start is None or start.sequence_number < oldest.sequence_number:
         # Ancestors have lower sequence numbers: ``start`` may lie behind the break, so the break refuses.
         if oldest.parent_snapshot_id is not None:
             missing = f"snapshot {oldest.parent_snapshot_id} (parent of {oldest.snapshot_id}) has expired"
@@ -339,9 +363,9 @@ def _range(metadata: TableMetadata, start: Snapshot, end: Snapshot, table: str) 
                 f"the ancestry of {end.snapshot_id} ends at snapshot {oldest.snapshot_id} (sequence number "
                 f"{oldest.sequence_number}), whose parent has expired or was never recorded"
             )
+        since = "the table's creation" if start is None else start.snapshot_id
         raise VersionNotFound(
-            f"{table}: {missing}; the changes between {start.snapshot_id} and {end.snapshot_id} can no longer "
-            f"be extracted"
+            f"{table}: {missing}; the changes between {since} and {end.snapshot_id} can no longer be extracted"
         )
     raise InvalidArgument(
         f"{table}: --from snapshot {start.snapshot_id} is not an ancestor of --to snapshot {end.snapshot_id}"
@@ -405,15 +429,26 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
     )
     if end is None:
         raise InvalidArgument(f"{name}: the table has no snapshot; there are no changes to extract")
-    start = resolve_snapshot(metadata, options.from_snapshot, "--from")
-    if start.snapshot_id == end.snapshot_id:
+    start = (
+        None if _from_creation(options.from_snapshot) else resolve_snapshot(metadata, options.from_snapshot, "--from")
+    )
+    if start is not None and start.snapshot_id == end.snapshot_id:
         raise InvalidArgument(f"{name}: the range {start.snapshot_id}..{end.snapshot_id} is empty (the same snapshot)")
     chain = _range(metadata, start, end, name)
+    # The snapshots extracted, each with the state it is compared with (None: the empty table).
+    extracted = chain if start is None else chain[1:]
+    parents: list[Snapshot | None] = [None, *chain[:-1]] if start is None else [*chain[:-1]]
+    unordered = next((s for s in extracted if s.sequence_number < 1), None)
+    if unordered is not None:
+        raise UnsupportedFeature(
+            f"{name}: snapshot {unordered.snapshot_id} was written before the table's upgrade to format-version 2 "
+            f"(sequence number 0), so the changelog cannot order its changes; use a later --from snapshot"
+        )
     source_root = metadata.location.rstrip("/")
     target = open_output(source_root, options.output, storage_options)
     schema = metadata.schema_by_id(end.schema_id) if end.schema_id is not None else metadata.current_schema()
     source_id = f"iceberg:{metadata.table_uuid}"
-    requested = start.sequence_number + 1
+    requested = 1 if start is None else start.sequence_number + 1
     out_metadata, through = output_state(
         target,
         schema=change_schema(schema, name),
@@ -437,7 +472,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
     states = _LiveStates(table.storage, metadata, name)
     summaries: list[SnapshotChanges] = []
     units: list[ChangeUnit] = []
-    pending = [(p, s) for p, s in zip(chain, chain[1:], strict=False) if not already and s.sequence_number >= first]
+    pending = [(p, s) for p, s in zip(parents, extracted, strict=True) if not already and s.sequence_number >= first]
     after = states.of(pending[0][0]) if pending else None
     for _, snapshot in pending:
         assert after is not None
@@ -483,7 +518,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
         already_extracted=already,
         table=table.ref,
         table_name=name,
-        from_snapshot_id=start.snapshot_id,
+        from_snapshot_id=None if start is None else start.snapshot_id,
         to_snapshot_id=end.snapshot_id,
         snapshots=summaries,
         units=units,
@@ -595,7 +630,8 @@ def commit_changelog(
         storage_options,
         {
             "source": plan.table_name,
-            "sourceSnapshots": f"{plan.from_snapshot_id}..{plan.to_snapshot_id}",
+            "sourceSnapshots": f"{'creation' if plan.from_snapshot_id is None else plan.from_snapshot_id}.."
+            f"{plan.to_snapshot_id}",
             "sourceSequenceNumbers": f"{plan.from_version}..{plan.to_version}",
         },
     )

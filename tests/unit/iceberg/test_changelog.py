@@ -242,6 +242,14 @@ def test_a_gap_in_the_output_is_refused_naming_the_snapshot_to_resume_from(tmp_p
         _plan(table, ids[2], None, out)
 
 
+def _expired_as_java_does(table: PyIcebergTable, snapshot_id: int) -> IcebergTable:
+    """The table without snapshot ``snapshot_id``, its child still naming it as parent (Java keeps a
+    child's parent-snapshot-id when the parent expires; PyIceberg clears it)."""
+    ours = _load(table)
+    kept = [s for s in ours.metadata.snapshots if s.snapshot_id != snapshot_id]
+    return dataclasses.replace(ours, metadata=ours.metadata.model_copy(update={"snapshots": kept}))
+
+
 def test_ranges_that_cannot_be_replayed_are_refused(tmp_path: Path) -> None:
     table = small_file_table(tmp_path, appends=4, rows=2)
     ids = [s.snapshot_id for s in sorted(table.table.snapshots(), key=lambda s: s.sequence_number)]
@@ -250,16 +258,9 @@ def test_ranges_that_cannot_be_replayed_are_refused(tmp_path: Path) -> None:
         _plan(table, ids[2], ids[1], out)
     with pytest.raises(InvalidArgument, match="is empty"):
         _plan(table, ids[1], ids[1], out)
-    ours = _load(table)
-    # Java keeps a child's parent-snapshot-id when the parent expires; PyIceberg clears it.
-    kept_parent = ours.metadata.model_copy(
-        update={"snapshots": [s for s in ours.metadata.snapshots if s.snapshot_id != ids[1]]}
-    )
     with pytest.raises(VersionNotFound, match=f"snapshot {ids[1]} \\(parent of {ids[2]}\\) has expired"):
         plan_changelog(
-            dataclasses.replace(ours, metadata=kept_parent),
-            ChangelogOptions(from_snapshot=str(ids[0]), output=str(out)),
-            OPTIONS,
+            _expired_as_java_does(table, ids[1]), ChangelogOptions(from_snapshot=str(ids[0]), output=str(out)), OPTIONS
         )
     table.table.maintenance.expire_snapshots().by_id(ids[1]).commit()
     with pytest.raises(VersionNotFound, match=f"ends at snapshot {ids[2]} .*whose parent has expired"):
@@ -295,3 +296,95 @@ def test_tags_and_branches_name_the_ends_and_an_output_follows_one_branch(tmp_pa
         (other.to_version, "insert", 100),
         (other.to_version, "insert", 101),
     ]
+
+
+def _ordered_ids(table: PyIcebergTable) -> list[int]:
+    """The table's snapshot ids, oldest first."""
+    return [s.snapshot_id for s in sorted(table.reload().snapshots(), key=lambda s: s.sequence_number)]
+
+
+def test_from_the_creation_every_row_is_an_insert_and_replays_from_the_empty_table(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, appends=3, rows=4)
+    ids = _ordered_ids(table)
+
+    plan = _plan(table, 0, None, tmp_path / "out")
+    assert (plan.from_snapshot_id, plan.to_snapshot_id) == (None, ids[2])
+    assert (plan.requested_from, plan.from_version, plan.to_version) == (1, 1, 3)
+    assert [(s.snapshot_id, s.data_files_added) for s in plan.snapshots] == [(i, 1) for i in ids]
+    changes = [row for unit in plan.units for rows in change_rows(unit) for row in rows.to_pylist()]
+    assert _brief(changes) == [(s, "insert", i) for s in (1, 2, 3) for i in range(4 * (s - 1), 4 * s)]
+    assert {(r["_commit_sequence_number"], r["_commit_snapshot_id"]) for r in changes} == set(
+        zip((1, 2, 3), ids, strict=True)
+    )
+    assert replay_changes([], changes) == replay_changes(_scan_rows(table, ids[2]))
+
+
+def test_from_the_creation_reruns_write_nothing_and_later_runs_add_only_new_snapshots(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, appends=3, rows=2)
+    ids = _ordered_ids(table)
+    out = tmp_path / "out"
+
+    def export(end: int | None) -> ChangelogPlan:
+        plan = _plan(table, 0, end, out)
+        commit_changelog(plan, [extract_unit(u) for u in plan.units], OPTIONS)
+        return plan
+
+    def output_rows() -> list[dict[str, Any]]:
+        storage = open_storage(str(out), OPTIONS)
+        rows: list[dict[str, Any]] = read_snapshot(load_snapshot(storage, str(out)), storage).to_pylist()
+        return rows
+
+    first = export(ids[1])
+    assert (first.from_version, first.to_version, first.output_version) == (1, 2, None)
+    again = _plan(table, 0, ids[1], out)
+    assert again.already_extracted and again.units == [] and commit_changelog(again, [], OPTIONS) is None
+    assert _brief(output_rows()) == [(s, "insert", i) for s in (1, 2) for i in range(2 * (s - 1), 2 * s)]
+    table.table.delete("id == 1")  # copy-on-write: the file of ids 0, 1 is rewritten
+    table.reload().append(batch(100, 2))
+    later_ids = _ordered_ids(table)
+
+    later = export(None)
+    assert (later.requested_from, later.from_version, later.to_version) == (1, 3, 5)
+    assert [s.snapshot_id for s in later.snapshots] == later_ids[2:]
+    changes = output_rows()
+    assert _brief(changes) == [
+        *((s, "insert", i) for s in (1, 2, 3) for i in range(2 * (s - 1), 2 * s)),  # each once
+        (4, "delete", 0),
+        (4, "delete", 1),
+        (4, "insert", 0),  # the rewritten file's survivor
+        (5, "insert", 100),
+        (5, "insert", 101),
+    ]
+    assert replay_changes([], changes) == replay_changes(_scan_rows(table, later_ids[-1]))
+    assert _plan(table, 0, None, out).already_extracted
+
+
+def test_from_the_creation_is_refused_once_the_first_snapshot_expired(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, appends=3, rows=2)
+    ids = _ordered_ids(table)
+    out = tmp_path / "out"
+    with pytest.raises(VersionNotFound, match=f"snapshot {ids[0]} \\(parent of {ids[1]}\\) has expired"):
+        plan_changelog(
+            _expired_as_java_does(table, ids[0]), ChangelogOptions(from_snapshot="0", output=str(out)), OPTIONS
+        )
+    # PyIceberg clears it: the root's sequence number (2) shows that its ancestors are gone.
+    table.table.maintenance.expire_snapshots().by_id(ids[0]).commit()
+    with pytest.raises(
+        VersionNotFound,
+        match=rf"ends at snapshot {ids[1]} \(sequence number 2\), whose parent has expired.*between the table's "
+        rf"creation and {ids[2]} can no longer be extracted",
+    ):
+        _plan(table, 0, None, out)
+    assert not out.exists()
+
+
+def test_from_the_creation_refuses_snapshots_written_before_the_upgrade_to_v2(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, appends=2, rows=2, properties={"format-version": "1"})
+    with table.table.transaction() as upgrade:
+        upgrade.upgrade_table_version(format_version=2)
+    table.reload().append(batch(10, 2))
+    ids = _ordered_ids(table)
+    with pytest.raises(UnsupportedFeature, match=f"snapshot {ids[0]} was written before the table's upgrade"):
+        _plan(table, 0, None, tmp_path / "out")
+    plan = _plan(table, ids[1], None, tmp_path / "out")
+    assert (plan.from_version, plan.to_version, len(plan.units)) == (1, 1, 1)
