@@ -1,7 +1,8 @@
 """Acceptance of ``lakeops cdc`` on Iceberg tables: the changelog of PyIceberg appends, copy-on-write
 deletes and overwrites plus merge-on-read deletes, replayed onto the table at ``--from`` (read by
 PyIceberg), gives the table at ``--to`` (read by PyIceberg) as a multiset; the output is read back by
-delta-rs. A compaction in the range adds no rows; re-runs and overlapping backfills never duplicate."""
+delta-rs. A compaction in the range adds no rows; re-runs and overlapping backfills never duplicate;
+``--from 0`` includes the table's first snapshot, replaying from the empty table."""
 
 from __future__ import annotations
 
@@ -104,18 +105,20 @@ def test_reruns_and_backfills_never_duplicate_and_expired_ranges_are_refused(
     ids = _ids(table)
     out = tmp_path / "changes"
 
-    first = _cdc(capsys, table, "--from", str(ids[0]), "--to", str(ids[2]), "--output", str(out))
-    assert (first["from_version"], first["to_version"], first["rows_insert"]) == (2, 3, 6)
-    again = _cdc(capsys, table, "--from", str(ids[0]), "--to", str(ids[2]), "--output", str(out))
+    # --from 0: from the table's creation, so the first snapshot's rows (the initial load) are included.
+    first = _cdc(capsys, table, "--from", "0", "--to", str(ids[2]), "--output", str(out))
+    assert (first["from_version"], first["to_version"], first["rows_insert"]) == (1, 3, 9)
+    assert first["from_creation"] and first["from_snapshot_id"] is None
+    again = _cdc(capsys, table, "--from", "0", "--to", str(ids[2]), "--output", str(out))
     assert again["already_extracted"] and again["committed_version"] is None
     assert DeltaTable(str(out)).version() == 0
     backfill = _cdc(capsys, table, "--from", str(ids[1]), "--output", str(out))
     assert (backfill["from_version"], backfill["to_version"], backfill["rows_insert"]) == (4, 5, 6)
     changes = _output(out)
     assert sorted((r["_commit_snapshot_id"], r["id"]) for r in changes) == sorted(
-        (ids[i], row) for i in range(1, 5) for row in range(3 * i, 3 * i + 3)
+        (ids[i], row) for i in range(5) for row in range(3 * i, 3 * i + 3)
     )
-    assert replay_changes(_table_rows(table, ids[0]), changes) == replay_changes(_table_rows(table, ids[4]))
+    assert replay_changes([], changes) == replay_changes(_table_rows(table, ids[4]))
 
     table.table.maintenance.expire_snapshots().by_id(ids[2]).commit()
     code = lakeops(
