@@ -335,6 +335,10 @@ def needs_shipping(spark: SparkSession) -> bool:
 def _zip_project() -> Path:
     """Zip the project's packages (sources and package data, no bytecode); return the zip's path.
 
+    The zip holds an entry for every directory too: Python imports from a zip through ``zipimport``,
+    which finds a package without ``__init__.py`` (a namespace package, e.g. a folder of modules)
+    only by its directory entry.
+
     The zip is content-addressed (named after a digest of what it holds): executors cache added
     files by name and refuse a different file under a name they already have, while shipping the
     same code twice is harmless.
@@ -346,7 +350,10 @@ def _zip_project() -> Path:
         for path in sorted(root.rglob("*"))
         if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
     ]
+    directories = sorted({parent.as_posix() + "/" for arcname, _ in files for parent in arcname.parents[:-1]})
     digest = hashlib.sha256()
+    for directory_name in directories:
+        digest.update(directory_name.encode() + b"\0")
     for arcname, path in files:
         digest.update(arcname.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     directory = Path(tempfile.gettempdir()) / "lakeops-ship"
@@ -355,6 +362,8 @@ def _zip_project() -> Path:
     if not dest.exists():
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
         with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for directory_name in directories:
+                zf.writestr(zipfile.ZipInfo(directory_name), b"")
             for arcname, path in files:
                 zf.write(path, arcname.as_posix())
         os.replace(tmp, dest)
