@@ -35,6 +35,7 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import read_target
 from lakeops.errors import UnsupportedFeature, VersionNotFound
+from lakeops.iceberg.maintenance.changelog import FROM_CREATION
 from lakeops.iceberg.metadata import Snapshot
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import detect_format
@@ -43,16 +44,12 @@ from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = [
-    "FROM_CREATION",
     "PendingRange",
     "consumer_floor",
     "extracted_through",
     "pending_changes",
     "vacuum_retention",
 ]
-
-#: ``lakeops cdc --from 0`` of an Iceberg table: from its creation (snapshot ids are never 0).
-FROM_CREATION = 0
 
 
 def _require_delta(location: str, storage_options: StorageOptions | None, what: str) -> str:

@@ -1,7 +1,8 @@
 """The daily-partitioned CDC asset on a Delta table whose commits fall on three days: a backfill of
 the three days (one run over the range, as the asset's single-run backfill policy makes the UI and
 ``dagster asset materialize --partition-range`` do) writes each day's changes once; re-running the
-range or one of its days writes nothing more; day-by-day runs produce the same output."""
+range or one of its days writes nothing more; day-by-day runs produce the same output. An Iceberg
+table's changelog runs the same way, and expiry keeps what its consumer has yet to extract."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from deltalake import DeltaTable, write_deltalake
+from pyiceberg_tables import batch, small_file_table
 
 from orchestration.assets import operation_key
 from orchestration.definitions import build_definitions
@@ -125,3 +127,57 @@ def test_the_documented_cli_backfill_writes_each_day_once(root: Path) -> None:
         done = subprocess.run(command, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert feed.changes() == _expected(3)
+
+
+def test_iceberg_changelog_and_expiry_that_keeps_what_the_consumer_needs(root: Path) -> None:
+    """An Iceberg table whose consumer extracted through snapshot 8 of 10: the nightly expiry keeps
+    the snapshot it resumes from and every later one, although the table's policy would keep only the
+    head; the next CDC run extracts exactly the two snapshots it lacked."""
+    table = small_file_table(
+        root / "src",
+        appends=8,
+        rows=5,
+        properties={"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "1"},
+    )
+    output = root / "order_changes"
+    today = datetime.now(UTC).date()
+    registry = parse_registry(
+        f"""
+tables:
+  - name: orders
+    catalog: {{uri: "{table.catalog_uri}"}}
+    identifier: {table.identifier}
+    cdc: {{enabled: true, output: {output}, start_date: {today - timedelta(days=1)}, key: [id]}}
+"""
+    )
+    entry = registry.table("orders")
+    defs = build_definitions(registry)
+
+    def materialize(operation: str) -> dg.ExecuteInProcessResult:
+        result = dg.materialize(
+            list(defs.assets or []),
+            selection=[operation_key(entry, operation)],
+            partition_key=today.isoformat() if operation == "cdc" else None,
+            resources=RESOURCES,
+            instance=dg.DagsterInstance.ephemeral(),
+        )
+        assert result.success
+        (check,) = result.get_asset_check_evaluations()
+        assert check.passed, check.description
+        return result
+
+    def changes() -> Counter[tuple[Any, ...]]:
+        rows = DeltaTable(str(output)).to_pyarrow_table().to_pylist()
+        return Counter((r["id"], r["_change_type"], r["_commit_sequence_number"]) for r in rows)
+
+    materialize("cdc")  # from the table's creation: the initial load included
+    assert changes() == Counter((i, "insert", i // 5 + 1) for i in range(40))
+    table.reload().append(batch(40, 5))
+    table.reload().append(batch(45, 5))
+
+    materialize("expiry")
+    kept = sorted(s.sequence_number for s in table.reload().snapshots())
+    assert kept == [8, 9, 10]  # the watermark's snapshot and the two not extracted yet
+
+    materialize("cdc")
+    assert changes() == Counter((i, "insert", i // 5 + 1) for i in range(50))
