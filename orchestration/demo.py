@@ -10,7 +10,7 @@ Under ``./.lakeops-demo`` it builds what a data team's ingestion leaves behind a
   one a day;
 - in each, the leftover of a failed write: a file nothing references, ten days old.
 
-It writes the registry ``.lakeops-demo/lakeops.yaml`` (CDC enabled on ``events``), prints each
+It writes the registry ``.lakeops-demo/lakeops.yaml`` (CDC on ``events`` and ``orders``), prints each
 table's health, materializes every maintenance asset once through Dagster — one run per operation,
 in the nightly order (CDC first, so retention knows what the consumer has extracted) — into the
 persistent Dagster instance ``.lakeops-demo/dagster_home`` (so ``make ui`` shows the runs, their
@@ -166,6 +166,7 @@ tables:
     compaction: {{min_input_files: 2, small_file_trigger: 10}}
     checkpoint: {{interval: 10}}
     orphans: {{older_than: 7d}}
+    cdc: {{enabled: true, output: {DEMO / "warehouse" / "order_changes"}, start_date: {NOW:%Y-%m-%d}}}
   - name: arrays
     location: {DEMO / "warehouse" / "arrays"}
     compaction: {{min_input_files: 2, small_file_trigger: 10}}
