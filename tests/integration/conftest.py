@@ -13,6 +13,7 @@ the ``postgres`` user the package creates.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -21,12 +22,15 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyspark
 import pytest
+
+from spark_jobs.cli import main as lakeops
 
 _PG_USER = "lakeops"
 _PG_PASSWORD = "lakeops-integration"  # a throw-away server on loopback, deleted after the session
@@ -224,3 +228,19 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory, s3_server: object) -
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _run_lakeops(*argv: str) -> dict[str, Any]:
+    """``lakeops ARGV --json`` in-process, as a user runs it; asserts success and returns the report."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = lakeops([*argv, "--json"])
+    assert code == 0, f"lakeops {' '.join(argv)} exited {code}"
+    report: dict[str, Any] = json.loads(out.getvalue())
+    return report
+
+
+@pytest.fixture(scope="session")
+def run_lakeops() -> Callable[..., dict[str, Any]]:
+    """:func:`_run_lakeops`; usable from module-scoped fixtures, unlike ``capsys``."""
+    return _run_lakeops

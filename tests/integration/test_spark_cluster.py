@@ -13,10 +13,7 @@ cluster, and the reports, the tables' rows and files, and the change rows must a
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,6 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
 
-from spark_jobs.cli import main as lakeops
 from spark_jobs.session import build_session, stop_session
 
 pytestmark = pytest.mark.integration
@@ -35,16 +31,6 @@ pytestmark = pytest.mark.integration
 #: times, and byte counts (writers embed times, so equal data need not mean equal sizes).
 _VOLATILE = {"duration_s", "table", "output", "committed_version", "commit_attempts"}
 _VOLATILE_SUFFIXES = ("snapshot_id", "timestamp_ms")
-
-
-def _run(*argv: str) -> dict[str, Any]:
-    """``lakeops ARGV --json`` in-process; asserts success and returns the report."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = lakeops([*argv, "--json"])
-    assert code == 0, f"lakeops {' '.join(argv)} exited {code}"
-    report: dict[str, Any] = json.loads(out.getvalue())
-    return report
 
 
 def _comparable(value: Any) -> Any:
@@ -92,7 +78,7 @@ class Maintained:
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _maintain(root: Path, master: str, conf: tuple[str, ...]) -> Maintained:
+def _maintain(run: Callable[..., dict[str, Any]], root: Path, master: str, conf: tuple[str, ...]) -> Maintained:
     root.mkdir()
     delta = root / "delta"
     _delta_table(delta)
@@ -102,37 +88,38 @@ def _maintain(root: Path, master: str, conf: tuple[str, ...]) -> Maintained:
     catalog = ("--catalog-uri", iceberg.catalog_uri)
     spark = ("--master", master, *conf)
     done = Maintained(delta=delta, iceberg=iceberg, root=root)
-    done.reports["delta cdc"] = _run("cdc", str(delta), "--from", "0", "--output", str(root / "delta_changes"), *spark)
-    done.reports["delta compact"] = _run("compact", str(delta), *spark)
-    done.reports["delta checkpoint"] = _run("checkpoint", str(delta), *spark)
-    done.reports["iceberg cdc"] = _run(
+    done.reports["delta cdc"] = run("cdc", str(delta), "--from", "0", "--output", str(root / "delta_changes"), *spark)
+    done.reports["delta compact"] = run("compact", str(delta), *spark)
+    done.reports["delta checkpoint"] = run("checkpoint", str(delta), *spark)
+    done.reports["iceberg cdc"] = run(
         "cdc", iceberg.identifier, *catalog, "--from", first_snapshot, "--output", str(root / "iceberg_changes"), *spark
     )
-    done.reports["iceberg compact"] = _run("compact", iceberg.identifier, *catalog, *spark)
-    done.reports["iceberg checkpoint"] = _run("checkpoint", iceberg.identifier, *catalog, *spark)
+    done.reports["iceberg compact"] = run("compact", iceberg.identifier, *catalog, *spark)
+    done.reports["iceberg checkpoint"] = run("checkpoint", iceberg.identifier, *catalog, *spark)
     return done
 
 
-def _cluster_conf(cluster: Any) -> tuple[str, ...]:
-    """What a user passes for this cluster: a driver the workers reach on loopback, small executors."""
-    return (
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        "--conf",
-        "spark.executor.memory=512m",
-    )
+#: What a user passes for this cluster: a driver the workers reach on loopback, small executors.
+_CLUSTER_CONF = (
+    "--conf",
+    "spark.driver.host=127.0.0.1",
+    "--conf",
+    "spark.driver.bindAddress=127.0.0.1",
+    "--conf",
+    "spark.executor.memory=512m",
+)
 
 
 @pytest.fixture(scope="module")
-def runs(spark_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Maintained, Maintained]]:
+def runs(
+    spark_cluster: Any, tmp_path_factory: pytest.TempPathFactory, run_lakeops: Callable[..., dict[str, Any]]
+) -> Iterator[tuple[Maintained, Maintained]]:
     """The same maintenance in ``local[2]`` and on the cluster (one Spark session each, in turn)."""
     stop_session()  # one SparkContext per process: whatever ran before must not decide the master
     root = tmp_path_factory.mktemp("cluster-vs-local")
-    local = _maintain(root / "local", "local[2]", ())
+    local = _maintain(run_lakeops, root / "local", "local[2]", ())
     stop_session()
-    cluster = _maintain(root / "cluster", spark_cluster.master_url, _cluster_conf(spark_cluster))
+    cluster = _maintain(run_lakeops, root / "cluster", spark_cluster.master_url, _CLUSTER_CONF)
     try:
         yield local, cluster
     finally:
@@ -192,3 +179,29 @@ def test_executors_import_the_shipped_project(spark_cluster: Any, runs: tuple[Ma
         for row in spark.range(2, numPartitions=2).mapInArrow(where_lakeops_comes_from, "file string").collect()
     }
     assert files and all("lakeops-project-" in f and ".zip" in f for f in files), files
+
+
+def test_compaction_on_s3_on_the_cluster(
+    spark_cluster: Any, runs: Any, s3_bucket: Any, run_lakeops: Callable[..., dict[str, Any]]
+) -> None:
+    """Tasks on the workers do their own S3 IO: the endpoint travels in the plan units (``--endpoint-url``),
+    the credentials come from the workers' environment, as in deploy/compose.yaml."""
+    endpoint = s3_bucket.options.endpoint_url
+    location = f"{s3_bucket.uri}/warehouse/events"
+    delta_rs = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    for i in range(8):
+        write_deltalake(
+            location,
+            pa.table({"id": pa.array(range(i * 3, i * 3 + 3), pa.int64())}),
+            mode="append",
+            storage_options=delta_rs,
+        )
+    before = DeltaTable(location, storage_options=delta_rs).to_pyarrow_table().sort_by("id")
+
+    report = run_lakeops(
+        "compact", location, "--endpoint-url", endpoint, "--master", spark_cluster.master_url, *_CLUSTER_CONF
+    )
+
+    table = DeltaTable(location, storage_options=delta_rs)
+    assert table.to_pyarrow_table().sort_by("id").equals(before)
+    assert len(table.file_uris()) == report["files_added"] == 1 and report["files_removed"] == 8
