@@ -43,9 +43,7 @@ tables:
     defs = build_definitions(registry)
     instance = dg.DagsterInstance.ephemeral()
     (sensor,) = [s for s in defs.sensors or [] if s.name == "lakeops_small_files"]
-    result = sensor(
-        dg.build_sensor_context(instance=instance, resources={"storage": StorageResource()}, cursor=None)
-    )
+    result = sensor(dg.build_sensor_context(instance=instance, resources={"storage": StorageResource()}, cursor=None))
     assert isinstance(result, dg.SensorResult)
     (adds,) = result.dynamic_partitions_requests or []
     assert isinstance(adds, dg.AddDynamicPartitionsRequest)

@@ -60,9 +60,8 @@ def test_registry_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert orders.iceberg is not None and orders.iceberg.identifier == "shop.orders"
     with pytest.raises(InvalidArgument, match="declared iceberg but .* holds a delta table"):
         resolve_target("wrong", CatalogOptions(), OPTIONS)
-    with pytest.raises(
-        InvalidArgument, match=r"table 'broken' \(entry 3\): .*location: missing \(give location, or catalog and identifier\)"
-    ):
+    missing = r"table 'broken' \(entry 3\): .*location: missing \(give location, or catalog and identifier\)"
+    with pytest.raises(InvalidArgument, match=missing):
         resolve_target("broken", CatalogOptions(), OPTIONS)
     monkeypatch.setenv("LAKEOPS_REGISTRY", str(tmp_path / "missing.yaml"))
     with pytest.raises(InvalidArgument, match="missing.yaml .*does not exist"):
