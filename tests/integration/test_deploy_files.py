@@ -79,6 +79,8 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
     code = services["user-code"]["command"]
     assert code[:3] == ["dagster", "api", "grpc"] and code[-2:] == ["-m", "orchestration.definitions"]
     assert services["user-code"]["environment"]["LAKEOPS_SPARK_MASTER"].endswith(":-spark://spark-master:7077}")
+    # The driver runs in user-code: executors reach it by the name it advertises.
+    assert services["user-code"]["environment"]["SPARK_LOCAL_HOSTNAME"] == services["user-code"]["hostname"]
 
 
 def test_compose_holds_no_secret() -> None:
@@ -105,7 +107,9 @@ def test_helm_values_and_dagster_yaml_agree_on_the_run_rules() -> None:
     (deployment,) = values["dagster-user-deployments"]["deployments"]
     assert deployment["dagsterApiGrpcArgs"] == ["-m", "orchestration.definitions"]
     assert deployment["includeConfigInLaunchedRuns"]["enabled"] is True
-    env = {item["name"]: item["value"] for item in deployment["env"]}
+    env = {item["name"]: item.get("value") for item in deployment["env"]}
+    (driver_host,) = [item for item in deployment["env"] if item["name"] == "SPARK_LOCAL_HOSTNAME"]
+    assert driver_host["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"  # executors reach the run pod
     assert env["LAKEOPS_SPARK_MASTER"].startswith("k8s://https://")
     conf_dir = Path(env["SPARK_CONF_DIR"])
     assert any(Path(mount["mountPath"]) == conf_dir for mount in deployment["volumeMounts"])
