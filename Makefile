@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo ui screenshot test test-all lint typecheck clean
+.PHONY: install demo ui screenshot test test-integration test-all lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ screenshot: install
 ## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server).
 test: install
 	$(PY) -m pytest -q -m "not slow and not integration"
+
+## Tests that start real components on 127.0.0.1: a Spark standalone cluster, PostgreSQL (installed
+## from Debian's packages if absent), the moto S3 server. CI runs them after `make test`.
+test-integration: install
+	$(PY) -m pytest -q -m integration tests/integration
 
 ## Everything, including long-running checks.
 test-all: install

@@ -82,8 +82,8 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
     )
     parser.add_argument(
         "--catalog-uri",
-        help="Iceberg SQL catalog as a SQLAlchemy URL (sqlite:///catalog.db, postgresql://...); "
-        "TABLE is then namespace.table",
+        help="Iceberg SQL catalog as a SQLAlchemy URL (sqlite:///catalog.db, "
+        "postgresql+psycopg2://user@host/db with PGPASSWORD); TABLE is then namespace.table",
     )
     parser.add_argument(
         "--catalog-name", default="default", help="catalog name within --catalog-uri (default: default)"
