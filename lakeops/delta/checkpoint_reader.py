@@ -68,7 +68,7 @@ def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Met
         parquet = pq.ParquetFile(io.BytesIO(storage.read(path)))
         present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
         table = parquet.read(columns=present)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
     builders: dict[str, type[Protocol | Metadata | Txn | Add | Remove]] = {
         "protocol": Protocol,
@@ -79,18 +79,30 @@ def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Met
     }
     for column in present:
         values = table.column(column)
-        rows = values.filter(pc.is_valid(values)).to_pylist()
+        try:
+            rows = values.filter(pc.is_valid(values)).to_pylist()
+        except (pa.ArrowException, UnicodeDecodeError) as exc:  # pyarrow lets invalid UTF-8 into string columns
+            raise CorruptFile(f"{path}: checkpoint column {column} cannot be decoded ({exc})") from exc
         model = builders[column]
         for row in rows:
-            row = _maps_to_dicts(row)
-            if column == "add":
-                parsed = row.get("stats_parsed")
-                if row.get("stats") is None and parsed:
-                    row["stats"] = stats_json_from_struct(parsed)
-            for name in _DROP_FIELDS:
-                row.pop(name, None)
-            row = {k: v for k, v in row.items() if v is not None}
             try:
-                yield model.model_validate(row)
+                action = model.model_validate(_action_fields(column, row))
             except ValidationError as exc:
                 raise CorruptFile(f"{path}: invalid {column} action in checkpoint: {exc.errors()[0]['msg']}") from exc
+            except (TypeError, ValueError, AttributeError) as exc:  # a writer stored other types than the schema's
+                raise CorruptFile(f"{path}: {column} column of the checkpoint has an unexpected type ({exc})") from exc
+            yield action
+
+
+def _action_fields(column: str, row: Any) -> dict[str, Any]:
+    """One row of an action column as the model's input: maps as dicts, JSON stats, no parsed copies."""
+    if not isinstance(row, dict):
+        raise TypeError(f"the {column} column holds {type(row).__name__} values, not structs")
+    row = _maps_to_dicts(row)
+    if column == "add":
+        parsed = row.get("stats_parsed")
+        if row.get("stats") is None and parsed:
+            row["stats"] = stats_json_from_struct(parsed)
+    for name in _DROP_FIELDS:
+        row.pop(name, None)
+    return {k: v for k, v in row.items() if v is not None}

@@ -48,10 +48,11 @@ def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply; ValueError: huge ints
+            problem = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
             raise CorruptFile(
-                f"{location}: line {number} is not valid JSON ({exc.msg}); the commit file is truncated or corrupt"
-            ) from exc
+                f"{location}: line {number} is not valid JSON ({problem}); the commit file is truncated or corrupt"
+            ) from None
         if not isinstance(obj, dict) or len(obj) != 1:
             raise CorruptFile(f"{location}: line {number} is not a single action object")
         ((key, body),) = obj.items()

@@ -133,9 +133,9 @@ def parse_last_checkpoint(raw: bytes, location: str) -> LastCheckpoint:
         )
     except _DuplicateKey as exc:
         raise CorruptFile(f"{location}: duplicate key {exc.args[0]!r}; the protocol makes such JSON invalid") from exc
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         what = "is empty" if not raw.strip() else f"is not valid JSON ({exc})"
-        raise CorruptFile(f"{location}: last checkpoint file {what}") from exc
+        raise CorruptFile(f"{location}: last checkpoint file {what}") from None
     if not isinstance(parsed, dict):
         raise CorruptFile(f"{location}: last checkpoint file holds a JSON {type(parsed).__name__}, not an object")
     stored = parsed.get(_CHECKSUM_KEY)

@@ -121,7 +121,9 @@ class LocalStorage:
             with open(local, "rb") as f:
                 f.seek(start)
                 chunks: list[bytes] = []
-                remaining = length
+                # Never ask for more than the file holds: read(n) allocates n bytes up front, and a
+                # hostile length (a DV descriptor's sizeInBytes) would otherwise raise MemoryError.
+                remaining = max(0, min(length, os.fstat(f.fileno()).st_size - start))
                 while remaining > 0:  # a plain read may return less than asked on some file systems
                     chunk = f.read(remaining)
                     if not chunk:
