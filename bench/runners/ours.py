@@ -1,0 +1,63 @@
+"""lakeops through :func:`spark_jobs.operations.run_operation`, as the CLI and Dagster run it, on a
+local Spark master with every core. The session starts inside the timed call: start-up is included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.settings import TARGET_FILE_SIZE
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.storage import open_storage
+from spark_jobs.operations import SparkSettings, run_operation
+
+LOCAL = SparkSettings(master="local[*]")
+
+
+def _run(name: str, params: dict[str, Any], options: dict[str, object]) -> dict[str, Any]:
+    if "catalog_uri" in params:
+        options = {"catalog_uri": params["catalog_uri"], **options}
+    report = run_operation(name, params["target"], options, spark=LOCAL)
+    return report.metrics()
+
+
+def compact(params: dict[str, Any]) -> dict[str, Any]:
+    return _run("compact", params, {"target_file_size": TARGET_FILE_SIZE})
+
+
+def checkpoint(params: dict[str, Any]) -> dict[str, Any]:
+    return _run("checkpoint", params, {})
+
+
+def snapshot(params: dict[str, Any]) -> dict[str, Any]:
+    """Reconstruct the latest snapshot from its checkpoint (library only: planning runs on the driver)."""
+    root = params["target"]
+    loaded = load_snapshot(open_storage(root), root)
+    return {"files": len(loaded.files), "version": loaded.version}
+
+
+def vacuum(params: dict[str, Any]) -> dict[str, Any]:
+    return _run("orphans", params, {})
+
+
+def cdc(params: dict[str, Any]) -> dict[str, Any]:
+    return _run("cdc", params, {"from_version": 1, "output": params["scratch"] + "/changes"})
+
+
+def expire(params: dict[str, Any]) -> dict[str, Any]:
+    """Every snapshot but the current one (PyIceberg's ``older_than(now)`` keeps only ref heads)."""
+    return _run("expire", params, {"older_than": "0s", "retain_last": 1, "force": True})
+
+
+def gc(params: dict[str, Any]) -> dict[str, Any]:
+    return _run("orphans", params, {})
+
+
+RUNNERS = {
+    "compact": compact,
+    "checkpoint": checkpoint,
+    "snapshot": snapshot,
+    "vacuum": vacuum,
+    "cdc": cdc,
+    "expire": expire,
+    "gc": gc,
+}

@@ -1,0 +1,84 @@
+"""Iceberg tables written by PyIceberg in a SQLite ``SqlCatalog`` under the workload directory.
+
+Small files: one PyIceberg append whose ``write.target-file-size-bytes`` is one batch's size, so
+PyIceberg itself splits it into many files per day partition. Many snapshots: many small appends, one
+snapshot each, as a frequent ingester leaves them. PyIceberg copies the whole table metadata for
+every update, so each append costs more than the last (measured: 40 ms at 20 snapshots, 250 ms at
+120): the generator is quadratic, which bounds the snapshot counts the sizes ask for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+
+from bench.workloads.model import Workload, tree_bytes
+from bench.workloads.rows import event_rows
+
+NAMESPACE = "bench"
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "ts", LongType(), required=False),
+    NestedField(3, "amount", DoubleType(), required=False),
+    NestedField(4, "user", StringType(), required=False),
+    NestedField(5, "day", StringType(), required=False),
+)
+BY_DAY = PartitionSpec(PartitionField(5, 1000, IdentityTransform(), "day"))
+
+
+def _catalog(root: Path) -> tuple[SqlCatalog, str]:
+    root.mkdir(parents=True)
+    uri = f"sqlite:///{root / 'catalog.db'}"
+    catalog = SqlCatalog("default", uri=uri, warehouse=f"file://{root / 'warehouse'}")
+    catalog.create_namespace(NAMESPACE)
+    return catalog, uri
+
+
+def _workload(root: Path, uri: str, identifier: str, size: int, unit: str) -> Workload:
+    return Workload(
+        root=root,
+        target=identifier,
+        size=size,
+        unit=unit,
+        bytes=tree_bytes(root),
+        params={"catalog_uri": uri, "identifier": identifier},
+    )
+
+
+def small_files(root: Path, *, files: int, rows_per_file: int, days: int) -> Workload:
+    """About ``files`` data files of ``rows_per_file`` rows over ``days`` day partitions."""
+    catalog, uri = _catalog(root)
+    identifier = f"{NAMESPACE}.events"
+    per_day = max(1, files // days)
+    sample = event_rows(0, rows_per_file, day=0, seed=0)
+    # PyIceberg bins record batches up to the target size: one batch of rows_per_file rows per file.
+    target = max(1, sample.nbytes - 1)
+    table = catalog.create_table(
+        identifier, SCHEMA, partition_spec=BY_DAY, properties={"write.target-file-size-bytes": str(target)}
+    )
+    parts = [
+        event_rows((d * per_day + k) * rows_per_file, rows_per_file, day=d, seed=d * per_day + k)
+        for d in range(days)
+        for k in range(per_day)
+    ]
+    table.append(pa.concat_tables(parts))
+    written = len(table.inspect.files())
+    return _workload(root, uri, identifier, written, "files")
+
+
+def many_snapshots(root: Path, *, snapshots: int) -> Workload:
+    """``snapshots`` appends of ten rows each (a snapshot each); old metadata files are dropped as
+    PyIceberg commits, keeping the last ten, as a table tuned for frequent commits does."""
+    catalog, uri = _catalog(root)
+    identifier = f"{NAMESPACE}.ingest"
+    properties = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "10"}
+    table = catalog.create_table(identifier, SCHEMA, properties=properties)
+    for k in range(snapshots):
+        table.append(event_rows(k * 10, 10, day=k % 7, seed=k))
+    return _workload(root, uri, identifier, snapshots, "snapshots")
