@@ -145,8 +145,8 @@ class ManifestMetadata(BaseModel):
             )
         except KeyError as exc:
             raise ProtocolError(f"{what} has no {exc} key-value metadata") from None
-        except (ValueError, LakeopsError) as exc:
-            raise ProtocolError(f"{what} has invalid key-value metadata ({exc})") from None
+        except (ValueError, TypeError, AttributeError, RecursionError, LakeopsError) as exc:  # JSON of other shapes
+            raise ProtocolError(f"{what} has invalid key-value metadata ({type(exc).__name__}: {exc})") from None
 
     def to_avro_metadata(self) -> dict[str, str]:
         metadata = {
@@ -233,7 +233,7 @@ def _partition_names(metadata: Mapping[str, str]) -> dict[int, str]:
     """Partition field id → name from the ``partition-spec`` metadata (Avro names may be escaped)."""
     try:
         fields = json.loads(metadata.get("partition-spec", "[]"))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(fields, list):
         return {}

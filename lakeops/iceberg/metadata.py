@@ -305,8 +305,8 @@ def parse_metadata(payload: bytes, location: str) -> TableMetadata:
             raise CorruptFile(f"{location}: corrupt gzip-compressed metadata file ({exc})") from exc
     try:
         data = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptFile(f"{location}: not a JSON metadata file ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # also over-long integers and too deep nesting
+        raise CorruptFile(f"{location}: not a JSON metadata file ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):
         raise CorruptFile(f"{location}: metadata is a JSON {type(data).__name__}, not an object")
     version = data.get("format-version")

@@ -79,8 +79,8 @@ def parse_ref(data: bytes, path: str) -> str:
     """The snapshot id in a ref file; :class:`~lakeops.errors.CorruptFile` naming ``path`` otherwise."""
     try:
         body = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptFile(f"{path}: ref file is not valid JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # also over-long integers and too deep nesting
+        raise CorruptFile(f"{path}: ref file is not valid JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(body, dict) or "snapshot" not in body:
         raise CorruptFile(f"{path}: ref file must be a JSON object with key 'snapshot', got {body!r}")
     try:
