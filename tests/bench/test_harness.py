@@ -1,0 +1,61 @@
+"""The benchmark harness at ``tiny`` size: it generates, runs every contender on identical copies
+and writes a results document and a README table. No timing is asserted, only the shape of the
+results and that each contender did the work (the same files and rows)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.__main__ import main
+from bench.report import END, START
+
+pytestmark = pytest.mark.spark  # ours runs on a local Spark session
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], str]:
+    out = tmp_path_factory.mktemp("bench")
+    readme = out / "README.md"
+    readme.write_text(f"# notes kept\n\n{START}\nold table\n{END}\n\nafter the table\n")
+    main(["--size", "tiny", "--case", "delta_compaction", "--case", "delta_checkpoint", "--workdir", str(out),
+          "--results", str(out / "results"), "--readme", str(readme)])  # fmt: skip
+    [results] = (out / "results").glob("*-tiny.json")
+    return json.loads(results.read_text()), readme.read_text()
+
+
+def test_results_hold_every_case_with_positive_ratios(outcome: tuple[dict[str, object], str]) -> None:
+    document, _ = outcome
+    assert document["size"] == "tiny" and document["repeats"] == 1
+    results = document["results"]
+    assert isinstance(results, list)
+    assert [r["case"] for r in results] == ["delta_compaction", "delta_checkpoint"]
+    for result in results:
+        assert set(result["contenders"]) == {"ours", "peer", "limit"}
+        for contender in result["contenders"].values():
+            assert contender["median_s"] > 0 and len(contender["seconds"]) == 1
+            assert contender["driver_peak_mb"] > 0
+        for name in ("ours_over_peer", "ours_over_limit"):
+            assert isinstance(result["ratios"][name], float) and result["ratios"][name] > 0
+
+
+def test_each_contender_did_the_same_work(outcome: tuple[dict[str, object], str]) -> None:
+    document, _ = outcome
+    compaction, checkpoint = document["results"]  # type: ignore[misc]
+    ours, peer, limit = (compaction["contenders"][role]["info"] for role in ("ours", "peer", "limit"))
+    assert compaction["workload"]["size"] == 10
+    assert ours["files_removed"] == peer["files_removed"] == limit["files_read"] == 10
+    assert ours["files_added"] == peer["files_added"] == limit["files_written"] == 2  # one file per day
+    assert ours["rows_written"] == limit["rows"] == 20_000
+    assert checkpoint["contenders"]["ours"]["info"]["add_files"] == 2_000
+    assert compaction["contenders"]["ours"]["jvm_peak_mb"] > 0  # Spark's JVM, sampled in the run's process tree
+
+
+def test_the_readme_table_replaces_only_the_marked_block(outcome: tuple[dict[str, object], str]) -> None:
+    _, readme = outcome
+    assert readme.startswith("# notes kept\n") and readme.endswith("after the table\n")
+    assert "old table" not in readme
+    block = readme.split(START)[1].split(END)[0]
+    assert "| Delta compaction (small files by day) | 10 files |" in block
+    assert "| Delta checkpoint (log-only adds) | 2,000 add actions |" in block
