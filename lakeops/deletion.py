@@ -3,18 +3,21 @@
 A batch carries its own safety rules so a task can enforce them without the plan: every path must be
 inside the table root (DESIGN.md "Safety rules"), and none may be under a protected prefix (Delta's
 ``_delta_log``) or be a protected file (Iceberg's current metadata file, ``version-hint.text``).
-A violation stops the task before it deletes anything.
+A violation stops the task before it deletes anything. On local disk the check also resolves
+symlinks: a directory inside the root that is a link to elsewhere passes every lexical check, and
+unlinking a path through it deletes the file at the other end (issue 10, "Hostile and broken input").
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.errors import UnsafeOperation
+from lakeops.errors import OutsideRoot, UnsafeOperation
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within, normalize, relative_to, require_within
+from lakeops.storage.uri import LOCAL, is_within, normalize, relative_to, require_within, scheme
 
 __all__ = ["BatchResult", "Candidate", "DeleteBatch", "delete_batch", "make_batches"]
 
@@ -73,9 +76,19 @@ def make_batches(
 def delete_batch(batch: DeleteBatch) -> BatchResult:
     """Delete one batch after checking every path against the root and the protected locations."""
     protected = [normalize(p) for p in batch.protected]
+    real_root = os.path.realpath(normalize(batch.table_root)) if scheme(batch.table_root) == LOCAL else None
+    real_dirs: dict[str, str] = {}
     paths = []
     for candidate in batch.files:
         location = require_within(batch.table_root, candidate.path)
+        if real_root is not None:
+            directory = os.path.dirname(location)
+            real = real_dirs.setdefault(directory, os.path.realpath(directory))
+            if not is_within(real_root, real):
+                raise OutsideRoot(
+                    f"{batch.table_root}: refusing to delete {location}: its directory resolves through a "
+                    f"symlink to {real}, outside the root"
+                )
         for guarded in protected:
             if is_within(guarded, location):
                 name = relative_to(batch.table_root, guarded) if is_within(batch.table_root, guarded) else guarded
