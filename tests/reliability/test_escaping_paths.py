@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
-from pyiceberg_tables import batch, create_table
+from pyiceberg_tables import PyIcebergTable, batch, create_table
 
 from spark_jobs.cli import main as lakeops
 
@@ -40,6 +40,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str,
     code = lakeops([*argv, "--json"])
     captured = capsys.readouterr()
     return code, (json.loads(captured.out) if code == 0 else None), captured.err
+
+
+def _expire_all_but_current(
+    capsys: pytest.CaptureFixture[str], table: PyIcebergTable
+) -> tuple[int, dict[str, Any] | None, str]:
+    """``lakeops expire`` of every snapshot but the current one, whatever its age."""
+    argv = ["expire", table.identifier, "--older-than", "0d", "--retain-last", "1", "--force"]
+    return _run(capsys, *argv, "--catalog-uri", table.catalog_uri)
 
 
 def _parquet(path: Path, ids: list[int]) -> Path:
@@ -81,18 +89,7 @@ def test_iceberg_expiry_keeps_data_registered_from_outside_the_location(
     table.reload().delete("id >= 0")  # the external file is now reached only by the older snapshots
     table.reload()
 
-    code, report, err = _run(
-        capsys,
-        "expire",
-        table.identifier,
-        "--older-than",
-        "0d",
-        "--retain-last",
-        "1",
-        "--force",
-        "--catalog-uri",
-        table.catalog_uri,
-    )
+    code, report, err = _expire_all_but_current(capsys, table)
 
     assert code == 0, err
     assert report is not None and report["files_outside_location"] == 1, report
@@ -113,18 +110,7 @@ def test_iceberg_expiry_refuses_to_delete_through_a_symlink_out_of_the_location(
     written = sorted(outside_dir.rglob("*.parquet"))
     assert written, "PyIceberg wrote no data file through the symlinked directory"
 
-    code, report, err = _run(
-        capsys,
-        "expire",
-        table.identifier,
-        "--older-than",
-        "0d",
-        "--retain-last",
-        "1",
-        "--force",
-        "--catalog-uri",
-        table.catalog_uri,
-    )
+    code, report, err = _expire_all_but_current(capsys, table)
 
     assert code != 0 and report is None
     assert "outside" in err and any(p.name in err for p in written), err
