@@ -7,8 +7,10 @@ Whatever the log or manifest says, ``orphans`` and ``expire`` never delete such 
 VACUUM lists only the root (it does not follow symlinked directories); Iceberg expiry leaves data
 that legitimately lives outside the location alone and counts it (``files_outside_location``); a
 delete that would pass through a symlink out of the root stops with an error naming the path.
-Every test checks that the outside file still exists. The cases here delete at most one batch, on
-the driver, so no Spark session starts.
+Icechunk garbage collection only ever considers objects listed under the repository's object
+directories; a virtual chunk's absolute location is never a candidate. Every test checks that the
+outside file still exists. The cases here delete at most one batch, on the driver, or are dry runs
+(Icechunk GC deletes on Spark), so no Spark session starts.
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
+from icechunk_repos import LINE
 from pyiceberg_tables import PyIcebergTable, batch, create_table
 
+from lakeops.icechunk.manifest import VirtualChunkRef
+from lakeops.icechunk.writer import ChangeSet, commit, init_repository
+from lakeops.storage import LocalStorage
 from spark_jobs.cli import main as lakeops
 
 OLD = time.time() - 30 * 86400
@@ -115,3 +121,38 @@ def test_iceberg_expiry_refuses_to_delete_through_a_symlink_out_of_the_location(
     assert code != 0 and report is None
     assert "outside" in err and any(p.name in err for p in written), err
     assert all(p.exists() for p in written)
+
+
+def test_icechunk_gc_never_plans_virtual_chunks_or_objects_behind_a_symlink(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    storage = LocalStorage()
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"0123456789abcdef")
+    init_repository(storage, str(root))
+    virtual = ChangeSet().add_group("/").add_array("/line", LINE)
+    virtual.set_virtual_chunk("/line", (0,), VirtualChunkRef(f"file://{outside}", 0, 4))
+    virtual.set_virtual_chunk("/line", (1,), VirtualChunkRef(f"file://{root}/../outside.bin", 4, 4))
+    commit(storage, str(root), virtual, message="virtual chunks outside the repository")
+    replaced = ChangeSet().set_chunk("/line", (0,), b"\x01").set_chunk("/line", (1,), b"\x02")
+    commit(
+        storage, str(root), replaced, message="the virtual chunks are replaced: no snapshot but the old reaches them"
+    )
+    *older, _tip = sorted((root / "refs" / "branch.main").iterdir(), reverse=True)  # the tip sorts first
+    for branch_file in older:  # what `lakeops expire` does: only the tip names a snapshot now
+        branch_file.unlink()
+    linked = tmp_path / "linked-chunks"
+    linked.mkdir()
+    stray = linked / "0000000000000000000Z"  # an id-shaped object no snapshot names, behind a symlink
+    stray.write_bytes(b"not ours")
+    os.symlink(linked, root / "chunks" / "elsewhere")
+    _age(outside, stray, *root.rglob("*"))
+
+    code, report, err = _run(capsys, "orphans", str(root), "--older-than", "0d", "--force-short-retention", "--dry-run")
+
+    assert code == 0, err
+    assert report is not None and report["paths"], "the dry run plans nothing: the test would prove nothing"
+    planned = json.dumps(report)
+    assert "outside.bin" not in planned and "linked-chunks" not in planned and "elsewhere" not in planned
+    assert outside.exists() and stray.exists()
