@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo ui screenshot test test-integration test-all lint typecheck clean
+.PHONY: install demo ui screenshot test test-integration test-all bench bench-full lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,11 +43,21 @@ test-integration: install
 test-all: install
 	$(PY) -m pytest -q
 
+## Benchmarks against delta-rs, PyIceberg and the pyarrow limit (bench/README.md): a quick pass of a few
+## minutes, or the issue's sizes at 1x, 4x and 16x (hours); results in bench/results/<date>.json.
+bench: install
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m bench --size quick
+
+bench-full: install
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m bench --size full
+
 lint: install
-	$(VENV)/bin/ruff check lakeops spark_jobs orchestration tests
+	$(VENV)/bin/ruff check lakeops spark_jobs orchestration bench tests
 
 typecheck: install
-	$(VENV)/bin/mypy lakeops spark_jobs orchestration
+	$(VENV)/bin/mypy lakeops spark_jobs orchestration bench
 
 clean:
 	rm -rf $(VENV) .lakeops-demo .pytest_cache .mypy_cache .ruff_cache
