@@ -237,11 +237,14 @@ def _partition_names(metadata: Mapping[str, str]) -> dict[int, str]:
         return {}
     if not isinstance(fields, list):
         return {}
-    return {
-        f.get("field-id", PARTITION_DATA_ID_START + i): f["name"]
-        for i, f in enumerate(fields)
-        if isinstance(f, dict) and "name" in f
-    }
+    names: dict[int, str] = {}
+    for i, f in enumerate(fields):
+        if not isinstance(f, dict):
+            continue
+        field_id, name = f.get("field-id", PARTITION_DATA_ID_START + i), f.get("name")
+        if isinstance(field_id, int) and isinstance(name, str):  # a hostile spec may hold any JSON here
+            names[field_id] = name
+    return names
 
 
 def _partition_type(avro: AvroFile, what: str) -> StructType:
