@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakeops.errors import CorruptFile
+
 
 class _Action(BaseModel):
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="allow")
@@ -86,8 +88,13 @@ class Add(_Action):
         """``numRecords`` from the JSON stats, if recorded."""
         if not self.stats:
             return None
-        value = json.loads(self.stats).get("numRecords")
-        return int(value) if value is not None else None
+        try:
+            value = json.loads(self.stats).get("numRecords")
+            return int(value) if value is not None else None
+        except (ValueError, TypeError, AttributeError, OverflowError, RecursionError) as exc:  # hostile stats
+            raise CorruptFile(
+                f"add {self.path}: stats {self.stats[:80]!r} hold no readable numRecords ({type(exc).__name__})"
+            ) from None
 
 
 class Remove(_Action):

@@ -34,6 +34,7 @@ from lakeops.delta.maintenance.vacuum import VacuumOptions, plan_vacuum
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import LakeopsError
 from lakeops.storage import LocalStorage, StorageOptions
+from spark_jobs.operations import run_operation
 
 DV_TABLE = TESTDATA / "delta-rs" / "table-with-dv-small"
 LOG_TABLE = TESTDATA / "delta-rs" / "table_with_deletion_logs"
@@ -188,4 +189,22 @@ def test_table_with_one_hostile_commit_is_replayed_and_planned_without_deleting(
             lambda: plan_vacuum(snapshot, STORAGE, VacuumOptions(), StorageOptions(), now_ms=2**41),
             "plan_vacuum",
         )
+        must_hold(lambda: run_operation("inspect", str(root)), "lakeops inspect")
     assert sorted(p for p in root.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "stats", ["not json", "[]", '{"numRecords": "many"}', '{"numRecords": [1]}', "[" * 100_000, '{"numRecords": 1e999}']
+)
+def test_hostile_add_stats_are_named_by_inspect(stats: str, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    shutil.copytree(DV_TABLE, root)
+    actions = _lines(DV_COMMIT)
+    for action in actions:
+        if "add" in action:
+            action["add"]["stats"] = stats
+    (root / "_delta_log" / "00000000000000000001.json").write_bytes(b"\n".join(json_bytes(a) for a in actions))
+
+    error = must_hold(lambda: run_operation("inspect", str(root)), "lakeops inspect")
+
+    assert names(error, "part-00000-fae5310a", "stats"), error
