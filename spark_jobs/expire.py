@@ -15,7 +15,6 @@ import time
 from pydantic import ConfigDict, Field
 from rich.console import Console
 
-from lakeops.deletion import BatchResult, delete_batch
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import expiry
 from lakeops.ops.expiry import ExpireOptions, ExpiryOptions, ExpiryReport, SnapshotExpiryReport, parse_retention
@@ -179,18 +178,12 @@ def expire_snapshots(
     committed = expiry.commit_snapshots(plan, storage_options)
     if committed.attempts:
         progress.print(f"committed {committed.metadata_location}")
-    if len(committed.batches) <= 1:
-        results = [delete_batch(batch) for batch in committed.batches]
-    else:
-        # A failed batch raises TaskFailed; its files stay, unreferenced, for `lakeops orphans`.
-        results = spark.run_units(
-            committed.batches,
-            delete_batch,
-            BatchResult,
-            label=f"deleting {len(committed.deletion.files)} files in {len(committed.batches)} batches",
-            description=f"lakeops expire {table}",
-            progress=progress,
-        )
+    results = spark.delete(
+        committed.batches,
+        label=f"deleting {len(committed.deletion.files)} files in {len(committed.batches)} batches",
+        description=f"lakeops expire {table}",
+        progress=progress,
+    )
     return expiry.snapshots_report(plan, started, committed=committed, results=results)
 
 

@@ -14,7 +14,6 @@ from datetime import timedelta
 
 from rich.console import Console
 
-from lakeops import deletion
 from lakeops.delta.retention import parse_retention
 from lakeops.icechunk.maintenance import diff, packing
 from lakeops.icechunk.maintenance.diff import DiffOptions
@@ -95,16 +94,12 @@ def orphans(
         f"{plan.objects_scanned} objects scanned, {plan.objects_reachable} reachable; "
         f"{len(plan.candidates)} unreachable objects older than the floor to delete"
     )
-    results: list[deletion.BatchResult] = []
-    if plan.batches:
-        results = spark.run_units(
-            plan.batches,
-            deletion.delete_batch,
-            deletion.BatchResult,
-            label=f"deleting in {len(plan.batches)} batches",
-            description=f"lakeops orphans {root}",
-            progress=progress,
-        )
+    results = spark.delete(
+        plan.batches,
+        label=f"deleting in {len(plan.batches)} batches",
+        description=f"lakeops orphans {root}",
+        progress=progress,
+    )
     return ops.gc_finish(plan, results, started)
 
 

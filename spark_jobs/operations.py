@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 
+from lakeops.deletion import BatchResult, DeleteBatch, delete_batch
 from lakeops.errors import InvalidArgument
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions
@@ -27,6 +29,13 @@ __all__ = ["SparkSettings", "options_from_args", "refuse_options", "run_operatio
 Unit = TypeVar("Unit", bound=BaseModel)
 Result = TypeVar("Result", bound=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+#: Up to this many deletion batches (about a thousand files each) are deleted by threads on the
+#: driver: a batch is one S3 DeleteObjects request or a thousand unlinks, far cheaper than starting a
+#: Spark session (seconds). Larger deletions run as Spark tasks.
+DRIVER_DELETE_BATCHES = 16
+DRIVER_DELETE_THREADS = 8
 
 
 class SparkSettings(BaseModel):
@@ -63,6 +72,27 @@ class SparkSettings(BaseModel):
             description=description,
             progress=lambda done, total: progress.print(f"  {done}/{total} Spark tasks done"),
         )
+
+    def delete(
+        self,
+        batches: Sequence[DeleteBatch],
+        *,
+        label: str,
+        description: str,
+        progress: Console,
+        task: Callable[[DeleteBatch], BatchResult] = delete_batch,
+    ) -> list[BatchResult]:
+        """Delete every batch: on the driver when there are at most :data:`DRIVER_DELETE_BATCHES`,
+        else as Spark tasks. A failed batch raises (the Spark path: ``TaskFailed``); batches already
+        done stay deleted and a rerun plans only what is left."""
+        if not batches:
+            return []
+        if len(batches) > DRIVER_DELETE_BATCHES:
+            return self.run_units(batches, task, BatchResult, label=label, description=description, progress=progress)
+        progress.print(f"{label} on the driver ...")
+        threads = min(DRIVER_DELETE_THREADS, len(batches))
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delete") as pool:
+            return list(pool.map(task, batches))
 
 
 class Operation(Protocol):

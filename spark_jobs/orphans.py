@@ -1,7 +1,8 @@
 """Orphan-file removal as a Spark job: ``spark-submit spark_jobs/orphans.py TABLE [options]`` (same
 options as ``lakeops orphans``). Delta (VACUUM): listing and planning run on the driver. Iceberg: the
 location is listed on the driver, or one Spark task per second-level directory for large trees; the
-plan is made on the driver. Each batch of ~1000 paths is then deleted by one Spark task."""
+plan is made on the driver. Batches of ~1000 paths are then deleted by threads on the driver, or one
+Spark task each when there are many (:meth:`~spark_jobs.operations.SparkSettings.delete`)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> Report:
-    """List and plan, re-check, delete on Spark."""
+    """List and plan, re-check, delete (on Spark when there are many batches)."""
     target = resolve_target(table, options, storage_options)
     if target.iceberg is not None:
         refuse_options(str(target), options, "keep_from_version")
@@ -147,7 +148,7 @@ def _carry_out(
     console: Console,
     started: float,
 ) -> OrphansReport | IcebergOrphansReport:
-    """Report the plan (``dry_run``: listing the paths), or re-check it, delete its batches on Spark and report."""
+    """Report the plan (``dry_run``: listing the paths), or re-check it, delete its batches and report."""
     candidates = plan.candidates
     console.print(f"{headline}; {len(candidates)} files ({format_size(sum(c.size for c in candidates))}) to delete")
     if dry_run:
@@ -157,11 +158,9 @@ def _carry_out(
     plan = orphans.recheck(plan)
     if not plan.batches:
         return orphans.finish(plan, [], started)
-    # A failed batch raises TaskFailed; batches already done stay deleted and a rerun finishes the rest.
-    results = spark.run_units(
+    results = spark.delete(
         plan.batches,
-        orphans.task_for(plan),
-        orphans.BatchResult,
+        task=orphans.task_for(plan),
         label=f"deleting in {len(plan.batches)} batches",
         description=f"lakeops orphans {description}",
         progress=console,
@@ -172,7 +171,8 @@ def _carry_out(
 def iceberg_orphans(
     ref: TableRef, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> OrphansReport | IcebergOrphansReport:
-    """List (on Spark for large trees), plan against every metadata file, re-check, delete on Spark."""
+    """List (on Spark for large trees), plan against every metadata file, re-check, delete (on Spark when
+    there are many batches)."""
     console = progress
     started = time.monotonic()
     now_ms = int(time.time() * 1000)
