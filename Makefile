@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo ui screenshot test test-integration test-all bench bench-full lint typecheck clean
+.PHONY: install demo ui screenshot test test-integration test-reliability test-all bench bench-full lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: install
 ## from Debian's packages if absent), the moto S3 server. CI runs them after `make test`.
 test-integration: install
 	$(PY) -m pytest -q -m integration tests/integration
+
+## The reliability suite with a large fuzzing budget (make test runs it with a small one).
+test-reliability: install
+	LAKEOPS_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q tests/reliability
 
 ## Everything, including long-running checks.
 test-all: install
