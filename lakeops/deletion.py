@@ -6,6 +6,9 @@ inside the table root (DESIGN.md "Safety rules"), and none may be under a protec
 A violation stops the task before it deletes anything. On local disk the check also resolves
 symlinks: a directory inside the root that is a link to elsewhere passes every lexical check, and
 unlinking a path through it deletes the file at the other end (issue 10, "Hostile and broken input").
+lakeops's own trash and audit directories (:func:`lakeops.quarantine.reserved_dirs`) are protected in
+every batch. A batch with ``quarantine_run`` set moves its files into that run's trash instead of
+deleting them (:mod:`lakeops.quarantine`), after the same checks.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import OutsideRoot, UnsafeOperation
+from lakeops.quarantine import remove, reserved_dirs
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import LOCAL, is_within, normalize, relative_to, require_within, scheme
 
@@ -43,6 +47,10 @@ class DeleteBatch(BaseModel):
     files: list[Candidate]
     #: Directories (or files) inside the root whose contents are never deleted by this batch.
     protected: list[str] = []
+    #: Set: move the files into this run's trash (recoverable) instead of deleting them.
+    quarantine_run: str | None = None
+    #: The command that deletes (``orphans``, ``expire``), recorded in the quarantine manifest.
+    operation: str = ""
 
 
 class BatchResult(BaseModel):
@@ -75,7 +83,7 @@ def make_batches(
 
 def delete_batch(batch: DeleteBatch) -> BatchResult:
     """Delete one batch after checking every path against the root and the protected locations."""
-    protected = [normalize(p) for p in batch.protected]
+    protected = [normalize(p) for p in [*batch.protected, *reserved_dirs(batch.table_root)]]
     real_root = os.path.realpath(normalize(batch.table_root)) if scheme(batch.table_root) == LOCAL else None
     real_dirs: dict[str, str] = {}
     paths = []
@@ -94,5 +102,12 @@ def delete_batch(batch: DeleteBatch) -> BatchResult:
                 name = relative_to(batch.table_root, guarded) if is_within(batch.table_root, guarded) else guarded
                 raise UnsafeOperation(f"{batch.table_root}: refusing to delete {location}: it is inside {name}")
         paths.append(location)
-    open_storage(batch.table_root, batch.storage).delete_many(paths)
+    remove(
+        open_storage(batch.table_root, batch.storage),
+        batch.table_root,
+        [(path, c.size, c.kind) for path, c in zip(paths, batch.files, strict=True)],
+        quarantine_run=batch.quarantine_run,
+        operation=batch.operation,
+        batch_id=batch.batch_id,
+    )
     return BatchResult(batch_id=batch.batch_id, files=len(paths), bytes=sum(c.size for c in batch.files))

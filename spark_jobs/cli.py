@@ -17,7 +17,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import Protocol, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -26,6 +26,7 @@ from lakeops.errors import LakeopsError
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration, parse_size
+from spark_jobs.operations import audited, options_from_args
 
 #: Command name -> module implementing it (``HELP``, ``USES_SPARK``, ``configure``, ``run``).
 COMMANDS: dict[str, str] = {
@@ -35,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "expire": "spark_jobs.expire",
     "orphans": "spark_jobs.orphans",
     "cdc": "spark_jobs.cdc",
+    "restore": "spark_jobs.restore",
+    "purge-trash": "spark_jobs.purge_trash",
 }
 
 #: Progress and errors; messages hold paths and user values, never rich markup (errors add their own).
@@ -44,6 +47,7 @@ stderr = Console(stderr=True, highlight=False, markup=False)
 class Command(Protocol):
     HELP: str
     USES_SPARK: bool
+    Options: type[BaseModel]
 
     def configure(self, parser: argparse.ArgumentParser) -> None: ...
 
@@ -139,7 +143,15 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     parser = build_parser(only)
     args = parser.parse_args(argv)
     try:
-        report = _command(args.command).run(args, storage_options(args), stderr)
+        command = _command(args.command)
+        report = audited(
+            args.command,
+            args.table,
+            options_from_args(command.Options, args),
+            storage_options(args),
+            lambda: command.run(args, storage_options(args), stderr),
+            progress=stderr,
+        )
     except LakeopsError as exc:
         # escape(): messages quote user data (``bucket[16]``) that rich would read as markup.
         stderr.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)

@@ -20,6 +20,7 @@ from lakeops.ops import expiry
 from lakeops.ops.expiry import ExpireOptions, ExpiryOptions, ExpiryReport, SnapshotExpiryReport, parse_retention
 from lakeops.ops.icechunk import IcechunkExpiryReport
 from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.quarantine import TRASH_DIR, new_run_id
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
@@ -50,6 +51,7 @@ class Options(CatalogOptions):
     retain_last: int | None = Field(default=None, ge=1)
     snapshot_id: list[int] | None = None
     dry_run: bool = False
+    quarantine: bool = False
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +90,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="Iceberg: expire this snapshot too (repeatable; never a branch or tag head)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    add_quarantine_flag(parser)
+
+
+def add_quarantine_flag(parser: argparse.ArgumentParser) -> None:
+    """``--quarantine``, shared by every command that deletes files."""
+    parser.add_argument(
+        "--quarantine",
+        action="store_true",
+        help=f"move the files to {TRASH_DIR}/RUN_ID/ under the table root instead of deleting them; "
+        "undo with lakeops restore TABLE RUN_ID, free the space with lakeops purge-trash",
+    )
 
 
 def show_paths(console: Console, paths: list[str]) -> None:
@@ -112,8 +125,11 @@ def execute(
 ) -> ExpiryReport | IcechunkExpiryReport | SnapshotExpiryReport:
     """Plan, then delete: Delta on the driver (a few log files need no cluster), Iceberg after its commit."""
     target = resolve_target(table, options, storage_options)
+    quarantine_run = new_run_id() if options.quarantine and not options.dry_run else None
     if target.iceberg is not None:
-        return expire_snapshots(target.iceberg, options, storage_options, spark=spark, progress=progress)
+        return expire_snapshots(
+            target.iceberg, options, storage_options, spark=spark, progress=progress, quarantine_run=quarantine_run
+        )
     refuse_options(str(target), options, "snapshot_id")
     if target.format == "icechunk":
         assert target.location is not None
@@ -125,6 +141,7 @@ def execute(
             dry_run=options.dry_run,
             storage_options=storage_options,
             progress=progress,
+            quarantine_run=quarantine_run,
         )
     started = time.monotonic()
     retention = parse_retention(options.older_than) if options.older_than is not None else None
@@ -147,11 +164,17 @@ def execute(
         report = expiry.dry_run_report(plan, started)
         show_paths(progress, report.paths)
         return report
-    return expiry.execute(plan, storage_options, started)
+    return expiry.execute(plan, storage_options, started, quarantine_run=quarantine_run)
 
 
 def expire_snapshots(
-    table: TableRef, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+    table: TableRef,
+    options: Options,
+    storage_options: StorageOptions,
+    *,
+    spark: SparkSettings,
+    progress: Console,
+    quarantine_run: str | None = None,
 ) -> SnapshotExpiryReport:
     """Iceberg: plan, commit, then delete what only the expired snapshots reached."""
     started = time.monotonic()
@@ -183,8 +206,11 @@ def expire_snapshots(
         label=f"deleting {len(committed.deletion.files)} files in {len(committed.batches)} batches",
         description=f"lakeops expire {table}",
         progress=progress,
+        quarantine_run=quarantine_run,
+        operation="expire",
     )
-    return expiry.snapshots_report(plan, started, committed=committed, results=results)
+    report = expiry.snapshots_report(plan, started, committed=committed, results=results)
+    return report.model_copy(update={"quarantine_run": quarantine_run})
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from datetime import timedelta
 from rich.console import Console
 
 from lakeops.delta.retention import parse_retention
+from lakeops.errors import InvalidArgument
 from lakeops.icechunk.maintenance import diff, packing
 from lakeops.icechunk.maintenance.diff import DiffOptions
 from lakeops.icechunk.maintenance.gc import GcPlan
@@ -40,6 +41,7 @@ def expire(
     dry_run: bool,
     storage_options: StorageOptions,
     progress: Console,
+    quarantine_run: str | None = None,
 ) -> ops.IcechunkExpiryReport:
     """Remove branch files superseded for longer than the retention (on the driver: a few small files)."""
     started = time.monotonic()
@@ -53,7 +55,9 @@ def expire(
         force=force,
         now_ms=int(time.time() * 1000),
     )
-    report = ops.expiry_report(plan, started, dry_run=dry_run, storage_options=storage_options)
+    report = ops.expiry_report(
+        plan, started, dry_run=dry_run, storage_options=storage_options, quarantine_run=quarantine_run
+    )
     if report.delegated_to is not None:
         progress.print(f"{report.delegated_to}: {report.snapshots_expired} snapshots expired")
     else:
@@ -73,6 +77,7 @@ def orphans(
     storage_options: StorageOptions,
     spark: SparkSettings,
     progress: Console,
+    quarantine_run: str | None = None,
 ) -> ops.IcechunkGcReport:
     """Garbage collection: list, compute reachability, re-check, delete in Spark tasks."""
     started = time.monotonic()
@@ -87,6 +92,11 @@ def orphans(
         batch_size=1000,
         now_ms=int(time.time() * 1000),
     )
+    if not dry_run and quarantine_run is not None and not isinstance(plan, GcPlan):
+        raise InvalidArgument(
+            f"{root}: --quarantine is not available for repositories in the Icechunk package's format: "
+            "the icechunk package deletes the files itself"
+        )
     if dry_run or not isinstance(plan, GcPlan):
         return ops.gc_report(plan, started, dry_run=dry_run)
     plan = ops.recheck_gc(plan, storage_options)
@@ -99,8 +109,10 @@ def orphans(
         label=f"deleting in {len(plan.batches)} batches",
         description=f"lakeops orphans {root}",
         progress=progress,
+        quarantine_run=quarantine_run,
+        operation="orphans",
     )
-    return ops.gc_finish(plan, results, started)
+    return ops.gc_finish(plan, results, started).model_copy(update={"quarantine_run": quarantine_run})
 
 
 def compact(

@@ -14,19 +14,31 @@ import argparse
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 
+from lakeops.audit import record_run
 from lakeops.deletion import BatchResult, DeleteBatch, delete_batch
-from lakeops.errors import InvalidArgument
+from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.ops.report import Report
+from lakeops.ops.target import CatalogOptions, resolve_target, table_root
 from lakeops.storage import StorageOptions
 
-__all__ = ["SparkSettings", "options_from_args", "refuse_options", "run_operation", "spark_from_args"]
+__all__ = [
+    "AUDITED",
+    "SparkSettings",
+    "audited",
+    "options_from_args",
+    "refuse_options",
+    "run_operation",
+    "spark_from_args",
+]
 
 Unit = TypeVar("Unit", bound=BaseModel)
+ReportT = TypeVar("ReportT", bound=Report)
 Result = TypeVar("Result", bound=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
@@ -36,6 +48,9 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 #: Spark session (seconds). Larger deletions run as Spark tasks.
 DRIVER_DELETE_BATCHES = 16
 DRIVER_DELETE_THREADS = 8
+
+#: Commands that change a table: their runs (not dry runs) leave an audit record (:func:`audited`).
+AUDITED = frozenset({"compact", "checkpoint", "expire", "orphans", "restore", "purge-trash"})
 
 
 class SparkSettings(BaseModel):
@@ -81,12 +96,18 @@ class SparkSettings(BaseModel):
         description: str,
         progress: Console,
         task: Callable[[DeleteBatch], BatchResult] = delete_batch,
+        quarantine_run: str | None = None,
+        operation: str = "",
     ) -> list[BatchResult]:
         """Delete every batch: on the driver when there are at most :data:`DRIVER_DELETE_BATCHES`,
         else as Spark tasks. A failed batch raises (the Spark path: ``TaskFailed``); batches already
-        done stay deleted and a rerun plans only what is left."""
+        done stay deleted and a rerun plans only what is left. ``quarantine_run``: move the files into
+        that run's trash instead (stamped on every batch here, so planners stay unaware of it)."""
         if not batches:
             return []
+        if quarantine_run is not None:
+            stamp = {"quarantine_run": quarantine_run, "operation": operation}
+            batches = [b.model_copy(update=stamp) for b in batches]
         if len(batches) > DRIVER_DELETE_BATCHES:
             return self.run_units(batches, task, BatchResult, label=label, description=description, progress=progress)
         progress.print(f"{label} on the driver ...")
@@ -153,10 +174,68 @@ def run_operation(
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
         raise InvalidArgument(f"{table}: lakeops {name}: {problems}") from None
-    return operation.execute(
+    console = progress or Console(quiet=True)
+    return audited(
+        name,
         table,
         parsed,
         storage_options or StorageOptions(),
-        spark=spark or SparkSettings(),
-        progress=progress or Console(quiet=True),
+        lambda: operation.execute(
+            table, parsed, storage_options or StorageOptions(), spark=spark or SparkSettings(), progress=console
+        ),
+        progress=console,
     )
+
+
+def audited(
+    command: str,
+    table: str,
+    options: BaseModel,
+    storage_options: StorageOptions,
+    call: Callable[[], ReportT],
+    *,
+    progress: Console,
+) -> ReportT:
+    """``call()`` (one run of ``command``), leaving an audit record of its outcome under the table root
+    (:mod:`lakeops.audit`). The one place every run passes through: the CLI's ``main`` and
+    :func:`run_operation` (Dagster) both call it. Only table-changing commands (:data:`AUDITED`) that
+    are not dry runs are recorded: a read-only run writes nothing into the table, so it works with
+    read-only credentials. A record that cannot be written is a warning, never the run's outcome."""
+    if command not in AUDITED or getattr(options, "dry_run", False):
+        return call()
+    started = datetime.now(UTC)
+    try:
+        report = call()
+    except Exception as exc:
+        _record(command, table, options, storage_options, started, progress, error=exc)
+        raise
+    _record(command, table, options, storage_options, started, progress, report=report)
+    return report
+
+
+def _record(
+    command: str,
+    table: str,
+    options: BaseModel,
+    storage_options: StorageOptions,
+    started: datetime,
+    progress: Console,
+    *,
+    report: Report | None = None,
+    error: Exception | None = None,
+) -> None:
+    catalog = options if isinstance(options, CatalogOptions) else CatalogOptions()
+    try:
+        root = table_root(resolve_target(table, catalog, storage_options), storage_options)
+        record_run(
+            root,
+            command=command,
+            table=table,
+            options=options.model_dump(mode="json"),
+            started=started,
+            storage_options=storage_options,
+            report=report,
+            error=error,
+        )
+    except LakeopsError as exc:
+        progress.print(f"warning: {table}: no audit record written for lakeops {command}: {exc}", soft_wrap=True)

@@ -20,10 +20,11 @@ from lakeops.ops import consumers, orphans
 from lakeops.ops.icechunk import IcechunkGcReport
 from lakeops.ops.orphans import IcebergOrphansReport, OrphanOptions, OrphansReport, UnitListing, VacuumOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
-from spark_jobs.expire import show_paths
+from spark_jobs.expire import add_quarantine_flag, show_paths
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
 HELP = (
@@ -49,6 +50,7 @@ class Options(CatalogOptions):
     prefix_mismatch_mode: PrefixMismatchMode | None = None
     listing_threshold: int | None = Field(default=None, ge=0)
     dry_run: bool = False
+    quarantine: bool = False
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "consumer that has extracted through V)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    add_quarantine_flag(parser)
     iceberg = parser.add_argument_group("Iceberg")
     iceberg.add_argument(
         "--prefix-mismatch-mode",
@@ -100,9 +103,12 @@ def execute(
 ) -> Report:
     """List and plan, re-check, delete (on Spark when there are many batches)."""
     target = resolve_target(table, options, storage_options)
+    quarantine_run = new_run_id() if options.quarantine and not options.dry_run else None
     if target.iceberg is not None:
         refuse_options(str(target), options, "keep_from_version")
-        return iceberg_orphans(target.iceberg, options, storage_options, spark=spark, progress=progress)
+        return iceberg_orphans(
+            target.iceberg, options, storage_options, spark=spark, progress=progress, quarantine_run=quarantine_run
+        )
     refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
     if target.format == "icechunk":
         assert target.location is not None
@@ -115,6 +121,7 @@ def execute(
             storage_options=storage_options,
             spark=spark,
             progress=progress,
+            quarantine_run=quarantine_run,
         )
     console = progress
     started = time.monotonic()
@@ -135,6 +142,7 @@ def execute(
         spark=spark,
         console=console,
         started=started,
+        quarantine_run=quarantine_run,
     )
 
 
@@ -147,6 +155,7 @@ def _carry_out(
     spark: SparkSettings,
     console: Console,
     started: float,
+    quarantine_run: str | None = None,
 ) -> OrphansReport | IcebergOrphansReport:
     """Report the plan (``dry_run``: listing the paths), or re-check it, delete its batches and report."""
     candidates = plan.candidates
@@ -164,12 +173,20 @@ def _carry_out(
         label=f"deleting in {len(plan.batches)} batches",
         description=f"lakeops orphans {description}",
         progress=console,
+        quarantine_run=quarantine_run,
+        operation="orphans",
     )
-    return orphans.finish(plan, results, started)
+    return orphans.finish(plan, results, started).model_copy(update={"quarantine_run": quarantine_run})
 
 
 def iceberg_orphans(
-    ref: TableRef, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+    ref: TableRef,
+    options: Options,
+    storage_options: StorageOptions,
+    *,
+    spark: SparkSettings,
+    progress: Console,
+    quarantine_run: str | None = None,
 ) -> OrphansReport | IcebergOrphansReport:
     """List (on Spark for large trees), plan against every metadata file, re-check, delete (on Spark when
     there are many batches)."""
@@ -205,6 +222,7 @@ def iceberg_orphans(
         spark=spark,
         console=console,
         started=started,
+        quarantine_run=quarantine_run,
     )
 
 

@@ -107,11 +107,16 @@ def dry_run_report(plan: ExpiryPlan, started: float) -> ExpiryReport:
     return _report(plan, started, dry_run=True)
 
 
-def execute(plan: ExpiryPlan, storage_options: StorageOptions, started: float) -> ExpiryReport:
-    """Repair ``_last_checkpoint`` if it would dangle, delete the planned files, report."""
-    rewritten = log_expiry.execute_expiry(plan, open_storage(plan.table_root, storage_options))
+def execute(
+    plan: ExpiryPlan, storage_options: StorageOptions, started: float, *, quarantine_run: str | None = None
+) -> ExpiryReport:
+    """Repair ``_last_checkpoint`` if it would dangle, delete (``quarantine_run``: move to the trash) the
+    planned files, report."""
+    storage = open_storage(plan.table_root, storage_options)
+    rewritten = log_expiry.execute_expiry(plan, storage, quarantine_run=quarantine_run)
     return _report(plan, started, dry_run=False).model_copy(
         update={
+            "quarantine_run": quarantine_run,
             "last_checkpoint_rewritten": rewritten,
             "duration_s": time.monotonic() - started,
         }

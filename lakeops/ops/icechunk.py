@@ -101,13 +101,20 @@ def expiry_report(
     *,
     dry_run: bool,
     storage_options: StorageOptions | None = None,
+    quarantine_run: str | None = None,
 ) -> IcechunkExpiryReport:
-    """Run (unless ``dry_run``) and report the expiry ``plan``."""
+    """Run (unless ``dry_run``) and report the expiry ``plan``; ``quarantine_run`` moves the files to
+    that trash run instead of deleting them (refused for the package format: the package deletes)."""
     if isinstance(plan, DelegatedPlan):
+        if quarantine_run is not None and not dry_run:
+            raise InvalidArgument(
+                f"{plan.table_root}: --quarantine is not available for repositories in the Icechunk package's "
+                "format: the icechunk package deletes the files itself"
+            )
         outcome = delegated.expire_snapshots(plan, dry_run=dry_run)
         return _delegated_expiry_report(plan, outcome, started, dry_run)
     if not dry_run:
-        expiry.execute_expiry(plan, open_storage(plan.table_root, storage_options))
+        expiry.execute_expiry(plan, open_storage(plan.table_root, storage_options), quarantine_run=quarantine_run)
     return IcechunkExpiryReport(
         format=FORMAT,
         table=plan.table_root,
@@ -123,6 +130,7 @@ def expiry_report(
         snapshots_retained=len(plan.retained_snapshots),
         paths=[f.path for f in plan.files] if dry_run else [],
         duration_s=time.monotonic() - started,
+        quarantine_run=None if dry_run else quarantine_run,
     )
 
 

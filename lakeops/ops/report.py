@@ -20,6 +20,8 @@ class Report(BaseModel):
     read_version: int | None = None
     committed_version: int | None = None
     duration_s: float = 0.0
+    #: Set when the run moved its files into this trash run (``lakeops restore TABLE RUN``) instead of deleting.
+    quarantine_run: str | None = None
 
     def metrics(self) -> dict[str, int | float]:
         """The numeric fields, for plotting (Dagster metadata) and benchmarks."""

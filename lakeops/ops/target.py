@@ -9,12 +9,12 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, UnsupportedFeature
-from lakeops.iceberg.table import TableRef
+from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
-__all__ = ["CatalogOptions", "Target", "resolve_target"]
+__all__ = ["CatalogOptions", "Target", "resolve_target", "table_root"]
 
 
 class CatalogOptions(BaseModel):
@@ -65,3 +65,12 @@ def resolve_target(table: str, catalog: CatalogOptions, storage_options: Storage
     if entry is not None and entry.format not in ("auto", fmt):
         raise InvalidArgument(f"registry table {table!r} is declared {entry.format} but {location} holds a {fmt} table")
     return Target(fmt, location, TableRef(location=location) if fmt == "iceberg" else None)
+
+
+def table_root(target: Target, storage_options: StorageOptions) -> str:
+    """The normalised root directory of ``target`` (a catalog table's metadata ``location``), where
+    lakeops keeps its trash and audit records."""
+    if target.location is not None:
+        return normalize(target.location)
+    assert target.iceberg is not None
+    return normalize(load_table(target.iceberg, storage_options).metadata.location)

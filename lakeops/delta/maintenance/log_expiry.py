@@ -46,6 +46,7 @@ from lakeops.delta.retention import (
 )
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
+from lakeops.quarantine import remove
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, require_within
 
@@ -267,9 +268,10 @@ def pointer_to(storage: Storage, checkpoint: Checkpoint) -> LastCheckpoint:
     )
 
 
-def execute_expiry(plan: ExpiryPlan, storage: Storage) -> bool:
-    """Repair a pointer that would dangle, then delete the planned files, oldest first; returns
-    whether ``_last_checkpoint`` was rewritten.
+def execute_expiry(plan: ExpiryPlan, storage: Storage, *, quarantine_run: str | None = None) -> bool:
+    """Repair a pointer that would dangle, then delete the planned files (``quarantine_run``: move them
+    to that run's trash, :mod:`lakeops.quarantine`), oldest first; returns whether
+    ``_last_checkpoint`` was rewritten.
 
     The pointer is re-checked against a fresh listing first: a concurrent checkpoint may have moved
     it already, and only a pointer that still names a missing or expiring checkpoint is replaced.
@@ -288,6 +290,6 @@ def execute_expiry(plan: ExpiryPlan, storage: Storage) -> bool:
         newest = listing.checkpoints[max(listing.checkpoints)]
         storage.write(join(log_dir, LAST_CHECKPOINT), render_last_checkpoint(pointer_to(storage, newest)))
         rewritten = True
-    paths = [require_within(log_dir, f.path) for f in plan.files]
-    storage.delete_many(paths)
+    files = [(require_within(log_dir, f.path), f.size, f.kind) for f in plan.files]
+    remove(storage, plan.table_root, files, quarantine_run=quarantine_run, operation="expire")
     return rewritten

@@ -47,6 +47,7 @@ from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
 from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
 from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
+from lakeops.quarantine import is_reserved
 from lakeops.storage import FileInfo, LocalStorage, S3Storage, Storage, StorageOptions, open_storage
 from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
 
@@ -347,6 +348,9 @@ def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
     location = normalize(table.metadata.location)
     storage = table.storage
     files, top = _children(storage, location)
+    # lakeops's own trash and audit (lakeops.quarantine) are never orphans: not listed at all
+    files = [f for f in files if not is_reserved(location, f.path)]
+    top = [d for d in top if not is_reserved(location, d)]
     second: list[str] = []
     for directory in top:
         found, below = _children(storage, directory)

@@ -37,6 +37,7 @@ from lakeops.errors import NotATable, UnsafeOperation
 from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.repository import Repository
+from lakeops.quarantine import remove
 from lakeops.storage import FileInfo, Storage, is_within, join, require_within
 
 __all__ = ["ExpiredBranchFile", "IcechunkExpiryPlan", "execute_expiry", "plan_expiry", "require_repository"]
@@ -140,14 +141,15 @@ def plan_expiry(
     )
 
 
-def execute_expiry(plan: IcechunkExpiryPlan, storage: Storage) -> int:
-    """Delete the planned branch files; returns how many.
+def execute_expiry(plan: IcechunkExpiryPlan, storage: Storage, *, quarantine_run: str | None = None) -> int:
+    """Delete the planned branch files (``quarantine_run``: move them to that run's trash,
+    :mod:`lakeops.quarantine`); returns how many.
 
     Each file is re-checked first: inside its branch directory under the root, and still superseded
     by a newer file of its branch (files are only ever added, so a plan never removes a tip; a
     branch whose newer files vanished is refused).
     """
-    paths: list[str] = []
+    paths: list[tuple[str, int, str]] = []
     for item in plan.files:
         location = require_within(plan.table_root, item.path)
         directory = refs.branch_dir(plan.table_root, item.branch)
@@ -161,5 +163,6 @@ def execute_expiry(plan: IcechunkExpiryPlan, storage: Storage) -> int:
                 f"{location}: branch {item.branch!r} of {plan.table_root} has no newer file than sequence "
                 f"{item.sequence} any more; refusing to remove its head"
             )
-        paths.append(location)
-    return storage.delete_many(paths) if paths else 0
+        paths.append((location, item.size, "branch_file"))
+    remove(storage, plan.table_root, paths, quarantine_run=quarantine_run, operation="expire")
+    return len(paths)

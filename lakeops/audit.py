@@ -1,0 +1,153 @@
+"""The audit log: one record per run of a table-changing command — who, what, when, the plan, the outcome.
+
+Issue 10: every run (CLI or Dagster) leaves a record under the table root, so "who deleted these
+files, with which options, and what happened" can be answered from the table itself, and a
+quarantine run can be traced back to its command (``quarantine_run`` in the report part).
+
+Layout: ``<root>/_lakeops_audit/<UTC timestamp>-<run id>.json``, one object per run, written with
+put-if-absent. Not an appended ``.jsonl`` per month: object stores cannot append, and a
+read-modify-write of a shared log object loses records when two runs finish together. One object per
+record is concurrent-safe on every storage and sorts by time; read them with :func:`read_records`.
+
+What is never recorded: secrets. Options whose name says secret (password, token, credential,
+secret) are replaced by ``"***"``, and a URL's password (``postgresql://u:pw@host``) is masked. Storage
+credentials are never options (they come from the AWS chain), so they cannot reach a record.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lakeops.errors import CorruptFile
+from lakeops.ops.report import Report
+from lakeops.quarantine import AUDIT_DIR, new_run_id
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import join, normalize
+
+__all__ = ["ACTOR_ENV", "AuditRecord", "Actor", "read_records", "record_run", "redact"]
+
+#: Who acts, as the orchestrator knows it (a Dagster run's owner, a ticket); the OS user is recorded too.
+ACTOR_ENV = "LAKEOPS_ACTOR"
+_SECRET_NAME = re.compile(r"password|passwd|secret|token|credential|api_key|access_key", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/:@\s]*:)(?P<password>[^@/\s]*)@")
+MASK = "***"
+
+
+class Actor(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    os_user: str
+    #: ``$LAKEOPS_ACTOR`` when set.
+    actor: str | None = None
+
+
+class AuditRecord(BaseModel):
+    """One run: its id, who ran it, the command and its (redacted) options, when, and the outcome."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    who: Actor
+    command: str
+    table: str
+    table_root: str
+    options: dict[str, Any]
+    started_at: str
+    finished_at: str
+    duration_s: float
+    status: Literal["succeeded", "failed"]
+    #: The plan as the report summarises it (operation, format, dry run, versions, quarantine run).
+    plan: dict[str, Any] = {}
+    #: The report's numeric metrics (files, bytes, ...); empty on failure.
+    metrics: dict[str, int | float] = {}
+    #: ``{"type": ..., "message": ...}`` of the error that ended a failed run.
+    error: dict[str, str] | None = None
+
+
+def _mask_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(lambda m: m.group("head") + MASK + "@", value)
+    if isinstance(value, Mapping):
+        return redact(value)
+    if isinstance(value, list | tuple):
+        return [_mask_value(v) for v in value]
+    return value
+
+
+def redact(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` without secrets: secret-named keys masked, URL passwords masked, recursively."""
+    return {
+        str(k): (MASK if v is not None and _SECRET_NAME.search(str(k)) else _mask_value(v)) for k, v in options.items()
+    }
+
+
+def _who() -> Actor:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers with an arbitrary uid)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return Actor(os_user=user, actor=os.environ.get(ACTOR_ENV) or None)
+
+
+def _plan(report: Report) -> dict[str, Any]:
+    fields = ("operation", "format", "table", "dry_run", "read_version", "committed_version", "quarantine_run")
+    dumped = report.model_dump()
+    return {name: dumped[name] for name in fields if dumped.get(name) is not None}
+
+
+def record_run(
+    table_root: str,
+    *,
+    command: str,
+    table: str,
+    options: Mapping[str, Any],
+    started: datetime,
+    storage_options: StorageOptions | None = None,
+    report: Report | None = None,
+    error: BaseException | None = None,
+    run_id: str | None = None,
+) -> AuditRecord:
+    """Write the record of one finished run (``report`` on success, ``error`` on failure) and return it."""
+    root = normalize(table_root)
+    finished = datetime.now(UTC)
+    run = run_id or (report.quarantine_run if report is not None else None) or new_run_id(started)
+    record = AuditRecord(
+        run_id=run,
+        who=_who(),
+        command=command,
+        table=table,
+        table_root=root,
+        options=redact(options),
+        started_at=started.isoformat(),
+        finished_at=finished.isoformat(),
+        duration_s=(finished - started).total_seconds(),
+        status="failed" if error is not None else "succeeded",
+        plan=_plan(report) if report is not None else {},
+        metrics=report.metrics() if report is not None else {},
+        error=({"type": type(error).__name__, "message": _mask_value(str(error))} if error is not None else None),
+    )
+    name = f"{finished.strftime('%Y%m%dT%H%M%S')}{finished.microsecond:06d}Z-{run}.json"
+    open_storage(root, storage_options).put_if_absent(join(root, AUDIT_DIR, name), record.model_dump_json().encode())
+    return record
+
+
+def read_records(table_root: str, storage_options: StorageOptions | None = None) -> list[AuditRecord]:
+    """Every audit record of the table, oldest first."""
+    root = normalize(table_root)
+    storage = open_storage(root, storage_options)
+    records = []
+    for info in storage.list(join(root, AUDIT_DIR)):
+        if info.path.endswith(".json"):
+            try:
+                records.append(AuditRecord.model_validate(json.loads(storage.read(info.path))))
+            except ValueError as exc:
+                raise CorruptFile(f"{root}: audit record {info.path} is unreadable: {exc}") from None
+    return records

@@ -1,0 +1,64 @@
+"""``lakeops purge-trash TABLE [--older-than 7d] [--dry-run]``: delete quarantine runs past their retention.
+
+A run's age is its run id's timestamp (when it quarantined), not the files' mtimes. Runs on the driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pydantic import ConfigDict
+from rich.console import Console
+
+from lakeops.delta.retention import parse_retention
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.trash import PurgeReport, purge_trash
+from lakeops.quarantine import DEFAULT_PURGE_AFTER
+from lakeops.storage import StorageOptions
+from spark_jobs.operations import SparkSettings, options_from_args
+
+HELP = "delete quarantined files (the table's trash) of runs older than a retention"
+USES_SPARK = False
+
+
+class Options(CatalogOptions):
+    """``older_than`` as on the command line (None: 7 days)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    older_than: str | None = None
+    dry_run: bool = False
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help=f"purge runs quarantined longer ago than this (default {DEFAULT_PURGE_AFTER.days}d)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="list the runs that would be purged, delete nothing")
+
+
+def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> PurgeReport:
+    """``lakeops purge-trash``: :func:`execute` with the parsed options."""
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> PurgeReport:
+    target = resolve_target(table, options, storage_options)
+    older_than = parse_retention(options.older_than) if options.older_than is not None else DEFAULT_PURGE_AFTER
+    report = purge_trash(target, older_than, storage_options, dry_run=options.dry_run)
+    verb = "would purge" if options.dry_run else "purged"
+    progress.print(f"{target}: {verb} {report.purged_runs} trash runs ({report.purged_files} files)")
+    return report
+
+
+if __name__ == "__main__":
+    from spark_jobs.cli import main
+
+    sys.exit(main(only="purge-trash"))

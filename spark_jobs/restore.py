@@ -1,0 +1,54 @@
+"""``lakeops restore TABLE RUN_ID``: put back every file a ``--quarantine`` run moved to the table's trash.
+
+Runs on the driver (no Spark): a restore is as many moves as the run made, each one request or rename.
+Nothing is restored if any file to restore exists again at its original path (the error names it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pydantic import ConfigDict
+from rich.console import Console
+
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.trash import RestoreReport, restore_run
+from lakeops.storage import StorageOptions
+from spark_jobs.operations import SparkSettings, options_from_args
+
+HELP = "put back the files a --quarantine run of orphans or expire moved to the table's trash"
+USES_SPARK = False
+
+
+class Options(CatalogOptions):
+    """``run_id``: the quarantine run to restore (the report's ``quarantine_run``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run to restore (quarantine_run in its report)")
+
+
+def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> RestoreReport:
+    """``lakeops restore``: :func:`execute` with the parsed options."""
+    return execute(
+        args.table, options_from_args(Options, args), storage_options, spark=SparkSettings(), progress=progress
+    )
+
+
+def execute(
+    table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
+) -> RestoreReport:
+    target = resolve_target(table, options, storage_options)
+    progress.print(f"restoring quarantine run {options.run_id} of {target} ...")
+    return restore_run(target, options.run_id, storage_options)
+
+
+if __name__ == "__main__":
+    from spark_jobs.cli import main
+
+    sys.exit(main(only="restore"))

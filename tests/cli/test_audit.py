@@ -1,0 +1,78 @@
+"""The audit hook every run passes (``spark_jobs.operations.audited``): a successful and a failed run, from the
+CLI and from ``run_operation`` (Dagster's entry), each leave one record under the table root with who/what/when,
+the plan and the outcome, and no secrets; read-only runs and dry runs leave none."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lakeops import audit
+from lakeops.errors import UnsafeOperation
+from spark_jobs.cli import main as lakeops
+from spark_jobs.operations import run_operation
+
+
+def _table(location: Path) -> None:
+    for version in range(3):
+        write_deltalake(str(location), pa.table({"id": [version]}), mode="append")
+
+
+def _raw_records(location: Path) -> list[str]:
+    return [p.read_text() for p in sorted((location / "_lakeops_audit").glob("*.json"))]
+
+
+def test_success_and_failure_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LAKEOPS_ACTOR", "oncall@example.com")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-do-not-log")
+    location = tmp_path / "t"
+    _table(location)
+
+    assert lakeops(["orphans", str(location), "--dry-run"]) == 0  # a dry run changes nothing: no record
+    assert lakeops(["inspect", str(location)]) == 0  # read-only: no record
+    assert not (location / "_lakeops_audit").exists()
+    capsys.readouterr()
+
+    assert lakeops(["orphans", str(location), "--older-than", "8d", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    with pytest.raises(UnsafeOperation, match="shorter than the table's delta.deletedFileRetentionDuration"):
+        run_operation("orphans", str(location), {"older_than": "1d"})
+
+    ok, failed = audit.read_records(str(location))
+    assert ok.status == "succeeded" and failed.status == "failed"
+    for record in (ok, failed):
+        assert record.who.os_user == getpass.getuser() and record.who.actor == "oncall@example.com"
+        assert record.command == "orphans" and record.table == str(location)
+        assert record.table_root == str(location)
+        assert record.started_at <= record.finished_at and record.duration_s >= 0
+    assert ok.options["older_than"] == "8d" and ok.options["dry_run"] is False and not ok.options["quarantine"]
+    assert ok.plan == {
+        "operation": "orphans",
+        "format": "delta",
+        "table": report["table"],
+        "dry_run": False,
+        "read_version": 2,
+    }
+    assert ok.metrics["live_files"] == report["live_files"] == 3 and ok.error is None
+    assert failed.options["older_than"] == "1d" and failed.metrics == {} and failed.plan == {}
+    assert failed.error is not None and failed.error["type"] == "UnsafeOperation"
+    assert "delta.deletedFileRetentionDuration" in failed.error["message"]
+    assert ok.run_id != failed.run_id
+    assert all("s3cr3t" not in raw for raw in _raw_records(location))
+
+
+def test_unresolvable_table_warns_and_keeps_the_outcome(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nothing-here"
+
+    assert lakeops(["orphans", str(missing)]) == 1
+
+    err = capsys.readouterr().err
+    assert "no audit record written for lakeops orphans" in err and "NotATable" in err
+    assert not missing.exists()
