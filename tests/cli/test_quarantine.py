@@ -5,18 +5,20 @@ purge-trash deletes only old runs; an Iceberg expiry quarantined then restored h
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
+from icechunk_repos import build_history, contents
 from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 from pyiceberg_tables import small_file_table
 
 from lakeops import audit, quarantine
+from lakeops.storage import open_storage
 from spark_jobs.cli import main as lakeops
 
 OLD = 1_500_000_000.0  # July 2017: older than any retention
@@ -132,7 +134,6 @@ def test_iceberg_expire_quarantine_then_restore(tmp_path: Path, capsys: pytest.C
     after = _tree(location, skip=("_lakeops",))
     assert {p: after[p] for p in expired_files} == {p: before[p] for p in expired_files}  # every file is back
     assert [r.command for r in audit.read_records(str(location))] == ["expire", "restore"]
-    assert json.loads(json.dumps(report))["dry_run"] is False
 
 
 def test_quarantine_is_refused_with_dry_run_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,3 +144,44 @@ def test_quarantine_is_refused_with_dry_run_nothing(tmp_path: Path, capsys: pyte
 
     assert preview["quarantine_run"] is None and _tree(root) == before
     assert run_json(capsys, "purge-trash", str(root))["purged_runs"] == 0
+
+
+def test_icechunk_expire_and_gc_quarantined_then_restored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "repo"
+    storage = open_storage(str(root))
+    build_history(storage, str(root))
+    before, heads_before = _tree(root), contents(storage, str(root))
+    short = ("--older-than", "0s")
+
+    expired = run_json(capsys, "expire", str(root), *short, "--force", "--quarantine")
+    collected = run_json(capsys, "orphans", str(root), *short, "--force-short-retention", "--quarantine")
+
+    assert expired["deleted_branch_files"] > 0 and collected["deleted_chunks"] > 0
+    assert contents(storage, str(root)) == heads_before  # every head reads as before
+    moved = set(before) - set(_tree(root, skip=("_lakeops",)))
+    assert len(moved) == expired["deleted_branch_files"] + collected["deleted_files"]
+
+    for run in (collected["quarantine_run"], expired["quarantine_run"]):
+        run_json(capsys, "restore", str(root), run)
+
+    assert _tree(root, skip=("_lakeops",)) == before
+    assert [r.command for r in audit.read_records(str(root))] == ["expire", "orphans", "restore", "restore"]
+
+
+def test_delta_log_expiry_quarantined_then_restored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "t"
+    for version in range(4):
+        write_deltalake(str(root), pa.table({"id": [version]}), mode="append")
+    DeltaTable(str(root)).create_checkpoint()
+    for commit in (root / "_delta_log").glob("*.json"):
+        os.utime(commit, (OLD, OLD))
+    before = _tree(root)
+
+    report = run_json(capsys, "expire", str(root), "--quarantine")
+
+    gone = set(before) - set(_tree(root, skip=("_lakeops",)))
+    assert report["deleted_commits"] == 3 and gone == {f"_delta_log/{v:020d}.json" for v in range(3)}
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3]
+    run_json(capsys, "restore", str(root), report["quarantine_run"])
+    assert _tree(root, skip=("_lakeops",)) == before
+    assert DeltaTable(str(root), version=0).to_pyarrow_table().column("id").to_pylist() == [0]
