@@ -23,6 +23,7 @@ Why the layout is what it is:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -128,8 +129,16 @@ def _move(storage: Storage, source: str, target: str) -> None:
             raise AlreadyExists(f"{target} already exists") from None
         except FileNotFoundError:
             raise NotFound(f"{source} does not exist") from None
-        except OSError as exc:
-            raise StorageError(f"cannot move {source} to {target}: {exc}") from exc
+        except OSError:  # a file system without hard links: check, then rename (a tiny race, no copy)
+            if os.path.lexists(target):
+                raise AlreadyExists(f"{target} already exists") from None
+            try:
+                os.rename(source, target)
+            except FileNotFoundError:
+                raise NotFound(f"{source} does not exist") from None
+            except OSError as exc:
+                raise StorageError(f"cannot move {source} to {target}: {exc}") from exc
+            return
         os.unlink(source)
         return
     storage.put_if_absent(target, storage.read(source))
@@ -158,10 +167,8 @@ def _prune(directory: str) -> None:
     if scheme(directory) != LOCAL or not os.path.isdir(directory):
         return
     for current, _, _ in sorted(os.walk(directory), key=lambda w: -len(w[0])):
-        try:
+        with contextlib.suppress(OSError):  # not empty: something that is not ours is in it; leave it
             os.rmdir(current)
-        except OSError:  # not empty: something that is not ours is in it; leave it
-            pass
 
 
 def quarantine_files(
@@ -188,10 +195,25 @@ def quarantine_files(
         for path, size, kind in files
     ]
     manifest = "".join(e.model_dump_json() + "\n" for e in entries).encode()
-    storage.put_if_absent(join(run_dir, f"{_MANIFEST_PREFIX}-{batch_id:05d}.jsonl"), manifest)
+    name = join(run_dir, f"{_MANIFEST_PREFIX}-{batch_id:05d}.jsonl")
+    retry = False
+    try:
+        storage.put_if_absent(name, manifest)
+    except AlreadyExists:
+        # A retried Spark task: the same batch of the same run wrote its manifest and may have moved
+        # some files already. Go on only if it is the same list of files.
+        earlier = [json.loads(line)["path"] for line in storage.read(name).decode().splitlines() if line.strip()]
+        if earlier != [e.path for e in entries]:
+            raise StorageError(
+                f"{root}: {name} already lists other files; refusing to quarantine batch {batch_id}"
+            ) from None
+        retry = True
     for entry in entries:
+        source, target = join(root, entry.path), join(run_dir, entry.path)
+        if retry and not storage.exists(source) and storage.exists(target):
+            continue  # moved by the earlier attempt
         try:
-            _move(storage, join(root, entry.path), join(run_dir, entry.path))
+            _move(storage, source, target)
         except (NotFound, AlreadyExists) as exc:
             raise StorageError(f"{root}: cannot quarantine {entry.path} in run {run_id}: {exc}") from exc
 

@@ -13,7 +13,7 @@ import pytest
 
 from lakeops import quarantine
 from lakeops.deletion import Candidate, delete_batch, make_batches
-from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, UnsafeOperation
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.storage import StorageOptions, open_storage
 
 FILES = {"data/a.parquet": b"alpha", "data/p=1/b.parquet": b"bravo!", "c.parquet": b"charlie"}
@@ -144,3 +144,23 @@ def test_run_ids_sort_by_time_and_purge_deletes_only_old_runs(tmp_path: Path) ->
     assert json.loads((tmp_path / "t" / "_lakeops_trash" / recent / "_manifest-00000.jsonl").read_text().split()[0])
     with pytest.raises(InvalidArgument, match="negative"):
         quarantine.purge(root, timedelta(days=-1), options)
+
+
+def test_a_retried_batch_finishes_the_moves_of_the_failed_attempt(tmp_path: Path) -> None:
+    root, options = str(tmp_path / "t"), StorageOptions()
+    _table(root, options)
+    run_id = quarantine.new_run_id()
+    candidates = [Candidate(path=f"{root}/{p}", size=len(d), kind="untracked") for p, d in FILES.items()]
+    [batch] = make_batches(root, options, candidates, 10)
+    batch = batch.model_copy(update={"quarantine_run": run_id, "operation": "orphans"})
+    (tmp_path / "t" / "_lakeops_trash" / run_id).mkdir(parents=True)
+    (tmp_path / "t" / "c.parquet").rename(tmp_path / "t" / "_lakeops_trash" / run_id / "c.parquet")
+    manifest = tmp_path / "t" / "_lakeops_trash" / run_id / "_manifest-00000.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p}) + "\n" for p in sorted(FILES)))  # the first attempt's
+
+    assert delete_batch(batch).files == 3  # the Spark task's retry
+
+    assert {k for k in _contents(root, options) if not k.startswith("_lakeops_trash/")} == {"keep.parquet"}
+    manifest.write_text(json.dumps({"path": "other.parquet"}) + "\n")
+    with pytest.raises(StorageError, match="already lists other files"):
+        delete_batch(batch)
