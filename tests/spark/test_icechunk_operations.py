@@ -216,4 +216,6 @@ def test_a_broken_ref_stops_every_destructive_command_and_deletes_nothing(
         assert lakeops([command, location]) != 0
         err = capsys.readouterr().err
         assert "ref.json" in err and "half" in err, err
-    assert sorted(p for p in Path(location).rglob("*") if p.is_file()) == files
+    # Deletes nothing; each failed run leaves only its audit record (issue 10).
+    assert sorted(p for p in Path(location).rglob("*") if p.is_file() and "_lakeops_audit" not in p.parts) == files
+    assert len(list(Path(location, "_lakeops_audit").iterdir())) == 2
