@@ -429,7 +429,9 @@ def test_broken_iceberg_metadata_is_refused_and_nothing_written(
     err = capsys.readouterr().err
     assert "ProtocolError" in err and "v1.metadata.json" in err and "format-version is missing" in err
     assert sorted(os.listdir(tmp_path / "metadata")) == ["v1.metadata.json"]
-    assert sorted(os.listdir(tmp_path)) == ["metadata"]
+    # Nothing written to the table; the failed run leaves only its audit record (issue 10).
+    assert sorted(os.listdir(tmp_path)) == ["_lakeops_audit", "metadata"]
+    assert len(os.listdir(tmp_path / "_lakeops_audit")) == 1
 
 
 @pytest.mark.s3
