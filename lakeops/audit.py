@@ -5,9 +5,15 @@ files, with which options, and what happened" can be answered from the table its
 quarantine run can be traced back to its command (``quarantine_run`` in the report part).
 
 Layout: ``<root>/_lakeops_audit/<UTC timestamp>-<run id>.json``, one object per run, written with
-put-if-absent. Not an appended ``.jsonl`` per month: object stores cannot append, and a
-read-modify-write of a shared log object loses records when two runs finish together. One object per
-record is concurrent-safe on every storage and sorts by time; read them with :func:`read_records`.
+put-if-absent. Where tables are written with credentials the maintainers should not hold, or records
+must outlive the table, an *audit location* moves them out of the table: ``$LAKEOPS_AUDIT_LOCATION``,
+else the registry's top-level ``audit_location``; records then go to
+``<audit location>/<table's last path segment>-<hash of its root>/`` (the hash keeps two tables
+named alike apart; the name keeps the folder recognisable).
+
+Not an appended ``.jsonl`` per month: object stores cannot append, and a read-modify-write of a
+shared log object loses records when two runs finish together. One object per record is
+concurrent-safe on every storage and sorts by time; read them with :func:`read_records`.
 
 What is never recorded: secrets. Options whose name says secret (password, token, credential,
 secret) are replaced by ``"***"``, and a URL's password (``postgresql://u:pw@host``) is masked. Storage
@@ -17,6 +23,7 @@ credentials are never options (they come from the AWS chain), so they cannot rea
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import re
@@ -29,13 +36,25 @@ from pydantic import BaseModel, ConfigDict
 from lakeops.errors import CorruptFile
 from lakeops.ops.report import Report
 from lakeops.quarantine import AUDIT_DIR, new_run_id
+from lakeops.registry import registry_audit_location
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import join, normalize
 
-__all__ = ["ACTOR_ENV", "AuditRecord", "Actor", "read_records", "record_run", "redact"]
+__all__ = [
+    "ACTOR_ENV",
+    "AUDIT_LOCATION_ENV",
+    "AuditRecord",
+    "Actor",
+    "audit_dir",
+    "read_records",
+    "record_run",
+    "redact",
+]
 
 #: Who acts, as the orchestrator knows it (a Dagster run's owner, a ticket); the OS user is recorded too.
 ACTOR_ENV = "LAKEOPS_ACTOR"
+#: Where records go instead of the table root (a local path or ``s3://`` URI).
+AUDIT_LOCATION_ENV = "LAKEOPS_AUDIT_LOCATION"
 _SECRET_NAME = re.compile(r"password|passwd|secret|token|credential|api_key|access_key", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/:@\s]*:)(?P<password>[^@/\s]*)@")
 MASK = "***"
@@ -103,6 +122,18 @@ def _plan(report: Report) -> dict[str, Any]:
     return {name: dumped[name] for name in fields if dumped.get(name) is not None}
 
 
+def audit_dir(table_root: str, audit_location: str | None = None) -> str:
+    """The folder holding ``table_root``'s records: under ``audit_location`` (else
+    ``$LAKEOPS_AUDIT_LOCATION``, else the registry's ``audit_location``) when one is set, else the
+    table's own ``_lakeops_audit``."""
+    root = normalize(table_root)
+    location = audit_location or os.environ.get(AUDIT_LOCATION_ENV) or registry_audit_location()
+    if not location:
+        return join(root, AUDIT_DIR)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", root.rstrip("/").rsplit("/", 1)[-1]) or "table"
+    return join(normalize(location), f"{name}-{hashlib.sha256(root.encode()).hexdigest()[:12]}")
+
+
 def record_run(
     table_root: str,
     *,
@@ -114,8 +145,10 @@ def record_run(
     report: Report | None = None,
     error: BaseException | None = None,
     run_id: str | None = None,
+    audit_location: str | None = None,
 ) -> AuditRecord:
-    """Write the record of one finished run (``report`` on success, ``error`` on failure) and return it."""
+    """Write the record of one finished run (``report`` on success, ``error`` on failure) into
+    :func:`audit_dir` and return it."""
     root = normalize(table_root)
     finished = datetime.now(UTC)
     run = run_id or (report.quarantine_run if report is not None else None) or new_run_id(started)
@@ -135,16 +168,20 @@ def record_run(
         error=({"type": type(error).__name__, "message": _mask_value(str(error))} if error is not None else None),
     )
     name = f"{finished.strftime('%Y%m%dT%H%M%S')}{finished.microsecond:06d}Z-{run}.json"
-    open_storage(root, storage_options).put_if_absent(join(root, AUDIT_DIR, name), record.model_dump_json().encode())
+    folder = audit_dir(root, audit_location)
+    open_storage(folder, storage_options).put_if_absent(join(folder, name), record.model_dump_json().encode())
     return record
 
 
-def read_records(table_root: str, storage_options: StorageOptions | None = None) -> list[AuditRecord]:
-    """Every audit record of the table, oldest first."""
+def read_records(
+    table_root: str, storage_options: StorageOptions | None = None, *, audit_location: str | None = None
+) -> list[AuditRecord]:
+    """Every audit record of the table, oldest first (from :func:`audit_dir`)."""
     root = normalize(table_root)
-    storage = open_storage(root, storage_options)
+    folder = audit_dir(root, audit_location)
+    storage = open_storage(folder, storage_options)
     records = []
-    for info in storage.list(join(root, AUDIT_DIR)):
+    for info in storage.list(folder):
         if info.path.endswith(".json"):
             try:
                 records.append(AuditRecord.model_validate(json.loads(storage.read(info.path))))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from lakeops.errors import InvalidArgument
 
-__all__ = ["REGISTRY_ENV", "RegisteredTable", "lookup", "registry_path"]
+__all__ = ["REGISTRY_ENV", "RegisteredTable", "lookup", "registry_audit_location", "registry_path"]
 
 REGISTRY_ENV = "LAKEOPS_REGISTRY"
 DEFAULT_FILE = "lakeops.yaml"
@@ -54,13 +54,17 @@ def registry_path() -> Path:
     return Path(os.environ.get(REGISTRY_ENV) or DEFAULT_FILE)
 
 
-def _entries(path: Path) -> list[Any]:
+def _document(path: Path) -> Any:
     try:
-        document = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as exc:
         raise InvalidArgument(f"registry {path}: cannot read it ({exc})") from exc
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"registry {path}: not valid YAML ({exc})") from exc
+
+
+def _entries(path: Path) -> list[Any]:
+    document = _document(path)
     tables = (document or {}).get("tables", []) if isinstance(document, dict) else None
     if not isinstance(tables, list):
         raise InvalidArgument(f"registry {path}: 'tables' must be a list of table entries")
@@ -82,3 +86,15 @@ def lookup(name: str) -> RegisteredTable | None:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors())
                 raise InvalidArgument(f"registry {path}: table {name!r} (entry {i}): {problems}") from None
     return None
+
+
+def registry_audit_location() -> str | None:
+    """The registry's top-level ``audit_location`` (where run audit records go), if it has one."""
+    path = registry_path()
+    if not path.is_file():
+        return None
+    document = _document(path)
+    location = document.get("audit_location") if isinstance(document, dict) else None
+    if location is not None and not isinstance(location, str):
+        raise InvalidArgument(f"registry {path}: audit_location must be a path or URI, not {location!r}")
+    return location or None

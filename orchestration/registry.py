@@ -226,6 +226,8 @@ class Registry(_Strict):
     tables: list[TableEntry] = []
     storage: StorageConfig = StorageConfig()
     spark: SparkConfig = SparkConfig()
+    #: Where every run's audit record goes instead of the table root (read by :mod:`lakeops.audit`).
+    audit_location: str | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> Registry:

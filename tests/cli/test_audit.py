@@ -13,7 +13,7 @@ import pytest
 from deltalake import write_deltalake
 
 from lakeops import audit
-from lakeops.errors import UnsafeOperation
+from lakeops.errors import InvalidArgument, UnsafeOperation
 from spark_jobs.cli import main as lakeops
 from spark_jobs.operations import run_operation
 
@@ -76,3 +76,36 @@ def test_unresolvable_table_warns_and_keeps_the_outcome(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert "no audit record written for lakeops orphans" in err and "NotATable" in err
     assert not missing.exists()
+
+
+def test_an_audit_location_keeps_records_out_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$LAKEOPS_AUDIT_LOCATION`` wins over the registry's ``audit_location``; either moves the records
+    out of the table root, into one folder per table that two tables with the same name do not share."""
+    first, second = tmp_path / "a" / "events", tmp_path / "b" / "events"
+    _table(first)
+    _table(second)
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(f"audit_location: {tmp_path / 'registry-audit'}\ntables: []\n")
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+
+    assert lakeops(["orphans", str(first), "--older-than", "8d"]) == 0
+    assert lakeops(["orphans", str(second), "--older-than", "8d"]) == 0
+    monkeypatch.setenv("LAKEOPS_AUDIT_LOCATION", str(tmp_path / "env-audit"))
+    assert lakeops(["checkpoint", str(first)]) == 0
+
+    assert not (first / "_lakeops_audit").exists() and not (second / "_lakeops_audit").exists()
+    [env_folder] = (tmp_path / "env-audit").iterdir()
+    assert env_folder.name.startswith("events-") and len(list(env_folder.iterdir())) == 1
+    assert len(list((tmp_path / "registry-audit").iterdir())) == 2  # one folder per table root
+    assert [r.command for r in audit.read_records(str(first))] == ["checkpoint"]
+    monkeypatch.delenv("LAKEOPS_AUDIT_LOCATION")
+    assert [r.command for r in audit.read_records(str(first))] == ["orphans"]
+    assert [r.table_root for r in audit.read_records(str(second))] == [str(second)]
+
+
+def test_a_bad_registry_audit_location_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text("audit_location: [1, 2]\ntables: []\n")
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+    with pytest.raises(InvalidArgument, match=r"lakeops.yaml: audit_location must be a path or URI"):
+        audit.audit_dir(str(tmp_path / "t"))

@@ -21,6 +21,8 @@ def test_a_full_registry_loads_with_its_policies() -> None:
     assert orders.address == "shop.orders"
     assert orders.catalog_options() == {"catalog_uri": "sqlite:///catalog.db", "catalog_name": "default"}
     assert registry.storage.access_key_id_env == "LAKE_KEY" and registry.spark.master == "local[2]"
+    assert registry.audit_location is None
+    assert parse_registry(SAMPLE + "audit_location: s3://lake/_audit\n").audit_location == "s3://lake/_audit"
 
 
 @pytest.mark.parametrize(
