@@ -55,7 +55,7 @@ from lakeops.delta.scan import read_logical_file, read_snapshot
 from lakeops.delta.schema import column_mapping_mode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import NotFound, UnsupportedFeature, VersionNotFound
-from lakeops.iceberg.data_reader import read_parquet
+from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, read_parquet
 from lakeops.iceberg.deletes import (
     apply_equality_deletes,
     apply_position_deletes,
@@ -192,8 +192,9 @@ def _iceberg_live_rows(storage: Storage, metadata: TableMetadata, snapshot: Snap
     positions: dict[str, dict[str, pa.Array]] = {}
     equality: dict[str, pa.Table] = {}
     rows = 0
+    name_mapping = metadata.properties.get(NAME_MAPPING_PROPERTY)  # ids for imported files' columns
     for task in scan.tasks:
-        table = read_parquet(storage, task.file.path, schema)
+        table = read_parquet(storage, task.file.path, schema, name_mapping=name_mapping)
         merged = _positions(storage, task, positions)
         if merged is not None:
             table = apply_position_deletes(table, 0, merged)

@@ -70,7 +70,7 @@ from lakeops.delta.schema import LONG, STRING, TIMESTAMP, StructField, from_arro
 from lakeops.delta.schema import StructType as DeltaStruct
 from lakeops.errors import InvalidArgument, NotFound, UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.arrow_schema import to_arrow_schema as iceberg_arrow_schema
-from lakeops.iceberg.data_reader import iter_parquet
+from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.deletes import apply_equality_deletes, read_equality_deletes, read_position_deletes
 from lakeops.iceberg.maintenance.compaction import DeleteRef, _extra_read_fields
 from lakeops.iceberg.manifest import FileContent
@@ -153,6 +153,8 @@ class ChangeUnit(BaseModel):
     output_schema: str
     deletes: list[DeleteRef]
     files: list[FileChange]
+    #: The table's name mapping (JSON text): ids for the columns of imported files that carry none.
+    name_mapping: str | None = None
 
     @property
     def bytes(self) -> int:
@@ -496,6 +498,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
                     output_schema=out_metadata.schema_string,
                     deletes=refs,
                     files=files,
+                    name_mapping=metadata.properties.get(NAME_MAPPING_PROPERTY),
                 )
             )
     equality_ids = {i for u in units for d in u.deletes for i in d.equality_ids}
@@ -580,7 +583,10 @@ def change_rows(unit: ChangeUnit) -> Iterator[pa.Table]:
         deleted_before = deletes.deleted_positions(file.path, file.before)
         deleted_after = deletes.deleted_positions(file.path, file.after)
         start = 0
-        for batch in iter_parquet(storage, file.path, projection, batch_rows=READ_BATCH_ROWS):
+        batches = iter_parquet(
+            storage, file.path, projection, name_mapping=unit.name_mapping, batch_rows=READ_BATCH_ROWS
+        )
+        for batch in batches:
             positions = np.arange(start, start + batch.num_rows, dtype=np.int64)
             start += batch.num_rows
             before = deletes.live(batch, positions, deleted_before, file.before)

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.commit import CommitOutcome, commit_change
-from lakeops.iceberg.data_reader import iter_parquet
+from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.data_writer import ParquetDataWriter, WrittenFile
 from lakeops.iceberg.deletes import (
     apply_equality_deletes,
@@ -431,12 +431,14 @@ def _live_batches(
             ids = list(delete.equality_ids)
             equality[i] = (ids, read_equality_deletes(storage, delete.path, ids, projection))
     names = [f.name for f in schema.fields]
+    name_mapping = group.properties.get(NAME_MAPPING_PROPERTY)  # ids for imported files' columns
     for source in group.files:
         file_positions = [positions[i].get(source.path) for i in source.deletes if i in positions]
         merged = _merge_positions([p for p in file_positions if p is not None])
         eq = [equality[i] for i in source.deletes if i in equality]
         start = 0
-        for batch in iter_parquet(storage, source.path, projection, batch_rows=READ_BATCH_ROWS):
+        batches = iter_parquet(storage, source.path, projection, name_mapping=name_mapping, batch_rows=READ_BATCH_ROWS)
+        for batch in batches:
             rows = batch.num_rows
             live: pa.RecordBatch | pa.Table = batch
             if merged is not None:
