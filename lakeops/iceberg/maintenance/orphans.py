@@ -11,7 +11,9 @@ computed as *listed minus referenced*, never guessed:
   current metadata *and* every log file that still exists: every snapshot's manifest list, manifests,
   every file their entries name (``DELETED`` entries too: a file some metadata names is not an
   orphan, whatever its status), and every statistics and partition-statistics file. Plus
-  ``metadata/version-hint.text`` ("File System Tables").
+  ``metadata/version-hint.text`` ("File System Tables"). A snapshot only older metadata files name
+  was expired: the manifest list and manifests an expiry deleted are skipped (gone, they protect
+  nothing); the current metadata's snapshots must be readable whole, or the run stops.
 * **Listed**: everything under the table location, nothing outside it. Large trees are listed as
   Spark tasks, one per second-level directory (``data/<partition>``), see :func:`plan_listing`.
 * **Compared normalised** (:func:`lakeops.storage.uri.normalize`: ``s3a``/``s3n`` are ``s3``,
@@ -44,6 +46,8 @@ from lakeops.deletion import Candidate, DeleteBatch, make_batches
 from lakeops.delta.retention import format_duration  # a unit format, not a Delta rule
 from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
+from lakeops.iceberg.manifest import read_manifest
+from lakeops.iceberg.manifest_list import ManifestFile, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
 from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
@@ -211,6 +215,32 @@ def _read_log(storage: Storage, metadata: TableMetadata) -> list[TableMetadata |
         return list(pool.map(read, locations))
 
 
+def _expired_snapshot_files(storage: Storage, snapshots: Sequence[Snapshot], *, known_manifests: set[str]) -> set[str]:
+    """Manifest lists, manifests and the files their entries name of ``snapshots`` (named only by
+    older metadata files), skipping the manifest lists and manifests an expiry already deleted."""
+
+    def manifests(snapshot: Snapshot) -> list[ManifestFile]:
+        try:
+            return manifests_of(storage, snapshot)
+        except NotFound:
+            return []
+
+    def entries(manifest: ManifestFile) -> list[str]:
+        try:
+            return [e.data_file.file_path for e in read_manifest(storage, manifest, include_deleted=True)]
+        except NotFound:
+            return []
+
+    found = {s.manifest_list for s in snapshots if s.manifest_list}
+    if not snapshots:
+        return found
+    with ThreadPoolExecutor(max_workers=MANIFEST_READ_THREADS, thread_name_prefix="expired-manifests") as pool:
+        listed = {m.manifest_path: m for ms in pool.map(manifests, snapshots) for m in ms}
+        unread = [m for path, m in sorted(listed.items()) if path not in known_manifests]
+        found |= set(listed) | {p for paths in pool.map(entries, unread) for p in paths}
+    return found
+
+
 def referenced_files(table: IcebergTable) -> ReferencedFiles:
     """Every file the current metadata and the metadata files of its log reach."""
     storage = table.storage
@@ -221,7 +251,11 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
     for version in found:  # the current metadata first: its copy of a shared snapshot wins
         for snapshot in version.snapshots:
             snapshots.setdefault(snapshot.snapshot_id, snapshot)
-    reached = reachable_files(storage, metadata, snapshots.values(), live_only=False)
+    current = {s.snapshot_id for s in metadata.snapshots}
+    reached = reachable_files(storage, metadata, metadata.snapshots, live_only=False)
+    expired = _expired_snapshot_files(
+        storage, [s for i, s in snapshots.items() if i not in current], known_manifests=reached.manifests
+    )
     statistics = {s.statistics_path for m in found for s in m.statistics} | {
         s.statistics_path for m in found for s in m.partition_statistics
     }
@@ -230,6 +264,7 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
         join(metadata.location, METADATA_DIR, VERSION_HINT),
         *(entry.metadata_file for entry in metadata.metadata_log),
         *reached.all(),
+        *expired,
         *statistics,
     }
     return ReferencedFiles.of(

@@ -146,6 +146,36 @@ def test_referenced_files_cover_the_metadata_log_and_its_snapshots(tmp_path: Pat
     assert referenced.foreign == {}
 
 
+def test_snapshots_of_older_metadata_files_whose_files_an_expiry_deleted_are_skipped(tmp_path: Path) -> None:
+    table = small_file_table(tmp_path, "identity", appends=3, rows=9)
+    appends = table.table.snapshots()
+    table.table.delete("id < 9")  # copy-on-write: replaces the first append's manifest
+    table.reload()
+    # As after an expiry of the three appends: the current metadata no longer lists them, and the
+    # first one's manifest list and the manifest only they named are deleted, while the metadata-log
+    # files still name them (the concurrent-writers run found orphans failing on this after expiries).
+    loaded = _load(table)
+    current = Path(loaded.metadata_location.removeprefix("file://"))
+    document = json.loads(current.read_text())
+    gone = {s.snapshot_id for s in appends}
+    document["snapshots"] = [s for s in document["snapshots"] if s["snapshot-id"] not in gone]
+    document["snapshot-log"] = [s for s in document["snapshot-log"] if s["snapshot-id"] not in gone]
+    current.write_text(json.dumps(document))
+    loaded = _load(table)
+    kept = {m.manifest_path for m in table.table.current_snapshot().manifests(table.table.io)}  # type: ignore[union-attr]
+    only_expired = {m.manifest_path for s in appends for m in s.manifests(table.table.io)} - kept
+    assert only_expired
+    for path in [appends[0].manifest_list, *only_expired]:
+        Path(path.removeprefix("file://")).unlink()
+
+    referenced = referenced_files(loaded)
+
+    live = {t.file.file_path.removeprefix("file://") for t in table.table.scan().plan_files()}
+    assert live | {p.removeprefix("file://") for p in kept} <= referenced.paths
+    assert appends[1].manifest_list.removeprefix("file://") in referenced.paths  # still there: still referenced
+    assert referenced.snapshots == 4
+
+
 def test_missing_metadata_log_files_are_counted_not_fatal(tmp_path: Path) -> None:
     table = small_file_table(tmp_path, appends=3, rows=5)
     loaded = _load(table)
