@@ -12,14 +12,15 @@ import decimal
 import io
 import json
 from collections.abc import Iterator
-from typing import Any
+from itertools import repeat
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn
+from lakeops.delta.actions import Add, DeletionVectorDescriptor, Metadata, Protocol, Remove, Txn, bulk_load, trusted
 from lakeops.errors import CorruptFile
 from lakeops.storage import Storage
 
@@ -63,27 +64,26 @@ def stats_json_from_struct(parsed: dict[str, Any]) -> str:
 
 
 def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Metadata | Txn | Add | Remove]:
-    """Every action in one checkpoint part file, in file order."""
+    """Every action in one checkpoint part file, in file order of each column (``protocol``,
+    ``metaData``, ``txn``, ``add``, ``remove``)."""
     try:
         parquet = pq.ParquetFile(io.BytesIO(storage.read(path)))
         present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
         table = parquet.read(columns=present)
     except (pa.ArrowException, OSError) as exc:
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
-    builders: dict[str, type[Protocol | Metadata | Txn | Add | Remove]] = {
-        "protocol": Protocol,
-        "metaData": Metadata,
-        "txn": Txn,
-        "add": Add,
-        "remove": Remove,
-    }
     for column in present:
         values = table.column(column)
         try:
-            rows = values.filter(pc.is_valid(values)).to_pylist()
+            valid = values.filter(pc.is_valid(values))
+            fast = _columnar_actions(column, valid)
+            if fast is not None:
+                yield from fast
+                continue
+            rows = valid.to_pylist()
         except (pa.ArrowException, UnicodeDecodeError) as exc:  # pyarrow lets invalid UTF-8 into string columns
             raise CorruptFile(f"{path}: checkpoint column {column} cannot be decoded ({exc})") from exc
-        model = builders[column]
+        model = _BUILDERS[column]
         for row in rows:
             try:
                 action = model.model_validate(_action_fields(column, row))
@@ -92,6 +92,15 @@ def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Met
             except (TypeError, ValueError, AttributeError) as exc:  # a writer stored other types than the schema's
                 raise CorruptFile(f"{path}: {column} column of the checkpoint has an unexpected type ({exc})") from exc
             yield action
+
+
+_BUILDERS: dict[str, type[Protocol | Metadata | Txn | Add | Remove]] = {
+    "protocol": Protocol,
+    "metaData": Metadata,
+    "txn": Txn,
+    "add": Add,
+    "remove": Remove,
+}
 
 
 def _action_fields(column: str, row: Any) -> dict[str, Any]:
@@ -106,3 +115,183 @@ def _action_fields(column: str, row: Any) -> dict[str, Any]:
     for name in _DROP_FIELDS:
         row.pop(name, None)
     return {k: v for k, v in row.items() if v is not None}
+
+
+# --- the columnar path: add and remove columns whose types are the protocol's --------------------
+
+#: The kind of Arrow type each declared file-action field must have for the columnar path.
+_KINDS: dict[type[Add | Remove], dict[str, str]] = {
+    Add: {
+        "path": "string",
+        "partitionValues": "map",
+        "size": "integer",
+        "modificationTime": "integer",
+        "dataChange": "boolean",
+        "stats": "string",
+        "tags": "map",
+        "deletionVector": "struct",
+    },
+    Remove: {
+        "path": "string",
+        "deletionTimestamp": "integer",
+        "dataChange": "boolean",
+        "extendedFileMetadata": "boolean",
+        "partitionValues": "map",
+        "size": "integer",
+        "stats": "string",
+        "tags": "map",
+        "deletionVector": "struct",
+    },
+}
+
+
+def _has_kind(t: pa.DataType, kind: str) -> bool:
+    if kind == "string":
+        return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+    if kind == "integer":
+        return bool(pa.types.is_integer(t))
+    if kind == "boolean":
+        return bool(pa.types.is_boolean(t))
+    if kind == "map":
+        return bool(pa.types.is_map(t) and _has_kind(t.key_type, "string") and _has_kind(t.item_type, "string"))
+    return bool(pa.types.is_struct(t))
+
+
+def _shared_strings(array: pa.Array) -> list[str | None]:
+    """A string column's values with one ``str`` object per distinct value (partition values repeat)."""
+    encoded = array.dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    return [None if i is None else distinct[i] for i in encoded.indices.to_pylist()]
+
+
+def _map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
+    """A ``map<string,string>`` column as dicts, built from its flat keys and items."""
+    offsets = array.offsets.to_pylist()
+    keys = cast(list[str], _shared_strings(array.keys))  # map keys are never null
+    items = _shared_strings(array.items)
+    rows = len(array)
+    if array.null_count == 0 and offsets[0] == 0 and offsets[-1] == rows == len(keys):
+        return [{key: item} for key, item in zip(keys, items, strict=True)]  # one entry each: the usual case
+    valid = array.is_valid().to_pylist()
+    return [
+        dict(zip(keys[offsets[i] : offsets[i + 1]], items[offsets[i] : offsets[i + 1]], strict=True))
+        if valid[i]
+        else None
+        for i in range(rows)
+    ]
+
+
+def _column_values(name: str, kind: str | None, array: pa.Array) -> list[Any]:
+    """One field of every row as the model holds it (None where absent)."""
+    if kind == "map":
+        return _map_values(array)
+    values = array.to_pylist()
+    if kind == "struct":  # deletionVector: rare, and its own fields are validated by its model
+        return [None if v is None else DeletionVectorDescriptor.model_validate(_maps_to_dicts(v)) for v in values]
+    if kind is None:  # an undeclared field: kept as the validating path keeps it
+        return [None if v is None else _maps_to_dicts({name: v})[name] for v in values]
+    return values
+
+
+def _stats_from_parsed(struct: pa.StructArray, stats: list[Any] | None) -> list[Any] | None:
+    """``stats`` with the rows that only have ``stats_parsed`` filled from it."""
+    names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
+    if "stats_parsed" not in names:
+        return stats
+    parsed_column = struct.field("stats_parsed")
+    stats = stats if stats is not None else [None] * len(struct)
+    for index, parsed in enumerate(parsed_column.to_pylist()):
+        if stats[index] is None and parsed:
+            stats[index] = stats_json_from_struct(_maps_to_dicts({"stats_parsed": parsed})["stats_parsed"])
+    return stats
+
+
+def _columnar_actions(column: str, array: pa.ChunkedArray) -> list[Add | Remove] | None:
+    """The ``add``/``remove`` rows built column by column, or None to leave them to the validating path
+    (another column kind, a field of a type the protocol does not give it, a required field null).
+
+    Why building without validation is safe here: every declared field's Arrow type was checked to be
+    one whose Python values are exactly the model's (``string`` -> str, integer -> int, ``boolean``
+    -> bool, ``map<string,string>`` -> dict[str, str | None]), required fields to have no nulls, and
+    deletion vectors are still validated by their model; validation would return the same values.
+    """
+    model = _BUILDERS[column]
+    if model is not Add and model is not Remove:
+        return None
+    kinds = _KINDS[model]
+    struct = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if not pa.types.is_struct(struct.type) or struct.null_count:
+        return None
+    struct_type = struct.type
+    by_alias = {field.alias or name: name for name, field in model.model_fields.items()}
+    required = {field.alias or name for name, field in model.model_fields.items() if field.is_required()}
+    children = struct.flatten()
+    names: list[str] = []
+    columns: list[list[Any]] = []
+    stats: list[Any] | None = None
+    for i in range(struct_type.num_fields):
+        name = struct_type.field(i).name
+        if name in _DROP_FIELDS:
+            continue
+        kind = kinds.get(name)
+        child = children[i]
+        if name in by_alias and (
+            kind is None or not _has_kind(child.type, kind) or (name in required and child.null_count)
+        ):
+            return None
+        values = _column_values(name, kind, child)
+        if name == "stats":
+            stats = values
+            continue
+        names.append(name)
+        columns.append(values)
+    if not required <= set(struct_type.names):
+        return None
+    if model is Add:
+        stats = _stats_from_parsed(struct, stats)
+    if stats is not None:
+        names.append("stats")
+        columns.append(stats)
+    return _build(model, by_alias, names, columns, len(struct))
+
+
+def _build(
+    model: type[Add | Remove], by_alias: dict[str, str], names: list[str], columns: list[list[Any]], rows: int
+) -> list[Add | Remove]:
+    """The models of ``rows`` rows from their field columns (protocol names, None where absent)."""
+    nulls = [column.count(None) for column in columns]
+    present = [(n, c, k) for n, c, k in zip(names, columns, nulls, strict=True) if k < rows]
+    keys = [by_alias.get(name, name) for name, _, _ in present]
+    extras = [name for name, _, _ in present if name not in by_alias]
+    # Fields no row sets hold their defaults: constant columns, so each row's dict is built in one call.
+    defaults = [attr for attr in by_alias.values() if attr not in keys]
+    empty_maps = [a for a, f in model.model_fields.items() if f.default_factory is dict]
+    fixups = [a for a, (_, _, k) in zip(keys, present, strict=True) if a in empty_maps and k] + [
+        a for a in defaults if a in empty_maps
+    ]
+    # A row's fields set are its non-null fields: shared by all rows with the same nulls.
+    varying = [i for i, (_, _, k) in enumerate(present) if k]
+    always = {key for key, (_, _, k) in zip(keys, present, strict=True) if not k}
+    fields_sets: dict[tuple[bool, ...], set[str]] = {}
+    all_keys = keys + defaults
+    source = zip(*(c for _, c, _ in present), *(repeat(None, rows) for _ in defaults), strict=True)
+    actions: list[Add | Remove] = []
+    with bulk_load():
+        for row in source:
+            values = dict(zip(all_keys, row, strict=True))
+            fields_set = always
+            if varying:
+                pattern = tuple(row[i] is not None for i in varying)
+                fields_set = fields_sets.get(pattern) or fields_sets.setdefault(
+                    pattern, always | {keys[i] for i, p in zip(varying, pattern, strict=True) if p}
+                )
+            extra = {}
+            for name in extras:
+                value = values.pop(name)
+                if value is not None:
+                    extra[name] = value
+            for attr in fixups:
+                if values[attr] is None:
+                    values[attr] = {}
+            actions.append(trusted(model, values, fields_set, extra))
+    return actions

@@ -30,6 +30,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -176,8 +177,9 @@ def _extra_fields(models: Iterable[BaseModel | None], declared: Iterable[str]) -
     """Columns for fields the models do not declare (kept as pydantic extras), in first-seen order."""
     skip = set(declared) | set(_PARSED)
     values: dict[str, list[Any]] = {}
-    for model in models:
-        for name, value in (model.model_extra or {}).items() if model is not None else ():
+    extras = [model.__pydantic_extra__ for model in models if model is not None]
+    for extra in filter(None, extras):  # most actions have none
+        for name, value in extra.items():
             if value is None or name in skip:
                 continue
             seen = values.setdefault(name, [])
@@ -467,16 +469,78 @@ class _RowEncoder:
                 row["partitionValues_parsed"] = self.partitions(action)
         return row
 
+    def file_column(self, kind: type[Add | Remove], actions: Sequence[Add | Remove]) -> pa.Array:
+        """The ``add`` or ``remove`` column of ``actions`` (all of ``kind``), built field by field: the
+        same values :meth:`row` gives, without a dict per action (a checkpoint holds millions)."""
+        struct_type = self.types[KEY_OF[kind]]
+        attrs = {field.alias or name: name for name, field in kind.model_fields.items()}
+        # Every declared field of every action at once, transposed into columns (C loops, no getattr);
+        # ``path`` and ``dataChange`` are always among them, so the getter returns tuples.
+        declared = [attrs[f.name] for f in struct_type if f.name in attrs]
+        transposed = zip(*map(itemgetter(*declared), map(vars, actions)), strict=True)
+        columns: dict[str, Sequence[Any]] = dict(zip(declared, transposed, strict=True)) if actions else {}
+        # Undeclared fields come from the model's JSON form, as in row(); only models that have them.
+        extras = map(attrgetter("__pydantic_extra__"), actions)
+        extra_rows = {i: self.row(actions[i]) for i, extra in enumerate(extras) if extra}
+        children = []
+        for field in struct_type:
+            values: Sequence[Any]
+            if field.name == "stats_parsed" and self.stats is not None:
+                stats = columns["stats"] if "stats" in columns else [a.stats for a in actions]
+                values = list(map(self.stats, stats))
+            elif field.name == "partitionValues_parsed" and self.partitions is not None:
+                values = [self.partitions(a) if isinstance(a, Add) else None for a in actions]
+            elif field.name == "deletionVector":
+                values = [None if dv is None else self._dv(dv) for dv in columns.get("deletion_vector", ())]
+            elif field.name in attrs:
+                values = columns.get(attrs[field.name], ())
+            else:
+                values = [extra_rows[i].get(field.name) if i in extra_rows else None for i in range(len(actions))]
+            children.append(pa.array(values, type=field.type))
+        return pa.StructArray.from_arrays(children, fields=list(struct_type))
+
+    def _dv(self, dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
+        if dv is None:
+            return None
+        row = dv.to_json_dict()
+        _as_json_text(row, self.dv_json_extras)
+        return row
+
+
+def _spread(compact: pa.StructArray, positions: list[int], rows: int) -> pa.Array:
+    """``compact`` placed at ``positions`` of a column of ``rows`` rows, null elsewhere. The hidden
+    slots repeat row 0 rather than hold nulls: Parquet refuses nulls in a non-nullable child field
+    even under a null parent."""
+    if len(positions) == rows:
+        return compact
+    if not positions:
+        return pa.array([None] * rows, type=compact.type)
+    indices = [0] * rows
+    absent = [True] * rows
+    for index, position in enumerate(positions):
+        indices[position] = index
+        absent[position] = False
+    taken = compact.take(pa.array(indices, type=pa.int64()))
+    return pa.StructArray.from_arrays(taken.flatten(), fields=list(compact.type), mask=pa.array(absent))
+
 
 def encode_actions(actions: Sequence[CheckpointAction], schema: pa.Schema) -> pa.Table:
     """The checkpoint rows of ``actions``, in order, as an Arrow table of ``schema``
     (from :func:`checkpoint_schema`)."""
     encoder = _RowEncoder(schema)
-    columns: dict[str, list[dict[str, Any] | None]] = {name: [None] * len(actions) for name in COLUMNS}
+    positions: dict[str, list[int]] = {name: [] for name in COLUMNS}
     for index, action in enumerate(actions):
-        columns[KEY_OF[type(action)]][index] = encoder.row(action)
+        positions[KEY_OF[type(action)]].append(index)
+    arrays = []
     try:
-        arrays = [pa.array(columns[name], type=encoder.types[name]) for name in COLUMNS]
+        for name in COLUMNS:
+            members = [actions[i] for i in positions[name]]
+            if name in ("add", "remove"):
+                files = [a for a in members if isinstance(a, Add | Remove)]
+                compact = encoder.file_column(Add if name == "add" else Remove, files)
+            else:
+                compact = pa.array([encoder.row(a) for a in members], type=encoder.types[name])
+            arrays.append(_spread(compact, positions[name], len(actions)))
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot encode checkpoint actions into the checkpoint schema ({exc})") from exc
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -1,14 +1,18 @@
-"""Reading one commit file (``n.json``): newline-delimited JSON, one action per line ("Delta Log Entries")."""
+"""Reading one commit file (``n.json``): newline-delimited JSON, one action per line ("Delta Log Entries").
+
+Each line is parsed and validated in one pass by pydantic-core (``validate_json`` of a line type whose
+keys are the action keys): no intermediate Python ``dict`` per action, which made ``json.loads`` +
+``model_validate`` about twice as slow on large logs.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
 
 from lakeops.delta.actions import (
-    ACTION_KEYS,
     Add,
     AddCDCFile,
     CommitInfo,
@@ -16,6 +20,7 @@ from lakeops.delta.actions import (
     Protocol,
     Remove,
     Txn,
+    bulk_load,
 )
 from lakeops.errors import CorruptFile
 
@@ -34,6 +39,40 @@ class CommitActions:
     txns: list[Txn] = field(default_factory=list)
 
 
+@with_config(ConfigDict(extra="allow"))
+class _Line(TypedDict, total=False):
+    """One log line ``{"<key>": {...}}``: each action key validated by its model (an explicit ``null``
+    body is refused like any other invalid body); unknown keys are kept so a line's key count can be
+    checked. A TypedDict, not a model: one object less per line."""
+
+    add: Add
+    remove: Remove
+    cdc: AddCDCFile
+    txn: Txn
+    protocol: Protocol
+    metaData: Metadata
+    commitInfo: CommitInfo
+
+
+_LINE = TypeAdapter(_Line)
+
+
+def _line_error(location: str, number: int, exc: ValidationError) -> CorruptFile:
+    first = exc.errors(include_url=False)[0]
+    loc = first["loc"]
+    if first["type"] == "json_invalid":
+        problem = first.get("ctx", {}).get("error", first["msg"])
+        return CorruptFile(
+            f"{location}: line {number} is not valid JSON ({problem}); the commit file is truncated or corrupt"
+        )
+    if not loc:  # the line is JSON but not an object
+        return CorruptFile(f"{location}: line {number} is not a single action object")
+    key, rest = loc[0], loc[1:]
+    return CorruptFile(
+        f"{location}: line {number}: invalid {key} action: {first['msg']} at {'.'.join(str(p) for p in rest)}"
+    )
+
+
 def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
     """Decode a commit file; a truncated or malformed line raises :class:`CorruptFile` naming it."""
     result = CommitActions(version)
@@ -43,34 +82,27 @@ def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
         raise CorruptFile(f"{location}: commit file is not UTF-8 ({exc})") from exc
     # Split on "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085, which JSON allows
     # unescaped inside strings (stats, partition values), and would turn a valid line into two bad ones.
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply; ValueError: huge ints
-            problem = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
-            raise CorruptFile(
-                f"{location}: line {number} is not valid JSON ({problem}); the commit file is truncated or corrupt"
-            ) from None
-        if not isinstance(obj, dict) or len(obj) != 1:
-            raise CorruptFile(f"{location}: line {number} is not a single action object")
-        ((key, body),) = obj.items()
-        model = ACTION_KEYS.get(key)
-        if model is None:
-            continue
-        try:
-            action = model.model_validate(body)
-        except ValidationError as exc:
-            raise CorruptFile(
-                f"{location}: line {number}: invalid {key} action: {exc.errors()[0]['msg']} "
-                f"at {'.'.join(str(p) for p in exc.errors()[0]['loc'])}"
-            ) from exc
-        _collect(result, action, location)
+    with bulk_load():
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line or line.isspace():
+                continue
+            try:
+                parsed = _LINE.validate_json(line)
+            except ValidationError as exc:
+                raise _line_error(location, number, exc) from None
+            except (ValueError, RecursionError) as exc:  # defensive: the parser's own limits
+                raise CorruptFile(
+                    f"{location}: line {number} is not valid JSON ({type(exc).__name__}: {exc}); "
+                    "the commit file is truncated or corrupt"
+                ) from None
+            _collect(result, parsed, location, number)
     return result
 
 
-def _collect(result: CommitActions, action: object, location: str) -> None:
+def _collect(result: CommitActions, line: _Line, location: str, number: int) -> None:
+    if len(line) != 1:  # the keys the line gave, unknown ones included
+        raise CorruptFile(f"{location}: line {number} is not a single action object")
+    ((_, action),) = line.items()
     match action:
         case Add():
             result.adds.append(action)

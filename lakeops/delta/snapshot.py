@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import unquote
 
-from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn
+from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_reader import read_checkpoint_part
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.features import check_readable
@@ -77,10 +77,11 @@ class _Replay:
         self.txns: dict[str, Txn] = {}
 
     def apply_checkpoint(self, actions: Iterable[object]) -> None:
+        files = self.files
         for action in actions:
             match action:
                 case Add():
-                    self.files[action.key] = action
+                    files[action.key] = action
                 case Remove():
                     self.tombstones[action.key] = action
                 case Txn():
@@ -97,12 +98,16 @@ class _Replay:
             self.metadata = commit.metadata
         for txn in commit.txns:
             self.txns[txn.app_id] = txn
+        files, tombstones = self.files, self.tombstones
         for remove in commit.removes:
-            self.files.pop(remove.key, None)
-            self.tombstones[remove.key] = remove
+            key = remove.key
+            files.pop(key, None)
+            tombstones[key] = remove
         for add in commit.adds:
-            self.tombstones.pop(add.key, None)
-            self.files[add.key] = add
+            key = add.key
+            if tombstones:
+                tombstones.pop(key, None)
+            files[key] = add
 
 
 def load_snapshot(
@@ -127,6 +132,29 @@ def load_snapshot(
         version = version_at_timestamp(listing, table_root, timestamp)
     segment = segment_for_version(listing, table_root, version)
 
+    with bulk_load():
+        protocol, metadata, replay = _replay(storage, table_root, segment)
+    timestamps = dict(commit_timestamps(listing))
+    ts = timestamps.get(segment.version)
+    if ts is None and segment.checkpoint is not None:
+        ts = segment.checkpoint.files[0].mtime_ms
+    return DeltaSnapshot(
+        table_root=table_root,
+        version=segment.version,
+        timestamp_ms=ts or 0,
+        protocol=protocol,
+        metadata=metadata,
+        files=replay.files,
+        tombstones=replay.tombstones,
+        txns=replay.txns,
+        segment=segment,
+        listing=listing,
+    )
+
+
+def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Protocol, Metadata, _Replay]:
+    """The checkpoint then each commit of ``segment``, applied in order; refuses a state without a
+    protocol or metadata, or with a reader feature lakeops does not implement."""
     replay = _Replay(table_root)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
@@ -151,19 +179,4 @@ def load_snapshot(
             "action (the first commit must contain both)"
         )
     check_readable(replay.protocol, table_root)
-    timestamps = dict(commit_timestamps(listing))
-    ts = timestamps.get(segment.version)
-    if ts is None and segment.checkpoint is not None:
-        ts = segment.checkpoint.files[0].mtime_ms
-    return DeltaSnapshot(
-        table_root=table_root,
-        version=segment.version,
-        timestamp_ms=ts or 0,
-        protocol=replay.protocol,
-        metadata=replay.metadata,
-        files=replay.files,
-        tombstones=replay.tombstones,
-        txns=replay.txns,
-        segment=segment,
-        listing=listing,
-    )
+    return replay.protocol, replay.metadata, replay

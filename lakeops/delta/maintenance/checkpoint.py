@@ -27,12 +27,13 @@ incomplete part set, which readers skip; a rerun rewrites the same names with th
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import replace
 from itertools import groupby
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn
+from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_reader import read_checkpoint_part
 from lakeops.delta.checkpoint_writer import (
     CheckpointAction,
@@ -159,6 +160,8 @@ class CheckpointPlan(BaseModel):
     #: The snapshot planned from, on the driver only (never serialised): lets the driver write a part
     #: without replaying the log again.
     _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
+    #: Each part's actions as selected while planning (driver only): writing on the driver reuses them.
+    _chunks: list[list[CheckpointAction]] | None = PrivateAttr(default=None)
 
 
 def select_actions(
@@ -182,11 +185,19 @@ def select_actions(
             for _, t in sorted(txns.items())
             if txn_cutoff_ms is None or t.last_updated is None or t.last_updated >= txn_cutoff_ms
         ]
-    kept = [r for r in tombstones.values() if (r.deletion_timestamp or 0) >= tombstone_cutoff_ms]
-    body: list[tuple[str, int, str, Add | Remove]] = [(a.path, 0, a.key[1] or "", a) for a in files.values()]
-    body += [(r.path, 1, r.key[1] or "", r) for r in kept]
-    body.sort(key=lambda row: row[:3])
+    # Sort keys from the dicts' own keys (path, DV id): no property call per action.
+    body: list[tuple[str, int, str, Add | Remove]] = [(path, 0, dv or "", a) for (path, dv), a in files.items()]
+    body += [
+        (path, 1, dv or "", r)
+        for (path, dv), r in tombstones.items()
+        if (r.deletion_timestamp or 0) >= tombstone_cutoff_ms
+    ]
+    body.sort(key=_sort_key)
     return head + [row[3] for row in body]
+
+
+def _sort_key(row: tuple[str, int, str, Add | Remove]) -> tuple[str, int, str]:
+    return row[0], row[1], row[2]
 
 
 def _file_path(action: CheckpointAction) -> str | None:
@@ -197,6 +208,8 @@ def _ranges(actions: list[CheckpointAction], part_size: int) -> list[tuple[int, 
     """``[start, end)`` index ranges of ``actions`` (from :func:`select_actions`) holding at most
     ``part_size`` actions each, cut only between different paths (the leading non-file actions
     stay in the first range)."""
+    if len(actions) <= part_size:
+        return [(0, len(actions))]
     ranges: list[tuple[int, int]] = []
     start = end = 0
     for _, group in groupby(actions, key=_file_path):
@@ -239,21 +252,24 @@ def plan_checkpoint(
         if SET_TRANSACTION_RETENTION_PROPERTY in config
         else None
     )
-    actions = select_actions(
-        snapshot.protocol,
-        metadata,
-        snapshot.txns,
-        snapshot.files,
-        snapshot.tombstones,
-        with_table_actions=True,
-        tombstone_cutoff_ms=tombstone_cutoff,
-        txn_cutoff_ms=txn_cutoff,
-    )
-    kept_txns = [a for a in actions if isinstance(a, Txn)]
-    kept_removes = [a for a in actions if isinstance(a, Remove)]
+    with bulk_load():  # a tuple per action to sort: no collector pass over the snapshot meanwhile
+        actions = select_actions(
+            snapshot.protocol,
+            metadata,
+            snapshot.txns,
+            snapshot.files,
+            snapshot.tombstones,
+            with_table_actions=True,
+            tombstone_cutoff_ms=tombstone_cutoff,
+            txn_cutoff_ms=txn_cutoff,
+        )
+    kinds = Counter(map(type, actions))
+    kept_txns = [a for a in actions[: 2 + kinds[Txn]] if isinstance(a, Txn)]  # txns lead, after the table's
+    kept_removes = [a for a in actions if type(a) is Remove] if kinds[Remove] else []
     listing = snapshot.listing
     already = snapshot.version in listing.checkpoints
     parts: list[CheckpointPart] = []
+    chunks: list[list[CheckpointAction]] = []
     if not already or options.force:
         schema = schema_to_text(
             checkpoint_schema(
@@ -268,6 +284,8 @@ def plan_checkpoint(
         names = checkpoint_file_names(snapshot.version, len(ranges))
         for index, ((start, end), name) in enumerate(zip(ranges, names, strict=True)):
             chunk = actions[start:end]
+            chunks.append(chunk)
+            counts = Counter(map(type, chunk))
             parts.append(
                 CheckpointPart(
                     table_root=table,
@@ -279,8 +297,8 @@ def plan_checkpoint(
                     first_path=None if index == 0 else _file_path(chunk[0]),
                     end_path=_file_path(actions[end]) if end < len(actions) else None,
                     actions=len(chunk),
-                    add_files=sum(1 for a in chunk if isinstance(a, Add)),
-                    remove_tombstones=sum(1 for a in chunk if isinstance(a, Remove)),
+                    add_files=counts[Add],
+                    remove_tombstones=counts[Remove],
                     tombstone_cutoff_ms=tombstone_cutoff,
                     txn_cutoff_ms=txn_cutoff,
                     arrow_schema=schema,
@@ -305,6 +323,7 @@ def plan_checkpoint(
         parts=parts,
     )
     plan._snapshot = snapshot
+    plan._chunks = chunks
     return plan
 
 
@@ -313,8 +332,8 @@ def plan_checkpoint(
 
 def _write(storage: Storage, part: CheckpointPart, actions: list[CheckpointAction], started: float) -> PartWritten:
     """Encode and store one part; refuses to write a part whose content differs from the plan's count."""
-    add_files = sum(1 for a in actions if isinstance(a, Add))
-    removes = sum(1 for a in actions if isinstance(a, Remove))
+    counts = Counter(map(type, actions))
+    add_files, removes = counts[Add], counts[Remove]
     if (len(actions), add_files, removes) != (part.actions, part.add_files, part.remove_tombstones):
         raise ProtocolError(
             f"{part.location}: part {part.part} of {part.parts} would hold {len(actions)} actions "
@@ -322,7 +341,8 @@ def _write(storage: Storage, part: CheckpointPart, actions: list[CheckpointActio
             f"({part.add_files} adds, {part.remove_tombstones} tombstones); the log of version {part.version} "
             "changed while checkpointing (was it expired or rewritten?)"
         )
-    payload = checkpoint_bytes(encode_actions(actions, schema_from_text(part.arrow_schema)))
+    with bulk_load():
+        payload = checkpoint_bytes(encode_actions(actions, schema_from_text(part.arrow_schema)))
     storage.write(part.location, payload)  # atomic per object: a reader sees all of it or nothing
     return PartWritten(
         part=part.part,
@@ -358,16 +378,13 @@ def _part_actions(
 def write_parts_on_driver(plan: CheckpointPlan) -> list[PartWritten]:
     """Write every part of ``plan`` in this process (the usual case: one part), from the snapshot it
     was planned from when the plan still holds it, else by :func:`write_part`."""
-    snapshot = plan._snapshot
-    if snapshot is None:
+    chunks = plan._chunks
+    if plan._snapshot is None or chunks is None:
         return [write_part(part) for part in plan.parts]
     written = []
-    for part in plan.parts:
+    for part, actions in zip(plan.parts, chunks, strict=True):
         started = time.monotonic()
         storage = open_storage(part.table_root, part.storage)
-        actions = _part_actions(
-            part, snapshot.protocol, snapshot.metadata, snapshot.txns, snapshot.files, snapshot.tombstones
-        )
         written.append(_write(storage, part, actions, started))
     return written
 
@@ -391,6 +408,15 @@ def write_part(part: CheckpointPart) -> PartWritten:
     started = time.monotonic()
     storage = open_storage(part.table_root, part.storage)
     segment = _segment_to_replay(list_log(storage, part.table_root), part)
+    with bulk_load():
+        replay = _replay_part(storage, segment, part)
+    if replay.protocol is None or replay.metadata is None:
+        raise ProtocolError(f"{part.table_root}: version {part.version} has no protocol or metaData action")
+    actions = _part_actions(part, replay.protocol, replay.metadata, replay.txns, replay.files, replay.tombstones)
+    return _write(storage, part, actions, started)
+
+
+def _replay_part(storage: Storage, segment: LogSegment, part: CheckpointPart) -> _Replay:
     replay = _Replay(part.table_root)
     if segment.checkpoint is not None:
         for info in segment.checkpoint.files:
@@ -408,10 +434,7 @@ def write_part(part: CheckpointPart) -> PartWritten:
                 removes=[r for r in commit.removes if part.holds(r.path)],
             )
         )
-    if replay.protocol is None or replay.metadata is None:
-        raise ProtocolError(f"{part.table_root}: version {part.version} has no protocol or metaData action")
-    actions = _part_actions(part, replay.protocol, replay.metadata, replay.txns, replay.files, replay.tombstones)
-    return _write(storage, part, actions, started)
+    return replay
 
 
 # --- finalize: driver ------------------------------------------------------------------------------
