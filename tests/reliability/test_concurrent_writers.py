@@ -1,0 +1,342 @@
+"""Maintenance under concurrent real writers (issue 10).
+
+A delta-rs or PyIceberg writer commits in a loop (appends, deletes, merges or overwrites, slow appends
+whose data file waits before its commit, abandoned files) while lakeops runs cdc, compact, checkpoint,
+expire and orphans on the same table, repeatedly, for a bounded time. After every maintenance step the
+writer is paused at a step boundary and, read through the peer: the rows equal the writer's own model
+of what it committed; every file a retained version references exists (Delta: every version delta-rs can
+load, except files VACUUM may delete past its horizon; Iceberg: every snapshot's manifest list,
+manifests, data and delete files); the change feed holds each change once and replays to the table at
+its watermark. Expiry and orphan removal use short, forced retentions so they really delete, and keep
+what the change feed has not extracted yet (``keep_from_version``, as Dagster passes it); the orphan age
+floor is longer than a slow writer's hold, so a file about to be committed is never taken, while the
+abandoned files are.
+
+Each loop runs ``$LAKEOPS_WRITERS_SECONDS`` seconds (default 10; ``make test-reliability`` runs longer).
+On S3 (moto), delta-rs commits with conditional put (``If-None-Match``) and needs no locking provider.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyiceberg_tables import catalog as sql_catalog
+from reliability.writers import (
+    DeltaWriter,
+    FilesCheck,
+    IcebergWriter,
+    Writer,
+    delta_retained_files,
+    delta_rs_options,
+    iceberg_retained_files,
+    iso_ms,
+    listed,
+    replay_changes,
+    rows_of,
+)
+
+from lakeops.errors import CommitConflict
+from lakeops.ops.report import Report
+from lakeops.storage import StorageOptions
+from lakeops.storage.uri import normalize
+from spark_jobs.operations import run_operation
+
+SECONDS = float(os.environ.get("LAKEOPS_WRITERS_SECONDS", "10"))
+#: Orphan age floor: longer than a slow writer holds its uncommitted file (HOLD_S).
+ORPHAN_FLOOR = "3s"
+HOLD_S = 1.0
+EXPIRE_AFTER = "2s"
+OPERATIONS = ("cdc", "compact", "checkpoint", "expire", "orphans")
+#: What the plan units' tasks import, imported once per Python worker before the loops start.
+WORKER_MODULES = (
+    "lakeops.delta.maintenance.cdf_export",
+    "lakeops.delta.maintenance.compaction",
+    "lakeops.iceberg.maintenance.changelog",
+    "lakeops.iceberg.maintenance.compaction",
+    "lakeops.iceberg.maintenance.rewrite_manifests",
+)
+#: Pickled by value (a lambda), so the Spark workers need not import this test module.
+_warm_worker = lambda batches: [__import__(m) for m in WORKER_MODULES] and batches  # noqa: E731
+
+
+@pytest.fixture(scope="module")
+def spark_session(s3_server: Any) -> Any:
+    """One local Spark session for the module's plan units (built after the S3 credentials are in the
+    environment, so its workers inherit them), its Python workers started before any loop's clock runs.
+    Left running: a later Spark suite reuses it."""
+    from spark_jobs.session import build_session
+
+    session = build_session(master="local[2]", app_name="lakeops-writers")
+    session.range(4, numPartitions=2).mapInArrow(_warm_worker, "id long").collect()
+    return session
+
+
+@dataclass
+class Tally:
+    """Per operation: runs, commit attempts, retries (attempts after a lost race), aborts (a
+    ``CommitConflict`` raised: the plan no longer applied), files deleted."""
+
+    runs: Counter[str] = field(default_factory=Counter)
+    attempts: Counter[str] = field(default_factory=Counter)
+    retries: Counter[str] = field(default_factory=Counter)
+    aborts: Counter[str] = field(default_factory=Counter)
+    deleted: Counter[str] = field(default_factory=Counter)
+    protected_young_files: int = 0
+    checks: int = 0
+    seconds: Counter[str] = field(default_factory=Counter)
+    vacuumed_old_files: int = 0
+
+    def record(self, name: str, report: Report) -> None:
+        self.runs[name] += 1
+        metrics = report.metrics()
+        attempts = int(metrics.get("commit_attempts", 0))
+        self.attempts[name] += attempts
+        self.retries[name] += max(attempts - int(metrics.get("commits", 1 if attempts else 0)), 0)
+        self.deleted[name] += int(metrics.get("deleted_files", 0))
+        if name == "orphans":
+            self.protected_young_files += int(metrics.get("files_too_recent", 0))
+
+
+class Subject:
+    """One table under test: how to run lakeops on it and how the peer reads it."""
+
+    table: str
+    writer: Writer
+    options: StorageOptions
+    extra: dict[str, object] = {}
+    commit_column = ""
+    watermark: int | str = 0  # what the change feed extracted last (Delta version, Iceberg snapshot id)
+    keep_from: int | None = None
+    vacuum_cutoff_ms: int | None = None
+
+    def cdc_range(self) -> dict[str, object] | None: ...
+    def after_cdc(self, report: Any) -> None: ...
+    def rows(self) -> Any: ...
+    def rows_at_watermark(self) -> Any: ...
+    def retained_files(self) -> FilesCheck: ...
+    def changes(self) -> Any: ...
+    def expire_options(self) -> dict[str, object]: ...
+    def orphan_options(self) -> dict[str, object]: ...
+
+
+class DeltaSubject(Subject):
+    commit_column = "_commit_version"
+
+    def __init__(self, uri: str, output: str, options: StorageOptions) -> None:
+        self.table = uri
+        self.output = output
+        self.options = options
+        self.rs = delta_rs_options(options)
+        self.writer = DeltaWriter(uri, options, seed=10, hold_s=HOLD_S)
+        self.next_version = 0
+
+    def cdc_range(self) -> dict[str, object] | None:
+        latest = DeltaTable(self.table, storage_options=self.rs).version()
+        if self.next_version > latest:
+            return None
+        # now and then re-extract the last version: the output's watermark must make it a no-op
+        start = self.next_version - 1 if self.next_version and latest % 3 == 0 else self.next_version
+        return {"from_version": start, "output": self.output}
+
+    def after_cdc(self, report: Any) -> None:
+        self.watermark = report.to_version
+        self.next_version = report.to_version + 1
+        self.keep_from = report.to_version
+
+    def rows(self) -> Any:
+        return rows_of(DeltaTable(self.table, storage_options=self.rs).to_pyarrow_table())
+
+    def rows_at_watermark(self) -> Any:
+        return rows_of(DeltaTable(self.table, version=int(self.watermark), storage_options=self.rs).to_pyarrow_table())
+
+    def retained_files(self) -> FilesCheck:
+        return delta_retained_files(self.table, self.options, self.vacuum_cutoff_ms)
+
+    def changes(self) -> Any:
+        return DeltaTable(self.output, storage_options=self.rs).to_pyarrow_table()
+
+    def expire_options(self) -> dict[str, object]:
+        return {"older_than": EXPIRE_AFTER, "force": True, "keep_from_version": self.keep_from}
+
+    def orphan_options(self) -> dict[str, object]:
+        return {"older_than": ORPHAN_FLOOR, "force_short_retention": True, "keep_from_version": self.keep_from}
+
+
+class IcebergSubject(Subject):
+    commit_column = "_commit_sequence_number"
+
+    def __init__(self, tmp_path: Path, output: str, options: StorageOptions, s3: tuple[str, str] | None) -> None:
+        catalog, uri = sql_catalog(tmp_path, s3=s3)
+        self.catalog = catalog
+        self.table = "db.events"
+        self.extra = {"catalog_uri": uri}
+        self.output = output
+        self.options = options
+        self.rs = delta_rs_options(options)
+        self.writer = IcebergWriter(catalog, self.table, options, seed=20, hold_s=HOLD_S)
+        self.watermark = "0"
+        self.previous: str | None = None
+
+    def cdc_range(self) -> dict[str, object] | None:
+        current = self.catalog.load_table(self.table).metadata.current_snapshot_id
+        if str(current) == str(self.watermark):
+            return None
+        start = self.previous if self.previous is not None and (current or 0) % 3 == 0 else self.watermark
+        return {"from_version": str(start), "output": self.output}
+
+    def after_cdc(self, report: Any) -> None:
+        if report.to_snapshot_id is not None:
+            self.previous, self.watermark = str(self.watermark), str(report.to_snapshot_id)
+            self.keep_from = report.read_version
+
+    def rows(self) -> Any:
+        return rows_of(self.catalog.load_table(self.table).scan().to_arrow())
+
+    def rows_at_watermark(self) -> Any:
+        if self.watermark == "0":
+            return {}
+        return rows_of(self.catalog.load_table(self.table).scan(snapshot_id=int(self.watermark)).to_arrow())
+
+    def retained_files(self) -> FilesCheck:
+        return iceberg_retained_files(self.catalog.load_table(self.table), self.options)
+
+    def changes(self) -> Any:
+        return DeltaTable(self.output, storage_options=self.rs).to_pyarrow_table()
+
+    def expire_options(self) -> dict[str, object]:
+        return {"older_than": EXPIRE_AFTER, "force": True, "retain_last": 2, "keep_from_version": self.keep_from}
+
+    def orphan_options(self) -> dict[str, object]:
+        return {"older_than": ORPHAN_FLOOR, "force_short_retention": True}
+
+
+def run_step(subject: Subject, name: str, tally: Tally) -> None:
+    """One maintenance operation through ``run_operation``; a ``CommitConflict`` is an abort."""
+    options: dict[str, object] = dict(subject.extra)
+    if name == "cdc":
+        cdc_range = subject.cdc_range()
+        if cdc_range is None:
+            return
+        options |= cdc_range
+    elif name == "compact":
+        options |= {"min_input_files": 2}
+    elif name == "expire":
+        options |= subject.expire_options()
+    elif name == "orphans":
+        options |= subject.orphan_options()
+    try:
+        report = run_operation(name, subject.table, options, storage_options=subject.options)
+    except CommitConflict:
+        tally.runs[name] += 1
+        tally.aborts[name] += 1
+        return
+    tally.record(name, report)
+    if name == "cdc":
+        subject.after_cdc(report)
+    if name == "orphans" and getattr(report, "cutoff", ""):
+        cutoff = iso_ms(report.cutoff) + 999  # the report gives the cutoff to the second, truncated
+        subject.vacuum_cutoff_ms = max(cutoff, subject.vacuum_cutoff_ms or cutoff)
+
+
+def check_invariants(subject: Subject, tally: Tally) -> None:
+    """With the writer between two steps: the peer reads the model's rows, every retained version's
+    files exist, the change feed holds each change once and replays to the table at its watermark."""
+    with subject.writer.paused():
+        assert subject.rows() == subject.writer.model, f"{subject.table}: the peer's rows differ from the writers'"
+        files = subject.retained_files()
+        tally.vacuumed_old_files = max(tally.vacuumed_old_files, files.vacuumed_old_files)
+        if subject.watermark not in (0, "0") or tally.runs["cdc"]:
+            replayed, _ = replay_changes(subject.changes(), subject.commit_column)
+            assert replayed == subject.rows_at_watermark(), f"{subject.table}: the change feed does not replay"
+    tally.checks += 1
+
+
+def maintain(subject: Subject, seconds: float) -> Tally:
+    """Run the operations in turn against the live writer for ``seconds``, checking after each."""
+    tally = Tally()
+    subject.writer.start()
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            for name in OPERATIONS:
+                subject.writer.check_alive()
+                started = time.monotonic()
+                run_step(subject, name, tally)
+                checked = time.monotonic()
+                check_invariants(subject, tally)
+                tally.seconds[name] += checked - started
+                tally.seconds["checks"] += time.monotonic() - checked
+    finally:
+        subject.writer.stop()
+    return tally
+
+
+def finish(subject: Subject, tally: Tally) -> None:
+    """Writers stopped: once the abandoned files are past the floor, orphans takes every one of them
+    and the tables still pass every check; CDC catches up and replays to the final table."""
+    time.sleep(float(ORPHAN_FLOOR.removesuffix("s")) + 0.5)
+    run_step(subject, "cdc", tally)
+    run_step(subject, "orphans", tally)
+    check_invariants(subject, tally)
+    present = listed(subject.table if isinstance(subject, DeltaSubject) else _location(subject), subject.options)
+    left = [p for p in subject.writer.stats.abandoned_files if normalize(p) in present]
+    assert not left, f"abandoned files past the floor were not removed: {left}"
+    assert subject.rows_at_watermark() == subject.writer.model
+
+
+def _location(subject: Subject) -> str:
+    assert isinstance(subject, IcebergSubject)
+    return str(subject.catalog.load_table(subject.table).location())
+
+
+def summary(label: str, subject: Subject, tally: Tally) -> str:
+    stats = subject.writer.stats
+    ops = ", ".join(
+        f"{n} {tally.runs[n]} runs/{tally.attempts[n]} attempts/{tally.retries[n]} retries/{tally.aborts[n]} aborts"
+        for n in OPERATIONS
+    )
+    return (
+        f"[{label}] writer: {sum(stats.committed.values())} commits {dict(stats.committed)}, "
+        f"{stats.conflicts} conflicts, {stats.retries} retries, {stats.dropped} dropped, "
+        f"{stats.in_flight_files} slow commits, {len(stats.abandoned_files)} abandoned files | "
+        f"lakeops: {ops}; deleted {dict(tally.deleted)}; young files kept by orphans {tally.protected_young_files}; "
+        f"old files vacuumed {tally.vacuumed_old_files}; invariant checks {tally.checks}; {len(subject.writer.model)} rows; "
+        f"seconds { ({k: round(v, 1) for k, v in tally.seconds.items()}) }"
+    )
+
+
+def exercise(label: str, subject: Subject) -> None:
+    tally = maintain(subject, SECONDS)
+    finish(subject, tally)
+    print(summary(label, subject, tally))
+    assert sum(subject.writer.stats.committed.values()) > 0
+    assert tally.runs["compact"] and tally.runs["orphans"] and tally.runs["expire"]
+
+
+def test_delta_rs_writer_local(spark_session: Any, tmp_path: Path) -> None:
+    exercise("delta local", DeltaSubject(str(tmp_path / "events"), str(tmp_path / "changes"), StorageOptions()))
+
+
+def test_pyiceberg_writer_local(spark_session: Any, tmp_path: Path) -> None:
+    exercise("iceberg local", IcebergSubject(tmp_path, str(tmp_path / "changes"), StorageOptions(), None))
+
+
+@pytest.mark.s3
+def test_delta_rs_writer_s3(spark_session: Any, s3_bucket: Any) -> None:
+    exercise("delta s3", DeltaSubject(f"{s3_bucket.uri}/events", f"{s3_bucket.uri}/changes", s3_bucket.options))
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_pyiceberg_writer_s3(spark_session: Any, s3_bucket: Any, s3_server: Any, tmp_path: Path) -> None:
+    subject = IcebergSubject(
+        tmp_path, f"{s3_bucket.uri}/changes", s3_bucket.options, (s3_bucket.uri, s3_server.endpoint_url)
+    )
+    exercise("iceberg s3", subject)
