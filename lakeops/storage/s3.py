@@ -6,7 +6,8 @@ Atomic commits rely on S3 conditional writes (``PutObject`` with ``If-None-Match
 asks callers to retry that one). Clients are expensive to build and thread-safe, so one client per
 (endpoint, region, addressing style) is shared within a process; Spark tasks call
 ``open_storage`` often. Credentials always come from the standard AWS chain (environment,
-profile, instance/IRSA role), never from lakeops configuration.
+profile, instance/IRSA role), never from lakeops configuration. ``$LAKEOPS_S3_READ_TIMEOUT``
+(seconds, default 120) bounds the wait for an answer before botocore re-sends a request.
 """
 
 from __future__ import annotations
@@ -34,13 +35,15 @@ DELETE_BATCH = 1000  # the DeleteObjects limit
 MAX_ATTEMPTS = 10  # botocore retries (throttling, 5xx, dropped connections) per request
 MAX_POOL_CONNECTIONS = 64  # one client serves every thread of an executor
 _CONFLICT_ATTEMPTS = 6  # 409 ConditionalRequestConflict re-sends of a put-if-absent
+READ_TIMEOUT_ENV = "LAKEOPS_S3_READ_TIMEOUT"  # seconds a request may wait for its answer
+DEFAULT_READ_TIMEOUT = 120.0
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
 
 # -- clients ----------------------------------------------------------------------------------------
 
-_ClientKey = tuple[str | None, str | None, bool]
+_ClientKey = tuple[str | None, str | None, bool, float]
 _clients: dict[_ClientKey, BaseClient] = {}
 _clients_lock = threading.Lock()
 _session: boto3.session.Session | None = None
@@ -59,22 +62,40 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+def _read_timeout() -> float:
+    """``$LAKEOPS_S3_READ_TIMEOUT`` (seconds), else 120 s.
+
+    A lost answer costs a full read timeout before botocore re-sends the request; stores known to
+    answer fast (and fault-injection tests) lower it so a stalled request is retried in seconds.
+    """
+    text = os.environ.get(READ_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_READ_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise InvalidArgument(f"${READ_TIMEOUT_ENV}={text!r}: expected a positive number of seconds")
+    return value
+
+
 def _resolve(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> _ClientKey:
-    """Fill unset settings from the standard AWS environment variables."""
+    """Fill unset settings from the standard AWS environment variables (and the read timeout)."""
     endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     # S3-compatible stores (MinIO, Ceph, moto) rarely resolve virtual-host bucket names.
     path_style = force_path_style if force_path_style is not None else endpoint is not None
-    return endpoint or None, region or None, path_style
+    return endpoint or None, region or None, path_style, _read_timeout()
 
 
 def _build(key: _ClientKey) -> BaseClient:
-    endpoint, region, path_style = key
+    endpoint, region, path_style, read_timeout = key
     config = Config(
         retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
         max_pool_connections=MAX_POOL_CONNECTIONS,
         connect_timeout=10,
-        read_timeout=120,
+        read_timeout=read_timeout,
         tcp_keepalive=True,
         s3={"addressing_style": "path" if path_style else "auto"},
         user_agent_appid="lakeops",

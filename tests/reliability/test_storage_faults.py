@@ -1,0 +1,329 @@
+"""Storage faults (issue 10): every operation, on every format, through a fault-injecting S3 proxy.
+
+Tables are written directly to moto by the peers (delta-rs, PyIceberg, our Icechunk writer); the
+``lakeops`` command line then reaches S3 only through :mod:`reliability.faulty_s3`, which answers a
+fixed-seed share of the requests with 500/503, stalls, resets or a lost answer. Each run must either
+succeed or fail with a :class:`~lakeops.errors.LakeopsError` naming the table or file, and afterwards
+the table, read directly, must hold the same rows with every file its current version references.
+Destructive runs may delete only what a fault-free dry run planned. A commit whose answer is lost
+is resolved by re-reading it, and the files it references are never deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from icechunk_repos import build_history, contents, missing_objects
+from pyiceberg_tables import PyIcebergTable, small_file_table
+from reliability.faulty_s3 import Fault, FaultyS3, Rule, faulty_s3  # noqa: F401 -- faulty_s3 is a fixture
+
+from lakeops.errors import InvalidArgument
+from lakeops.icechunk.repository import Repository
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.verify import retained_files_exist
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.s3 import READ_TIMEOUT_ENV, clear_client_cache, make_client
+from spark_jobs.cli import main as lakeops
+
+pytestmark = pytest.mark.s3
+
+#: Seconds a client waits for an answer here; the proxy stalls longer (0.8 s), so a stall times out.
+READ_TIMEOUT_S = "0.5"
+
+
+@pytest.fixture
+def proxy(faulty_s3: FaultyS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultyS3]:  # noqa: F811 -- the fixture
+    """The proxy, with this process's S3 clients rebuilt to give up on a stalled answer quickly."""
+    monkeypatch.setenv(READ_TIMEOUT_ENV, READ_TIMEOUT_S)
+    clear_client_cache()
+    yield faulty_s3
+    assert faulty_s3.failures == [], "the proxy itself failed"
+    clear_client_cache()
+
+
+def transient(proxy: FaultyS3, *, rate: float, seed: int) -> None:
+    """About ``rate`` of all requests fail transiently: throttling, 500s, resets, lost answers and a
+    few stalls (each costs a read timeout)."""
+    share = rate / 4
+    proxy.add(
+        Rule(Fault.SLOW_DOWN, probability=share, seed=seed),
+        Rule(Fault.INTERNAL_ERROR, probability=share, seed=seed + 1),
+        Rule(Fault.RESET, probability=share, seed=seed + 2),
+        Rule(Fault.DROP_ANSWER, probability=share * 0.8, seed=seed + 3),
+        Rule(Fault.STALL, probability=share * 0.2, seed=seed + 4),
+    )
+
+
+def run(capsys: pytest.CaptureFixture[str], names: str, *argv: str) -> dict[str, Any] | None:
+    """``lakeops ARGV --json``: the report on success; on failure, asserts a clean LakeopsError that
+    names the table or file (one of the ``|``-separated ``names``: a bucket, a table name), and
+    returns None."""
+    code = lakeops([*argv, "--json"])
+    captured = capsys.readouterr()
+    if code == 0:
+        report: dict[str, Any] = json.loads(captured.out)
+        return report
+    assert code == 1, captured.err  # 1: a LakeopsError; anything else is a crash or a usage error
+    assert "error:" in captured.err and any(name in captured.err for name in names.split("|")), captured.err
+    return None
+
+
+def assert_retained_files_exist(table: str, options: StorageOptions, catalog_uri: str | None = None) -> None:
+    """lakeops' own post-operation check, read directly: every file a retained version references exists."""
+    target = resolve_target(table, CatalogOptions(catalog_uri=catalog_uri), options)
+    verification = retained_files_exist(target, options)
+    assert verification.passed, verification.summary
+
+
+def listing(storage: Storage, root: str) -> set[str]:
+    return {info.path for info in storage.list(root) if "/_lakeops_audit/" not in info.path}
+
+
+def planned(capsys: pytest.CaptureFixture[str], *argv: str) -> set[str]:
+    """The files a fault-free dry run would delete."""
+    code = lakeops([*argv, "--dry-run", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return {p.replace("s3a://", "s3://") for p in json.loads(captured.out)["paths"]}
+
+
+def delete_through_faults(
+    capsys: pytest.CaptureFixture[str],
+    proxy: FaultyS3,
+    storage: Storage,
+    root: str,
+    bucket: str,
+    *argv: str,
+    seed: int,
+) -> set[str]:
+    """Run a destructive command through faults; it deletes only (and, on success, exactly) what a
+    fault-free dry run planned. Returns what it deleted."""
+    proxy.clear()
+    plan = planned(capsys, *argv)
+    before = listing(storage, root)
+    transient(proxy, rate=0.15, seed=seed)
+    report = run(capsys, bucket, *argv)
+    proxy.clear()
+    deleted = before - listing(storage, root)
+    assert deleted <= plan
+    if report is not None:
+        assert deleted == plan
+    return deleted
+
+
+# -- Delta ------------------------------------------------------------------------------------------
+
+
+def _delta_rs(endpoint: str) -> dict[str, str]:
+    """delta-rs reaches moto directly (credentials and region: the session's AWS environment)."""
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+
+
+def _delta_table(location: str, endpoint: str, appends: int = 8) -> pa.Table:
+    """``appends`` small appends, then a delete (a tombstone for vacuum); returns the rows."""
+    options = _delta_rs(endpoint)
+    for i in range(appends):
+        write_deltalake(
+            location, pa.table({"id": [3 * i, 3 * i + 1, 3 * i + 2]}), mode="append", storage_options=options
+        )
+    DeltaTable(location, storage_options=options).delete("id = 4")
+    return _delta_rows(location, endpoint)
+
+
+def _delta_rows(location: str, endpoint: str) -> pa.Table:
+    return DeltaTable(location, storage_options=_delta_rs(endpoint)).to_pyarrow_table().sort_by("id")
+
+
+def _assert_delta_intact(location: str, endpoint: str, storage: Storage, rows: pa.Table) -> None:
+    """delta-rs reads the same rows, and every file of the current version exists."""
+    table = DeltaTable(location, storage_options=_delta_rs(endpoint))
+    assert table.to_pyarrow_table().sort_by("id").equals(rows)
+    missing = [uri for uri in table.file_uris() if not storage.exists(uri.replace("s3a://", "s3://"))]
+    assert missing == []
+    assert_retained_files_exist(location, StorageOptions(endpoint_url=endpoint))
+
+
+def test_delta_operations_through_transient_faults(
+    proxy: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = s3_bucket.options.endpoint_url
+    location = f"{s3_bucket.uri}/events"
+    storage = open_storage(location, s3_bucket.options)
+    rows = _delta_table(location, endpoint)
+    via = ("--endpoint-url", proxy.endpoint_url)
+    bucket = s3_bucket.name
+
+    transient(proxy, rate=0.15, seed=1)
+    run(capsys, bucket, "compact", location, "--min-input-files", "2", *via)
+    proxy.clear()
+    _assert_delta_intact(location, endpoint, storage, rows)
+
+    transient(proxy, rate=0.15, seed=2)
+    run(capsys, bucket, "checkpoint", location, *via)
+    proxy.clear()
+    _assert_delta_intact(location, endpoint, storage, rows)
+
+    time.sleep(0.05)  # moto dates objects "now": the shortest retention needs the clock to move on
+    delete_through_faults(
+        capsys, proxy, storage, location, bucket, "expire", location, "--older-than", "1ms", "--force", *via, seed=3
+    )
+    _assert_delta_intact(location, endpoint, storage, rows)
+
+    delete_through_faults(
+        capsys,
+        proxy,
+        storage,
+        location,
+        bucket,
+        "orphans",
+        location,
+        "--older-than",
+        "0s",
+        "--force-short-retention",
+        *via,
+        seed=4,
+    )
+    _assert_delta_intact(location, endpoint, storage, rows)
+
+    changes = f"{s3_bucket.uri}/changes"
+    transient(proxy, rate=0.15, seed=5)
+    extracted = run(capsys, bucket, "cdc", location, "--from", "0", "--output", changes, *via)
+    proxy.clear()
+    if extracted is not None:
+        inserted = DeltaTable(changes, storage_options=_delta_rs(endpoint)).to_pyarrow_table()
+        assert inserted.num_rows == extracted["rows_written"] > 0
+    assert sum(proxy.counts().values()) > 0
+
+
+# -- Iceberg ----------------------------------------------------------------------------------------
+
+
+def _iceberg_table(tmp_path: Path, bucket: Any) -> tuple[PyIcebergTable, list[dict[str, Any]]]:
+    """Six small appends and a copy-on-write delete by PyIceberg; an untracked file for orphans."""
+    table = small_file_table(tmp_path, "day", appends=6, rows=8, s3=(bucket.uri, bucket.options.endpoint_url))
+    table.table.delete("id < 3")
+    rows = table.rows()
+    storage = open_storage(bucket.uri, bucket.options)
+    storage.write(f"{table.table.location()}/data/crashed-writer-leftover.parquet", b"not referenced")
+    return table, rows
+
+
+def _assert_iceberg_intact(table: PyIcebergTable, rows: list[dict[str, Any]], options: StorageOptions) -> None:
+    assert table.rows() == rows
+    assert_retained_files_exist(table.identifier, options, table.catalog_uri)
+
+
+def test_iceberg_operations_through_transient_faults(
+    proxy: FaultyS3, s3_bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, rows = _iceberg_table(tmp_path, s3_bucket)
+    direct = s3_bucket.options
+    storage = open_storage(s3_bucket.uri, direct)
+    root = table.table.location()
+    bucket = f"{s3_bucket.name}|{table.identifier}"
+    name = (table.identifier, "--catalog-uri", table.catalog_uri, "--endpoint-url", proxy.endpoint_url)
+
+    transient(proxy, rate=0.15, seed=11)
+    run(capsys, bucket, "compact", *name, "--min-input-files", "2")
+    proxy.clear()
+    _assert_iceberg_intact(table, rows, direct)
+
+    transient(proxy, rate=0.15, seed=12)
+    run(capsys, bucket, "checkpoint", *name, "--rewrite-all")
+    proxy.clear()
+    _assert_iceberg_intact(table, rows, direct)
+
+    changes = f"{s3_bucket.uri}/changes"
+    transient(proxy, rate=0.15, seed=15)
+    extracted = run(capsys, bucket, "cdc", *name, "--from", "0", "--output", changes)
+    proxy.clear()
+    if extracted is not None:
+        feed = DeltaTable(changes, storage_options=_delta_rs(direct.endpoint_url)).to_pyarrow_table()
+        assert feed.num_rows == extracted["rows_written"] > 0
+
+    # Orphans before expiry: after an expiry, orphans fails on the expired snapshots' manifest lists
+    # that older metadata-log files still name (a fault-free bug, test_iceberg_orphans_after_expiry).
+    time.sleep(0.05)
+    vacuum = ("--older-than", "1ms", "--force-short-retention")
+    delete_through_faults(capsys, proxy, storage, root, bucket, "orphans", *name, *vacuum, seed=14)
+    _assert_iceberg_intact(table, rows, direct)
+
+    retention = ("--older-than", "1ms", "--retain-last", "1", "--force")
+    delete_through_faults(capsys, proxy, storage, root, bucket, "expire", *name, *retention, seed=13)
+    _assert_iceberg_intact(table, rows, direct)
+
+    assert sum(proxy.counts().values()) > 0
+
+
+# -- Icechunk ---------------------------------------------------------------------------------------
+
+
+def test_icechunk_operations_through_transient_faults(
+    proxy: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = f"{s3_bucket.uri}/repo"
+    direct = s3_bucket.options
+    storage = open_storage(root, direct)
+    build_history(storage, root, commits=5)
+    before = contents(storage, root)
+    first = Repository(storage, root).ancestry(Repository(storage, root).resolve("main", "branch"))[-1].id
+    bucket = s3_bucket.name
+    via = ("--endpoint-url", proxy.endpoint_url)
+
+    def intact() -> None:
+        assert contents(storage, root) == before
+        assert missing_objects(storage, root) == []
+        assert_retained_files_exist(root, direct)
+
+    transient(proxy, rate=0.15, seed=21)
+    run(capsys, bucket, "compact", root, "--min-input-files", "2", *via)
+    proxy.clear()
+    intact()
+
+    changes = f"{s3_bucket.uri}/changes"
+    transient(proxy, rate=0.15, seed=24)
+    extracted = run(capsys, bucket, "cdc", root, "--from", first, "--output", changes, *via)
+    proxy.clear()
+    if extracted is not None:
+        feed = DeltaTable(changes, storage_options=_delta_rs(direct.endpoint_url)).to_pyarrow_table()
+        assert feed.num_rows == extracted["rows_written"] > 0
+
+    time.sleep(0.05)
+    delete_through_faults(
+        capsys, proxy, storage, root, bucket, "expire", root, "--older-than", "1ms", "--force", *via, seed=22
+    )
+    intact()
+
+    vacuum = ("--older-than", "1ms", "--force-short-retention")
+    delete_through_faults(capsys, proxy, storage, root, bucket, "orphans", root, *vacuum, *via, seed=23)
+    intact()
+
+    assert sum(proxy.counts().values()) > 0
+
+
+# -- the read timeout -------------------------------------------------------------------------------
+
+
+def test_read_timeout_comes_from_the_environment(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(READ_TIMEOUT_ENV, "2.5")
+    assert make_client(endpoint_url=s3_server.endpoint_url).meta.config.read_timeout == 2.5
+    monkeypatch.delenv(READ_TIMEOUT_ENV)
+    assert make_client(endpoint_url=s3_server.endpoint_url).meta.config.read_timeout == 120
+    monkeypatch.setenv(READ_TIMEOUT_ENV, "soon")
+    with pytest.raises(InvalidArgument, match=r"LAKEOPS_S3_READ_TIMEOUT='soon': expected a positive number"):
+        make_client(endpoint_url=s3_server.endpoint_url)
+
+
+def test_a_stall_costs_one_read_timeout_then_the_request_is_retried(proxy: FaultyS3, s3_bucket: Any) -> None:
+    storage = open_storage(s3_bucket.uri, StorageOptions(endpoint_url=proxy.endpoint_url))
+    proxy.add(Rule(Fault.STALL, method="PUT", nth=frozenset({1})))
+    storage.write(f"{s3_bucket.uri}/object", b"bytes")
+    assert proxy.counts() == {Fault.STALL: 1}
+    assert open_storage(s3_bucket.uri, s3_bucket.options).read(f"{s3_bucket.uri}/object") == b"bytes"
