@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import os
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyiceberg_tables import catalog as sql_catalog
@@ -32,10 +34,10 @@ from reliability.writers import (
     DeltaWriter,
     FilesCheck,
     IcebergWriter,
+    RetainedFiles,
+    Rows,
     Writer,
-    delta_retained_files,
     delta_rs_options,
-    iceberg_retained_files,
     iso_ms,
     listed,
     replay_changes,
@@ -88,7 +90,10 @@ class Tally:
     retries: Counter[str] = field(default_factory=Counter)
     aborts: Counter[str] = field(default_factory=Counter)
     deleted: Counter[str] = field(default_factory=Counter)
+    #: Orphans: files kept for being younger than the floor, and candidates the metadata (or, at the
+    #: re-check just before deleting, a commit that landed meanwhile) still needed.
     protected_young_files: int = 0
+    still_needed: int = 0
     checks: int = 0
     seconds: Counter[str] = field(default_factory=Counter)
     vacuumed_old_files: int = 0
@@ -102,27 +107,54 @@ class Tally:
         self.deleted[name] += int(metrics.get("deleted_files", 0))
         if name == "orphans":
             self.protected_young_files += int(metrics.get("files_too_recent", 0))
+            self.still_needed += int(metrics.get("files_still_needed", 0))
 
 
-class Subject:
-    """One table under test: how to run lakeops on it and how the peer reads it."""
+class Subject(ABC):
+    """One table under test: its writer, how lakeops runs on it and how the peer reads it."""
 
     table: str
     writer: Writer
     options: StorageOptions
     extra: dict[str, object] = {}
+    #: The change feed's commit column: what orders the changes.
     commit_column = ""
-    watermark: int | str = 0  # what the change feed extracted last (Delta version, Iceberg snapshot id)
+    #: What the change feed extracted last (Delta version, Iceberg snapshot id; 0: nothing yet).
+    watermark: int | str = 0
+    #: The version from which expiry and orphans keep everything: the change feed still needs it.
     keep_from: int | None = None
+    #: The latest cutoff of an orphans run: files tombstoned before it may be gone (Delta VACUUM).
     vacuum_cutoff_ms: int | None = None
 
-    def cdc_range(self) -> dict[str, object] | None: ...
+    @abstractmethod
+    def cdc_range(self) -> dict[str, object] | None:
+        """The next change-feed range (``from_version``, ``output``), or None when nothing is new."""
+
+    @abstractmethod
     def after_cdc(self, report: Any) -> None: ...
-    def rows(self) -> Any: ...
-    def rows_at_watermark(self) -> Any: ...
+
+    @abstractmethod
+    def rows(self) -> Rows: ...
+
+    @abstractmethod
+    def rows_at_watermark(self) -> Rows: ...
+
+    @abstractmethod
     def retained_files(self) -> FilesCheck: ...
-    def changes(self) -> Any: ...
+
+    @abstractmethod
+    def location(self) -> str: ...
+
+    def changes(self) -> pa.Table:
+        return DeltaTable(self.output, storage_options=delta_rs_options(self.options)).to_pyarrow_table()
+
+    def compact_options(self) -> dict[str, object]:
+        return {}
+
+    @abstractmethod
     def expire_options(self) -> dict[str, object]: ...
+
+    @abstractmethod
     def orphan_options(self) -> dict[str, object]: ...
 
 
@@ -134,6 +166,7 @@ class DeltaSubject(Subject):
         self.output = output
         self.options = options
         self.rs = delta_rs_options(options)
+        self.files = RetainedFiles(options)
         self.writer = DeltaWriter(uri, options, seed=10, hold_s=HOLD_S)
         self.next_version = 0
 
@@ -150,20 +183,23 @@ class DeltaSubject(Subject):
         self.next_version = report.to_version + 1
         self.keep_from = report.to_version
 
-    def rows(self) -> Any:
+    def rows(self) -> Rows:
         return rows_of(DeltaTable(self.table, storage_options=self.rs).to_pyarrow_table())
 
-    def rows_at_watermark(self) -> Any:
+    def rows_at_watermark(self) -> Rows:
         return rows_of(DeltaTable(self.table, version=int(self.watermark), storage_options=self.rs).to_pyarrow_table())
 
     def retained_files(self) -> FilesCheck:
-        return delta_retained_files(self.table, self.options, self.vacuum_cutoff_ms)
+        return self.files.delta(self.table, self.vacuum_cutoff_ms)
 
-    def changes(self) -> Any:
-        return DeltaTable(self.output, storage_options=self.rs).to_pyarrow_table()
+    def location(self) -> str:
+        return self.table
 
     def expire_options(self) -> dict[str, object]:
         return {"older_than": EXPIRE_AFTER, "force": True, "keep_from_version": self.keep_from}
+
+    def compact_options(self) -> dict[str, object]:
+        return {"where": f"bucket < {self.writer.cold_bucket()}"}  # the buckets the writer seldom changes
 
     def orphan_options(self) -> dict[str, object]:
         return {"older_than": ORPHAN_FLOOR, "force_short_retention": True, "keep_from_version": self.keep_from}
@@ -179,36 +215,40 @@ class IcebergSubject(Subject):
         self.extra = {"catalog_uri": uri}
         self.output = output
         self.options = options
-        self.rs = delta_rs_options(options)
+        self.files = RetainedFiles(options)
         self.writer = IcebergWriter(catalog, self.table, options, seed=20, hold_s=HOLD_S)
         self.watermark = "0"
-        self.previous: str | None = None
+        self.watermark_seq: int | None = None
+        self.previous: tuple[str, int | None] = ("0", None)  # the watermark before, with its sequence number
 
     def cdc_range(self) -> dict[str, object] | None:
         current = self.catalog.load_table(self.table).metadata.current_snapshot_id
         if str(current) == str(self.watermark):
             return None
-        start = self.previous if self.previous is not None and (current or 0) % 3 == 0 else self.watermark
-        return {"from_version": str(start), "output": self.output}
+        # now and then re-extract from the previous watermark: the output's watermark must skip what it holds
+        overlap = self.previous[0] != "0" and (current or 0) % 3 == 0
+        return {"from_version": self.previous[0] if overlap else str(self.watermark), "output": self.output}
 
     def after_cdc(self, report: Any) -> None:
         if report.to_snapshot_id is not None:
-            self.previous, self.watermark = str(self.watermark), str(report.to_snapshot_id)
-            self.keep_from = report.read_version
+            self.previous = (str(self.watermark), self.watermark_seq)
+            self.watermark, self.watermark_seq = str(report.to_snapshot_id), report.read_version
+            # keep both ends a later run may start from (an overlapping re-run starts at the previous one)
+            self.keep_from = self.previous[1] if self.previous[1] is not None else self.watermark_seq
 
-    def rows(self) -> Any:
+    def rows(self) -> Rows:
         return rows_of(self.catalog.load_table(self.table).scan().to_arrow())
 
-    def rows_at_watermark(self) -> Any:
+    def rows_at_watermark(self) -> Rows:
         if self.watermark == "0":
             return {}
         return rows_of(self.catalog.load_table(self.table).scan(snapshot_id=int(self.watermark)).to_arrow())
 
     def retained_files(self) -> FilesCheck:
-        return iceberg_retained_files(self.catalog.load_table(self.table), self.options)
+        return self.files.iceberg(self.catalog.load_table(self.table))
 
-    def changes(self) -> Any:
-        return DeltaTable(self.output, storage_options=self.rs).to_pyarrow_table()
+    def location(self) -> str:
+        return str(self.catalog.load_table(self.table).location())
 
     def expire_options(self) -> dict[str, object]:
         return {"older_than": EXPIRE_AFTER, "force": True, "retain_last": 2, "keep_from_version": self.keep_from}
@@ -226,7 +266,7 @@ def run_step(subject: Subject, name: str, tally: Tally) -> None:
             return
         options |= cdc_range
     elif name == "compact":
-        options |= {"min_input_files": 2}
+        options |= {"min_input_files": 2} | subject.compact_options()
     elif name == "expire":
         options |= subject.expire_options()
     elif name == "orphans":
@@ -285,30 +325,31 @@ def finish(subject: Subject, tally: Tally) -> None:
     run_step(subject, "cdc", tally)
     run_step(subject, "orphans", tally)
     check_invariants(subject, tally)
-    present = listed(subject.table if isinstance(subject, DeltaSubject) else _location(subject), subject.options)
+    present = listed(subject.location(), subject.options)
     left = [p for p in subject.writer.stats.abandoned_files if normalize(p) in present]
     assert not left, f"abandoned files past the floor were not removed: {left}"
     assert subject.rows_at_watermark() == subject.writer.model
 
 
-def _location(subject: Subject) -> str:
-    assert isinstance(subject, IcebergSubject)
-    return str(subject.catalog.load_table(subject.table).location())
-
-
 def summary(label: str, subject: Subject, tally: Tally) -> str:
+    """What the run did, for the log: the writer's commits and lost conflicts, each operation's runs,
+    commit attempts, retries and aborts, what expiry and orphans deleted and kept, the checks."""
     stats = subject.writer.stats
-    ops = ", ".join(
-        f"{n} {tally.runs[n]} runs/{tally.attempts[n]} attempts/{tally.retries[n]} retries/{tally.aborts[n]} aborts"
+    ops = "\n".join(
+        f"  {n:<10} {tally.runs[n]:>3} runs {tally.attempts[n]:>3} commit attempts {tally.retries[n]:>3} retries "
+        f"{tally.aborts[n]:>3} aborts {tally.deleted[n]:>5} files deleted {tally.seconds[n]:>6.1f} s"
         for n in OPERATIONS
     )
     return (
-        f"[{label}] writer: {sum(stats.committed.values())} commits {dict(stats.committed)}, "
-        f"{stats.conflicts} conflicts, {stats.retries} retries, {stats.dropped} dropped, "
-        f"{stats.in_flight_files} slow commits, {len(stats.abandoned_files)} abandoned files | "
-        f"lakeops: {ops}; deleted {dict(tally.deleted)}; young files kept by orphans {tally.protected_young_files}; "
-        f"old files vacuumed {tally.vacuumed_old_files}; invariant checks {tally.checks}; {len(subject.writer.model)} rows; "
-        f"seconds { ({k: round(v, 1) for k, v in tally.seconds.items()}) }"
+        f"[{label}] writer: {sum(stats.committed.values())} commits {dict(stats.committed)}; "
+        f"{stats.conflicts} conflicts, {stats.retries} retries, {stats.dropped} dropped; "
+        f"{stats.in_flight_files} files committed {HOLD_S} s after writing, {len(stats.abandoned_files)} abandoned\n"
+        f"{ops}\n"
+        f"  orphans kept {tally.protected_young_files} files younger than {ORPHAN_FLOOR} and "
+        f"{tally.still_needed} still needed; {tally.vacuumed_old_files} files of versions past the vacuum "
+        f"horizon gone (as Delta allows)\n"
+        f"  {tally.checks} invariant checks ({tally.seconds['checks']:.1f} s); "
+        f"{len(subject.writer.model)} rows at the end"
     )
 
 

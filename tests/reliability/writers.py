@@ -34,7 +34,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import In
 
 from lakeops.storage import StorageOptions, open_storage
@@ -44,6 +44,12 @@ SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.int64()), ("step", pa.int64
 
 #: A row as the model keeps it: id -> (value, step).
 Rows = dict[int, tuple[int, int]]
+
+#: The Delta table is partitioned by ``bucket`` = id // BUCKET; writers mostly change the newest
+#: HOT_IDS ids, so compaction of the older buckets can commit while they write.
+BUCKET = 50
+HOT_IDS = 60
+DELTA_SCHEMA = SCHEMA.append(pa.field("bucket", pa.int64()))
 
 #: How often a writer retries a commit that lost a conflict before it drops the step.
 MAX_WRITER_ATTEMPTS = 4
@@ -61,6 +67,11 @@ def rows_of(table: pa.Table) -> Rows:
 def _batch(rows: Rows) -> pa.Table:
     ids = sorted(rows)
     return pa.table({"id": ids, "value": [rows[i][0] for i in ids], "step": [rows[i][1] for i in ids]}, schema=SCHEMA)
+
+
+def _delta_batch(rows: Rows) -> pa.Table:
+    table = _batch(rows)
+    return table.append_column("bucket", pa.array([i // BUCKET for i in table.column("id").to_pylist()], pa.int64()))
 
 
 def _parquet(rows: Rows) -> bytes:
@@ -149,7 +160,17 @@ class Writer(threading.Thread):
         return {i: (self.random.randrange(1_000_000), self._step) for i in range(start, start + count)}
 
     def some_ids(self, count: int) -> list[int]:
-        return sorted(self.random.sample(sorted(self.model), min(count, len(self.model))))
+        """Ids to change: mostly recent ones (:data:`HOT_IDS`), as real tables mostly update fresh data,
+        sometimes any."""
+        pool = sorted(self.model)
+        hot = [i for i in pool if i >= self._next_id - HOT_IDS]
+        if hot and self.random.random() < 0.85:
+            pool = hot
+        return sorted(self.random.sample(pool, min(count, len(pool))))
+
+    def cold_bucket(self) -> int:
+        """Buckets (ids // :data:`BUCKET`) below this one hold no recent ids."""
+        return (self._next_id - HOT_IDS) // BUCKET
 
     def step(self, kind: str) -> None:
         """One step of ``kind``: commit it (retrying lost conflicts), then update the model."""
@@ -223,8 +244,9 @@ class DeltaWriter(Writer):
         initial = self.new_rows(40)
         write_deltalake(
             uri,
-            _batch(initial),
+            _delta_batch(initial),
             mode="error",
+            partition_by=["bucket"],
             configuration={"delta.enableChangeDataFeed": "true"},
             storage_options=self.rs_options,
         )
@@ -238,7 +260,7 @@ class DeltaWriter(Writer):
         self.table.update_incremental()
         if kind == "append":
             rows = self.new_rows(self.random.randint(5, 30))
-            write_deltalake(self.table, _batch(rows), mode="append")
+            write_deltalake(self.table, _delta_batch(rows), mode="append")
             return [], rows
         if kind == "abandon":
             self.abandon_file(self.uri, self.options)
@@ -256,7 +278,7 @@ class DeltaWriter(Writer):
             updated = {i: (self.model[i][0] + 1, self._step) for i in ids}
             source = {**updated, **self.new_rows(self.random.randint(1, 5))}
             (
-                self.table.merge(_batch(source), "t.id = s.id", source_alias="s", target_alias="t")
+                self.table.merge(_delta_batch(source), "t.id = s.id", source_alias="s", target_alias="t")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
                 .execute()
@@ -266,18 +288,21 @@ class DeltaWriter(Writer):
         low, high = ids[0], ids[-1]
         replaced = [i for i in self.model if low <= i <= high]
         kept = {i: (self.model[i][0] + 7, self._step) for i in replaced if self.random.random() < 0.5}
-        write_deltalake(self.table, _batch(kept), mode="overwrite", predicate=f"id >= {low} AND id <= {high}")
+        write_deltalake(self.table, _delta_batch(kept), mode="overwrite", predicate=f"id >= {low} AND id <= {high}")
         return replaced, kept
 
     def _slow_append(self) -> tuple[list[int], Rows]:
         rows = self.new_rows(self.random.randint(3, 10))
-        name = f"inflight-{uuid.uuid4().hex}.parquet"
-        location, size = self.write_file(self.uri, name, rows, self.options)
-        self.stats.in_flight_files += 1
-        time.sleep(self.hold_s)  # the file waits, unreferenced, while maintenance runs
-        stats = json.dumps({"numRecords": len(rows)})
-        action = AddAction(name, size, {}, int(time.time() * 1000), True, stats)
-        self.table.create_write_transaction([action], mode="append", schema=SCHEMA)
+        actions = []
+        for bucket in sorted({i // BUCKET for i in rows}):
+            part = {i: row for i, row in rows.items() if i // BUCKET == bucket}
+            name = f"bucket={bucket}/inflight-{uuid.uuid4().hex}.parquet"
+            _, size = self.write_file(self.uri, name, part, self.options)
+            stats = json.dumps({"numRecords": len(part)})
+            actions.append(AddAction(name, size, {"bucket": str(bucket)}, int(time.time() * 1000), True, stats))
+            self.stats.in_flight_files += 1
+        time.sleep(self.hold_s)  # the files wait, unreferenced, while maintenance runs
+        self.table.create_write_transaction(actions, mode="append", schema=DELTA_SCHEMA, partition_by=["bucket"])
         return [], rows
 
 
@@ -290,7 +315,9 @@ class IcebergWriter(Writer):
     committed ``hold_s`` after it was written) and, now and then, an abandoned file."""
 
     kinds = ("append", "append", "delete", "overwrite", "slow_append", "abandon")
-    conflict_errors = (CommitFailedException,)
+    #: A lost catalog race, or PyIceberg's own validation finding that a concurrent snapshot (our
+    #: compaction's ``replace``) removed files its delete or overwrite read: nothing was committed.
+    conflict_errors = (CommitFailedException, ValidationException)
 
     def __init__(
         self, catalog: SqlCatalog, identifier: str, options: StorageOptions, *, seed: int, hold_s: float
@@ -359,60 +386,88 @@ class FilesCheck:
     vacuumed_old_files: int = 0
 
 
-def delta_retained_files(uri: str, options: StorageOptions, vacuum_cutoff_ms: int | None) -> FilesCheck:
-    """Every data file of every version still reconstructable from the log exists, except files a later
-    version removed before the last vacuum's cutoff: Delta's VACUUM may delete those, making versions
-    older than its retention unreadable (the "Data Files" and VACUUM rules) although the log still holds
-    them. The versions' files are the oldest one's (as delta-rs loads it) plus every later commit's adds;
-    delta-rs must load the latest version with a subset of them."""
-    present = listed(uri, options)
-    names = [p.rsplit("/", 1)[-1] for p in present if "/_delta_log/" in p]
-    commits = sorted(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit() and len(n) == 25)
-    checkpoints = [int(n[:20]) for n in names if ".checkpoint." in n]
-    oldest = 0 if commits and commits[0] == 0 else min(checkpoints, default=commits[-1])
-    rs_options = delta_rs_options(options)
-    first = DeltaTable(uri, version=oldest, storage_options=rs_options)
-    referenced = {normalize(f): oldest for f in first.file_uris()}  # file -> first version referencing it
-    removed: dict[str, list[tuple[int, int]]] = {}
-    storage = open_storage(uri, options)
-    for version in (v for v in commits if v > oldest):
-        for line in storage.read(join(uri, f"_delta_log/{version:020d}.json")).decode().splitlines():
-            action = json.loads(line) if line.strip() else {}
-            if "add" in action:
-                referenced.setdefault(normalize(join(uri, unquote(action["add"]["path"]))), version)
-            if "remove" in action:
-                path = normalize(join(uri, unquote(action["remove"]["path"])))
-                removed.setdefault(path, []).append((version, action["remove"].get("deletionTimestamp") or 0))
-    latest = {normalize(f) for f in DeltaTable(uri, storage_options=rs_options).file_uris()}
-    assert latest <= set(referenced), f"{uri}: delta-rs reads files the log replay does not: {latest - set(referenced)}"
-    vacuumed = 0
-    for path, since in referenced.items():
-        if path in present:
-            continue
-        vacuumable = vacuum_cutoff_ms is not None and any(
-            v > since and ts < vacuum_cutoff_ms for v, ts in removed.get(path, [])
-        )
-        assert vacuumable, f"{uri}: version {since} and later reference {path}, which is missing (not vacuumable)"
-        vacuumed += 1
-    return FilesCheck(versions=commits[-1] - oldest + 1, files=len(referenced), vacuumed_old_files=vacuumed)
+@dataclass
+class RetainedFiles:
+    """Checks that every file a retained version references exists. What it reads of immutable files
+    (Delta commits, Iceberg manifest lists and manifests) is kept across checks: a check then reads
+    only what is new, so it can run after every maintenance step."""
 
+    options: StorageOptions
+    _commits: dict[int, tuple[list[str], list[tuple[str, int]]]] = field(default_factory=dict)
+    _manifests: dict[int, list[Any]] = field(default_factory=dict)
+    _entries: dict[str, list[str]] = field(default_factory=dict)
 
-def iceberg_retained_files(table: Any, options: StorageOptions) -> FilesCheck:
-    """Every manifest list, manifest, data and delete file of every snapshot in the current metadata
-    exists (what PyIceberg would open to read that snapshot)."""
-    location = table.location()
-    present = listed(location, options)
-    referenced: set[str] = set()
-    for snapshot in table.metadata.snapshots:
-        paths = {snapshot.manifest_list}
-        paths |= {m.manifest_path for m in snapshot.manifests(table.io)}
-        for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files():
-            paths.add(task.file.file_path)
-            paths |= {d.file_path for d in task.delete_files}
-        missing = sorted(p for p in paths if normalize(p) not in present)
-        assert not missing, f"{table.name()}: snapshot {snapshot.snapshot_id} references missing files {missing[:5]}"
-        referenced |= paths
-    return FilesCheck(versions=len(table.metadata.snapshots), files=len(referenced))
+    def delta(self, uri: str, vacuum_cutoff_ms: int | None) -> FilesCheck:
+        """Every data file of every version still reconstructable from the log exists, except files a
+        later version removed before the last vacuum's cutoff: Delta's VACUUM may delete those, making
+        versions older than its retention unreadable (the "Data Files" and VACUUM rules) although the
+        log still holds them. The versions' files are the oldest one's (as delta-rs loads it) plus every
+        later commit's adds; the latest version, as delta-rs loads it, must be a subset of them."""
+        present = listed(uri, self.options)
+        names = [p.rsplit("/", 1)[-1] for p in present if "/_delta_log/" in p]
+        commits = sorted(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit() and len(n) == 25)
+        checkpoints = [int(n[:20]) for n in names if ".checkpoint." in n]
+        oldest = 0 if commits and commits[0] == 0 else min(checkpoints, default=commits[-1])
+        rs_options = delta_rs_options(self.options)
+        first = DeltaTable(uri, version=oldest, storage_options=rs_options)
+        referenced = {normalize(f): oldest for f in first.file_uris()}  # file -> first version naming it
+        removed: dict[str, list[tuple[int, int]]] = {}
+        for version in (v for v in commits if v > oldest):
+            adds, removes = self._commit(uri, version)
+            for path in adds:
+                referenced.setdefault(path, version)
+            for path, deleted_at in removes:
+                removed.setdefault(path, []).append((version, deleted_at))
+        latest = {normalize(f) for f in DeltaTable(uri, storage_options=rs_options).file_uris()}
+        unknown = latest - set(referenced)
+        assert not unknown, f"{uri}: delta-rs reads files the log replay does not: {sorted(unknown)[:5]}"
+        vacuumed = 0
+        for path, since in referenced.items():
+            if path in present:
+                continue
+            vacuumable = vacuum_cutoff_ms is not None and any(
+                v > since and ts < vacuum_cutoff_ms for v, ts in removed.get(path, [])
+            )
+            assert vacuumable, f"{uri}: version {since} and later reference {path}, which is missing (not vacuumable)"
+            vacuumed += 1
+        return FilesCheck(versions=commits[-1] - oldest + 1, files=len(referenced), vacuumed_old_files=vacuumed)
+
+    def _commit(self, uri: str, version: int) -> tuple[list[str], list[tuple[str, int]]]:
+        """A commit's added paths and (removed path, deletion timestamp) pairs."""
+        if version not in self._commits:
+            adds, removes = [], []
+            text = open_storage(uri, self.options).read(join(uri, f"_delta_log/{version:020d}.json")).decode()
+            for line in filter(str.strip, text.splitlines()):
+                action = json.loads(line)
+                if "add" in action:
+                    adds.append(normalize(join(uri, unquote(action["add"]["path"]))))
+                if "remove" in action:
+                    path = normalize(join(uri, unquote(action["remove"]["path"])))
+                    removes.append((path, action["remove"].get("deletionTimestamp") or 0))
+            self._commits[version] = (adds, removes)
+        return self._commits[version]
+
+    def iceberg(self, table: Any) -> FilesCheck:
+        """Every manifest list, manifest and live data or delete file (``ADDED``/``EXISTING`` entries) of
+        every snapshot in the current metadata exists: what PyIceberg opens to read that snapshot."""
+        present = listed(table.location(), self.options)
+        referenced: set[str] = set()
+        for snapshot in table.metadata.snapshots:
+            where = f"{table.name()}: snapshot {snapshot.snapshot_id}"
+            assert normalize(snapshot.manifest_list) in present, f"{where}: {snapshot.manifest_list} is missing"
+            if snapshot.snapshot_id not in self._manifests:
+                self._manifests[snapshot.snapshot_id] = snapshot.manifests(table.io)
+            referenced.add(snapshot.manifest_list)
+            for manifest in self._manifests[snapshot.snapshot_id]:
+                path = manifest.manifest_path
+                assert normalize(path) in present, f"{where}: manifest {path} is missing"
+                if path not in self._entries:
+                    entries = manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+                    self._entries[path] = [e.data_file.file_path for e in entries]
+                missing = [p for p in self._entries[path] if normalize(p) not in present]
+                assert not missing, f"{where}: manifest {path} names missing files {missing[:5]}"
+                referenced |= {path, *self._entries[path]}
+        return FilesCheck(versions=len(table.metadata.snapshots), files=len(referenced))
 
 
 _ORDER = {"delete": 0, "update_preimage": 0, "insert": 1, "update_postimage": 1}
