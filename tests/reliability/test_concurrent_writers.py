@@ -123,8 +123,16 @@ class Subject(ABC):
     watermark: int | str = 0
     #: The version from which expiry and orphans keep everything: the change feed still needs it.
     keep_from: int | None = None
+    #: Change-feed runs whose range started inside what the output already held.
+    overlapping_runs = 0
+    cdc_runs = 0
     #: The latest cutoff of an orphans run: files tombstoned before it may be gone (Delta VACUUM).
     vacuum_cutoff_ms: int | None = None
+
+    def next_cdc_overlaps(self) -> bool:
+        """Every other change-feed run re-extracts the last range too: the output must skip it."""
+        self.cdc_runs += 1
+        return self.cdc_runs % 2 == 1
 
     @abstractmethod
     def cdc_range(self) -> dict[str, object] | None:
@@ -175,7 +183,9 @@ class DeltaSubject(Subject):
         if self.next_version > latest:
             return None
         # now and then re-extract the last version: the output's watermark must make it a no-op
-        start = self.next_version - 1 if self.next_version and latest % 3 == 0 else self.next_version
+        overlap = self.next_cdc_overlaps() and self.next_version > 0
+        self.overlapping_runs += overlap
+        start = self.next_version - 1 if overlap else self.next_version
         return {"from_version": start, "output": self.output}
 
     def after_cdc(self, report: Any) -> None:
@@ -226,7 +236,8 @@ class IcebergSubject(Subject):
         if str(current) == str(self.watermark):
             return None
         # now and then re-extract from the previous watermark: the output's watermark must skip what it holds
-        overlap = self.previous[0] != "0" and (current or 0) % 3 == 0
+        overlap = self.next_cdc_overlaps() and self.previous[0] != "0"
+        self.overlapping_runs += overlap
         return {"from_version": self.previous[0] if overlap else str(self.watermark), "output": self.output}
 
     def after_cdc(self, report: Any) -> None:
@@ -348,6 +359,7 @@ def summary(label: str, subject: Subject, tally: Tally) -> str:
         f"  orphans kept {tally.protected_young_files} files younger than {ORPHAN_FLOOR} and "
         f"{tally.still_needed} still needed; {tally.vacuumed_old_files} files of versions past the vacuum "
         f"horizon gone (as Delta allows)\n"
+        f"  cdc: {subject.overlapping_runs} runs started inside the extracted range\n"
         f"  {tally.checks} invariant checks ({tally.seconds['checks']:.1f} s); "
         f"{len(subject.writer.model)} rows at the end"
     )
