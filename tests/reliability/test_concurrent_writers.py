@@ -4,8 +4,9 @@ A delta-rs or PyIceberg writer commits in a loop (appends, deletes, merges or ov
 whose data file waits before its commit, abandoned files) while lakeops runs cdc, compact, checkpoint,
 expire and orphans on the same table, repeatedly, for a bounded time. After every maintenance step the
 writer is paused at a step boundary and, read through the peer: the rows equal the writer's own model
-of what it committed; every file a retained version references exists (Delta: every version delta-rs can
-load, except files VACUUM may delete past its horizon; Iceberg: every snapshot's manifest list,
+of what it committed; every file a retained version references exists (Delta: every version still in
+the log, except files a later version removed before VACUUM's cutoff, which Delta lets VACUUM delete
+although the log may keep those versions longer; Iceberg: every snapshot's manifest list,
 manifests, data and delete files); the change feed holds each change once and replays to the table at
 its watermark. Expiry and orphan removal use short, forced retentions so they really delete, and keep
 what the change feed has not extracted yet (``keep_from_version``, as Dagster passes it); the orphan age
@@ -14,6 +15,10 @@ abandoned files are.
 
 Each loop runs ``$LAKEOPS_WRITERS_SECONDS`` seconds (default 10; ``make test-reliability`` runs longer).
 On S3 (moto), delta-rs commits with conditional put (``If-None-Match``) and needs no locking provider.
+The Delta table is partitioned by id bucket and compaction takes the buckets the writer seldom changes,
+as a real schedule would, so compactions both commit (rebasing over the writer) and abort. Each test
+prints what happened: the writer's commits, lost conflicts, retries and dropped steps; per operation,
+runs, commit attempts, retries (attempts after a lost race) and aborts (the plan no longer applied).
 """
 
 from __future__ import annotations

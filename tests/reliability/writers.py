@@ -95,7 +95,10 @@ class WriterStats:
 class Writer(threading.Thread):
     """A writer thread: :meth:`step` until stopped; pausable between steps."""
 
+    #: The step kinds, drawn uniformly (repeat one to make it likelier).
     kinds: tuple[str, ...] = ()
+    #: What the peer raises when its commit lost a conflict (nothing was committed).
+    conflict_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, *, seed: int, hold_s: float) -> None:
         super().__init__(daemon=True, name=type(self).__name__)
@@ -193,8 +196,6 @@ class Writer(threading.Thread):
             self.model.update(added)
             self.stats.committed[kind] += 1
             return
-
-    conflict_errors: tuple[type[BaseException], ...] = ()
 
     def commit(self, kind: str) -> tuple[list[int], Rows] | None:
         """Commit one step of ``kind``; returns (ids removed, rows added), or None if it had nothing to do."""
