@@ -1,0 +1,518 @@
+"""Crashes (issue 10): SIGKILL the driver, and an executor's Python worker, at randomised points of every
+operation, then check what a reader and the next runs see.
+
+For each operation and format a reference is computed once: the table *before* (an untouched build)
+and *after* (a clean, recorded run on another build, :func:`crashing.install` in this process). Each
+kill point then draws N among the matching calls the clean run made (seeded: ``LAKEOPS_CRASH_ROUNDS``
+seeds per point, one by default) and kills a fresh build's run there (:mod:`crashing`). Afterwards:
+
+1. the peer (delta-rs, PyIceberg, our Icechunk reader) reads what it read before, or what the clean
+   run left — never a mix;
+2. nothing a retained version needs is missing (Delta: every version both *before* and *after* can
+   read; Iceberg: every snapshot of the current metadata; Icechunk: every object a ref reaches);
+3. the same command, run again, exits 0 and leaves the *after* state;
+4. once the files are past the age floor (``os.utime``), ``orphans --older-than 0s
+   --force-short-retention`` leaves nothing that no metadata references: every leftover of the killed
+   attempt was unreferenced and is gone.
+
+Spark runs: the killed runs start their own (``local[*]``, or the driver path when a plan is small);
+the clean and repeated runs go through this process's session.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from icechunk_repos import build_history, contents, missing_objects
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.serializers import FromInputFile
+from pyiceberg_tables import rows_of, small_file_table
+from reliability.crashing import ROUNDS, Point, descendants, install, read_calls, run
+
+from lakeops.icechunk import refs
+from lakeops.icechunk.ids import new_id
+from lakeops.icechunk.repository import Repository
+from lakeops.storage import open_storage
+from spark_jobs.cli import main as lakeops
+
+LONG_AGO = time.time() - 60 * 86400
+_LOG_FILE = re.compile(r"^(\d{20}\.(json|crc|checkpoint(\.\d{10}\.\d{10})?\.parquet)|_last_checkpoint)$")
+_OWN_DIRS = ("_lakeops_audit", "_lakeops_trash")
+
+
+def _age(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        if path.is_file():
+            os.utime(path, (LONG_AGO, LONG_AGO))
+
+
+def _files(root: Path) -> set[str]:
+    """Every file under ``root`` except lakeops's audit records and trash."""
+    return {
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and not any(part in _OWN_DIRS for part in p.relative_to(root).parts)
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# The three formats: build a table, read it as a peer, check retained versions, find leftovers.
+
+
+@dataclass
+class Table:
+    """One built table: ``argv`` names it on the command line, ``root`` is its directory."""
+
+    root: Path
+    argv: list[str]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Delta:
+    name = "delta"
+
+    @staticmethod
+    def build(where: Path) -> Table:
+        """Eight small delta-rs appends (change data feed on), a row delete (tombstones, a change data
+        file), a checkpoint, one more append; an untracked file; everything aged 60 days."""
+        root = where / "table"
+        for i in range(8):
+            data = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "v": [f"r{j}" for j in range(10)]})
+            config = {"delta.enableChangeDataFeed": "true"} if i == 0 else None
+            write_deltalake(str(root), data, mode="append", configuration=config)
+        table = DeltaTable(str(root))
+        table.delete("id < 15")
+        table.create_checkpoint()
+        write_deltalake(str(root), pa.table({"id": pa.array([100, 101], pa.int64()), "v": ["x", "y"]}), mode="append")
+        (root / "part-00000-untracked-c000.snappy.parquet").write_bytes(b"a crashed writer's file")
+        _age(root)
+        return Table(root, [str(root)])
+
+    @staticmethod
+    def rows(root: Path) -> Counter[tuple[Any, ...]]:
+        if not any((root / "_delta_log").glob("*.json")):
+            return Counter()
+        return Counter(tuple(r.values()) for r in DeltaTable(str(root)).to_pyarrow_table().to_pylist())
+
+    @staticmethod
+    def readable(root: Path) -> set[int]:
+        """Versions delta-rs loads with every data file present."""
+        found = set()
+        for commit in (root / "_delta_log").glob("*.json"):
+            version = int(commit.name.split(".")[0])
+            try:
+                uris = DeltaTable(str(root), version=version).file_uris()
+            except Exception:  # an expired version: the log no longer reaches it
+                continue
+            if all(os.path.exists(uri.removeprefix("file://")) for uri in uris):
+                found.add(version)
+        return found
+
+    @staticmethod
+    def leftovers(root: Path) -> set[str]:
+        """Files that neither the log is made of nor the latest version references."""
+        live = {uri.removeprefix("file://") for uri in DeltaTable(str(root)).file_uris()}
+        log = root / "_delta_log"
+        return {
+            path
+            for path in _files(root)
+            if path not in live and not (Path(path).parent == log and _LOG_FILE.match(Path(path).name))
+        }
+
+
+class Iceberg:
+    name = "iceberg"
+
+    @staticmethod
+    def build(where: Path) -> Table:
+        """Five PyIceberg appends of ten rows, a copy-on-write delete, a stray file; aged 60 days."""
+        where.mkdir(parents=True, exist_ok=True)
+        table = small_file_table(where, appends=5, rows=10)
+        table.table.delete("id < 5")
+        table.reload()
+        root = Path(table.location)
+        (root / "data" / "stray-00000.parquet").write_bytes(b"a crashed writer's file")
+        _age(root)
+        return Table(root, [table.identifier, "--catalog-uri", table.catalog_uri], {"table": table})
+
+    @staticmethod
+    def rows(root: Path, table: Any) -> list[dict[str, Any]]:
+        return rows_of(table.catalog.load_table(table.identifier).scan().to_arrow())
+
+    @staticmethod
+    def _metadata(location: str) -> Any:
+        return FromInputFile.table_metadata(PyArrowFileIO().new_input(location))
+
+    @classmethod
+    def _reached(cls, metadata: Any, *, deleted: bool = True) -> set[str]:
+        """Every file the snapshots of ``metadata`` name; ``deleted``: with their DELETED entries'."""
+        io = PyArrowFileIO()
+        paths: set[str] = set()
+        for snapshot in metadata.snapshots:
+            paths.add(snapshot.manifest_list)
+            for manifest in snapshot.manifests(io):
+                paths.add(manifest.manifest_path)
+                paths.update(
+                    e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=not deleted)
+                )
+        paths.update(s.statistics_path for s in metadata.statistics)
+        return {p.removeprefix("file://") for p in paths}
+
+    @classmethod
+    def missing(cls, table: Any) -> list[str]:
+        """Files of the current metadata's snapshots (every one is retained) that do not exist."""
+        current = table.catalog.load_table(table.identifier).metadata_location
+        return sorted(p for p in cls._reached(cls._metadata(current), deleted=False) if not os.path.exists(p))
+
+    @classmethod
+    def leftovers(cls, root: Path, table: Any) -> set[str]:
+        """Files no metadata file in the log (current, previous still present) references."""
+        current = table.catalog.load_table(table.identifier).metadata_location.removeprefix("file://")
+        kept = {current}
+        metadata = cls._metadata(current)
+        kept |= cls._reached(metadata)
+        for entry in metadata.metadata_log:
+            previous = entry.metadata_file.removeprefix("file://")
+            if os.path.exists(previous):
+                kept.add(previous)
+                kept |= cls._reached(cls._metadata(previous))
+        return _files(root) - kept
+
+
+class Icechunk:
+    name = "icechunk"
+
+    @staticmethod
+    def build(where: Path) -> Table:
+        root = where / "repo"
+        build_history(open_storage(str(root)), str(root), commits=8)
+        for _ in range(3):  # a crashed writer's chunks: garbage for the collector
+            (root / "chunks" / new_id()).write_bytes(b"never committed")
+        _age(root)
+        return Table(root, [str(root)])
+
+    @staticmethod
+    def rows(root: Path) -> Any:
+        return contents(open_storage(str(root)), str(root))
+
+    @staticmethod
+    def missing(root: Path) -> list[str]:
+        return missing_objects(open_storage(str(root)), str(root))
+
+    @staticmethod
+    def leftovers(root: Path) -> set[str]:
+        """Files that are not refs nor reached from a branch file or tag (garbage collection's roots)."""
+        storage = open_storage(str(root))
+        repo = Repository(storage, str(root))
+        roots = [v.snapshot_id for b in repo.branches() for v in refs.branch_history(storage, str(root), b)]
+        roots += [repo.resolve(t, "tag") for t in repo.tags()]
+        live = repo.reachable(roots)
+        kept = {repo.snapshot_path(i) for i in live.snapshots} | {repo.manifest_path(i) for i in live.manifests}
+        kept |= {repo.chunk_path(i) for i in live.chunks} | {repo.attributes_path(i) for i in live.attribute_files}
+        ref_files = {p for p in _files(root) if Path(p).relative_to(root).parts[0] == "refs"}
+        return _files(root) - kept - ref_files - {str(root / "repo")}
+
+
+# ------------------------------------------------------------------------------------------------
+# Cases: an operation on a format, its kill points, and how its outcome is read.
+
+
+@dataclass(frozen=True)
+class Case:
+    fmt: str
+    command: list[str]
+    points: list[Point]
+    #: The table whose rows the operation changes: "out" (CDC's output), else the table itself.
+    reads: str = "table"
+    #: Known failures (point name, or "*" for all) -> the bug, reported; strict xfail until fixed.
+    known: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def spark(self) -> bool:
+        """Runs Spark tasks: every killed run starts a JVM (~20 s on a shared 2-CPU box), so these are
+        ``slow`` (``make test-all``); the driver-only operations stay in the default suite."""
+        return self.command[0] in ("compact", "cdc") or (self.fmt == "iceberg" and self.command[0] == "checkpoint")
+
+    def marks(self, point: str) -> list[Any]:
+        marks: list[Any] = [pytest.mark.slow] if self.spark else []
+        marks += [pytest.mark.xfail(reason=why, strict=True) for name, why in self.known if name in (point, "*")]
+        return marks
+
+    @property
+    def id(self) -> str:
+        return f"{self.fmt}-{self.command[0]}"
+
+
+def storage(name: str, pattern: str, when: str) -> Point:
+    return Point(f"{name}-{when}", "storage", pattern, when)
+
+
+UNITS = Point("tasks-done", "units")
+DELETES = Point("deleting", "delete")
+DELTA_COMMIT = r"_delta_log/\d{20}\.json$"
+
+TMP_IN_LOG = (
+    "bug: a write killed after its temporary file is complete leaves _delta_log/.<name>.<random>.lakeops-tmp, "
+    "which neither VACUUM (never under _delta_log) nor log expiry ever removes"
+)
+ORPHANS_AFTER_EXPIRY = (
+    "bug: after expire deleted the expired snapshots' manifest lists, Iceberg orphans reads the snapshots of "
+    "the metadata-log files still present and fails with NotFound on those manifest lists (crash or not)"
+)
+
+CASES = [
+    Case(
+        "delta",
+        ["compact", "--min-input-files", "2"],
+        [UNITS, *(storage("commit", DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
+    ),
+    Case(
+        "delta",
+        ["checkpoint"],
+        [storage("checkpoint", r"\.checkpoint\.parquet$", "mid")]
+        + [storage("last-checkpoint", r"_last_checkpoint$", w) for w in ("before", "mid", "after")],
+        known=tuple((name, TMP_IN_LOG) for name in ("checkpoint-mid", "last-checkpoint-mid")),
+    ),
+    Case("delta", ["expire"], [DELETES]),
+    Case("delta", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
+    Case(
+        "delta",
+        ["cdc", "--from", "7", "--output", "{out}"],
+        [UNITS, *(storage("commit", r"out/" + DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
+        reads="out",
+    ),
+    Case(
+        "iceberg",
+        ["compact", "--min-input-files", "2"],
+        [
+            UNITS,
+            storage("manifest", r"-m\d+\.avro$", "mid"),
+            storage("manifest-list", r"/snap-[^/]+\.avro$", "mid"),
+            storage("metadata", r"\.metadata\.json$", "after"),
+            Point("catalog-updated", "swap"),
+        ],
+    ),
+    Case(
+        "iceberg",
+        ["checkpoint", "--rewrite-all"],
+        [UNITS, storage("manifest-list", r"/snap-[^/]+\.avro$", "before"), Point("catalog-updated", "swap")],
+    ),
+    Case(
+        "iceberg",
+        ["expire", "--older-than", "0s", "--force", "--retain-last", "1"],
+        [storage("metadata", r"\.metadata\.json$", "mid"), Point("catalog-updated", "swap"), DELETES],
+        known=tuple((name, ORPHANS_AFTER_EXPIRY) for name in ("metadata-mid", "deleting", "timed")),
+    ),
+    Case("iceberg", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
+    Case("icechunk", ["expire", "--older-than", "0s", "--force"], [DELETES]),
+    Case("icechunk", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
+]
+
+FORMATS: dict[str, Any] = {"delta": Delta, "iceberg": Iceberg, "icechunk": Icechunk}
+
+
+@dataclass
+class Built:
+    """A fresh table for one run of a case, and how to read and check it."""
+
+    case: Case
+    table: Table
+    workdir: Path
+
+    @property
+    def fmt(self) -> Any:
+        return FORMATS[self.case.fmt]
+
+    @property
+    def out(self) -> Path:
+        return self.workdir / "out"
+
+    def argv(self) -> list[str]:
+        command = [part.replace("{out}", str(self.out)) for part in self.case.command]
+        return [command[0], *self.table.argv, *command[1:]]
+
+    def state(self) -> Any:
+        if self.case.reads == "out":
+            return Delta.rows(self.out)
+        if self.case.fmt == "iceberg":
+            return Iceberg.rows(self.table.root, self.table.extra["table"])
+        return self.fmt.rows(self.table.root)
+
+    def retained(self) -> Any:
+        """What must never go missing: Delta, the readable versions; else the missing files (none)."""
+        if self.case.fmt == "delta":
+            return Delta.readable(self.table.root)
+        if self.case.fmt == "iceberg":
+            return Iceberg.missing(self.table.extra["table"])
+        return Icechunk.missing(self.table.root)
+
+    def cleanup(self) -> set[str]:
+        """Age everything, collect garbage with a zero floor, return what is left unreferenced."""
+        roots = [self.table.root] + ([self.out] if self.case.reads == "out" else [])
+        found: set[str] = set()
+        for root, argv in zip(roots, [self.table.argv, [str(self.out)]], strict=False):
+            if self.case.fmt == "icechunk":
+                _age(root)
+                assert lakeops(["expire", *argv, "--older-than", "0s", "--force"]) == 0
+            _age(root)
+            assert lakeops(["orphans", *argv, "--older-than", "0s", "--force-short-retention"]) == 0
+            if self.case.fmt == "iceberg":
+                found |= Iceberg.leftovers(root, self.table.extra["table"])
+            else:
+                found |= (Delta if root == self.out else self.fmt).leftovers(root)
+        return found
+
+
+def build(case: Case, where: Path) -> Built:
+    where.mkdir(parents=True)
+    return Built(case, FORMATS[case.fmt].build(where), where)
+
+
+@dataclass
+class Reference:
+    before: Any
+    after: Any
+    readable: Any
+    calls: list[tuple[str, str]]
+
+
+_REFERENCES: dict[str, Reference] = {}
+
+
+def reference(case: Case, factory: pytest.TempPathFactory) -> Reference:
+    """Before and after a clean run of ``case`` (recorded in this process), computed once per case."""
+    if case.id not in _REFERENCES:
+        base = factory.mktemp(f"reference-{case.id}")
+        untouched = build(case, base / "before")
+        clean = build(case, base / "after")
+        record = base / "calls.tsv"
+        with pytest.MonkeyPatch.context() as patcher:
+            install({"record": str(record)}, patcher.setattr)
+            assert lakeops(clean.argv()) == 0
+        readable = None
+        if case.fmt == "delta":
+            readable = Delta.readable(untouched.table.root) & Delta.readable(clean.table.root)
+        _REFERENCES[case.id] = Reference(untouched.state(), clean.state(), readable, read_calls(record))
+    return _REFERENCES[case.id]
+
+
+def check_consistent(built: Built, ref: Reference, what: str) -> None:
+    """Invariants 1 and 2 of the module docstring."""
+    state = built.state()
+    assert state in (ref.before, ref.after), f"{what}: the table reads neither its rows before nor after the run"
+    retained = built.retained()
+    if built.case.fmt == "delta":
+        lost = ref.readable - retained
+        assert not lost, f"{what}: versions {sorted(lost)} lost data files they need"
+    else:
+        assert retained == [], f"{what}: files of retained snapshots are missing: {retained}"
+
+
+def check_recovers(built: Built, ref: Reference, what: str) -> None:
+    """Invariants 3 and 4: the rerun completes with the clean run's result; leftovers get collected."""
+    assert lakeops(built.argv()) == 0, f"{what}: the next run of the same command failed"
+    assert built.state() == ref.after, f"{what}: the next run did not leave what a clean run leaves"
+    check_consistent(built, ref, f"{what}, after the next run")
+    left = built.cleanup()
+    assert not left, f"{what}: orphans left unreferenced files behind: {sorted(left)}"
+
+
+def _seeds() -> Iterator[Any]:
+    for case in CASES:
+        for point in case.points:
+            for seed in range(ROUNDS):
+                yield pytest.param(case, point, seed, id=f"{case.id}-{point.name}-{seed}", marks=case.marks(point.name))
+
+
+@pytest.mark.parametrize(("case", "point", "seed"), list(_seeds()))
+def test_driver_killed_at_a_point(
+    case: Case, point: Point, seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ref = reference(case, tmp_path_factory)
+    matching = [path for kind, path in ref.calls if point.matches(kind, path)]
+    assert matching, f"a clean {case.id} run never reaches {point}; calls: {ref.calls}"
+    rng = random.Random(f"{case.id}/{point.name}/{seed}")
+    nth, fraction = rng.randint(1, len(matching)), rng.random()
+    built = build(case, tmp_path / "crashed")
+    what = f"{case.id} killed at {point.name} (call {nth} of {len(matching)}, seed {seed})"
+    outcome = run(built.argv(), kill=(point, nth, fraction), workdir=tmp_path)
+    assert outcome.killed, f"{what}: the run was not killed there: exit {outcome.returncode}\n{outcome.stderr}"
+    check_consistent(built, ref, what)
+    check_recovers(built, ref, what)
+
+
+TIMED = [case for case in CASES if case.command[0] in ("compact", "expire", "orphans")]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks("timed")) for c in TIMED])
+@pytest.mark.parametrize("seed", range(ROUNDS))
+def test_driver_killed_after_a_random_delay(
+    case: Case, seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Points nobody named: SIGKILL after a delay drawn over the run's start-up and work."""
+    ref = reference(case, tmp_path_factory)
+    rng = random.Random(f"{case.id}/timed/{seed}")
+    delay = rng.uniform(1.0, 25.0 if case.command[0] == "compact" else 4.0)
+    built = build(case, tmp_path / "crashed")
+    what = f"{case.id} killed after {delay:.2f} s (seed {seed})"
+    outcome = run(built.argv(), kill_after_s=delay, workdir=tmp_path)
+    assert outcome.returncode in (0, -signal.SIGKILL), f"{what}: exit {outcome.returncode}\n{outcome.stderr}"
+    check_consistent(built, ref, what)
+    check_recovers(built, ref, what)
+
+
+def _kill_worker_when_busy(pid_dir: Path) -> Callable[[Any], None]:
+    """Wait for a compaction task's announcement, check the pid is a Python worker under the driver's
+    JVM (psutil), SIGKILL it."""
+
+    def kill(proc: Any) -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            announced = list(pid_dir.glob("*.pid"))
+            if announced:
+                pid = int(announced[0].read_text())
+                tree = {p.pid: p for p in descendants(proc.pid)}
+                assert pid in tree, f"worker {pid} is not a descendant of the driver {proc.pid}"
+                assert any("java" in p.name() for p in tree[pid].parents()), "the worker does not run under a JVM"
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.2)
+        raise AssertionError("no compaction task started")
+
+    return kill
+
+
+@pytest.mark.slow
+def test_executor_worker_killed_mid_task(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Spark local mode does not retry a task (maxFailures=1): the compaction fails cleanly (exit 1 with
+    a lakeops error, nothing committed) and the next run succeeds; the files the attempt wrote are
+    unreferenced and collected."""
+    case = CASES[0]
+    ref = reference(case, tmp_path_factory)
+    built = build(case, tmp_path / "crashed")
+    log_before = sorted(p.name for p in (built.table.root / "_delta_log").iterdir())
+    pid_dir = tmp_path / "workers"
+    pid_dir.mkdir()
+    outcome = run(
+        [*built.argv(), "--master", "local[2]"],
+        slow_worker=pid_dir,
+        while_running=_kill_worker_when_busy(pid_dir),
+        workdir=tmp_path,
+    )
+    assert outcome.returncode == 1, f"exit {outcome.returncode}\n{outcome.stderr}"
+    assert "error:" in outcome.stderr, outcome.stderr
+    assert sorted(p.name for p in (built.table.root / "_delta_log").iterdir()) == log_before, "something was committed"
+    check_consistent(built, ref, "compaction with its worker killed")
+    check_recovers(built, ref, "compaction with its worker killed")
