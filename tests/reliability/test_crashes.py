@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,9 @@ class Delta:
     def rows(root: Path) -> Counter[tuple[Any, ...]]:
         if not any((root / "_delta_log").glob("*.json")):
             return Counter()
-        return Counter(tuple(r.values()) for r in DeltaTable(str(root)).to_pyarrow_table().to_pylist())
+        rows = DeltaTable(str(root)).to_pyarrow_table().to_pylist()
+        # Wall-clock columns (CDC's _commit_timestamp) differ between two builds of the same table.
+        return Counter(tuple(v for v in r.values() if not isinstance(v, datetime)) for r in rows)
 
     @staticmethod
     def readable(root: Path) -> set[int]:
@@ -271,12 +274,21 @@ ORPHANS_AFTER_EXPIRY = (
     "bug: after expire deleted the expired snapshots' manifest lists, Iceberg orphans reads the snapshots of "
     "the metadata-log files still present and fails with NotFound on those manifest lists (crash or not)"
 )
+CDC_OUTPUT_UNUSABLE = (
+    "bug: a first CDC run killed before its output's first commit leaves change files in --output; the next "
+    "run refuses it (InvalidArgument: holds files but no Delta table)"
+)
+WORKER_CRASH_UNCAUGHT = (
+    "bug: a Python worker killed mid-task surfaces as an uncaught Py4JJavaError (from getResult) with a "
+    "traceback, not a TaskFailed/LakeopsError with 'error:'"
+)
 
 CASES = [
     Case(
         "delta",
         ["compact", "--min-input-files", "2"],
         [UNITS, *(storage("commit", DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
+        known=(("commit-mid", TMP_IN_LOG),),
     ),
     Case(
         "delta",
@@ -292,6 +304,7 @@ CASES = [
         ["cdc", "--from", "7", "--output", "{out}"],
         [UNITS, *(storage("commit", r"out/" + DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
         reads="out",
+        known=tuple((name, CDC_OUTPUT_UNUSABLE) for name in ("tasks-done", "commit-before", "commit-mid")),
     ),
     Case(
         "iceberg",
@@ -495,6 +508,7 @@ def _kill_worker_when_busy(pid_dir: Path) -> Callable[[Any], None]:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(reason=WORKER_CRASH_UNCAUGHT, strict=True)
 def test_executor_worker_killed_mid_task(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Spark local mode does not retry a task (maxFailures=1): the compaction fails cleanly (exit 1 with
     a lakeops error, nothing committed) and the next run succeeds; the files the attempt wrote are
