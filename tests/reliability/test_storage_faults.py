@@ -25,10 +25,11 @@ from pyiceberg_tables import PyIcebergTable, small_file_table
 from reliability.faulty_s3 import Fault, FaultyS3, Rule, faulty_s3  # noqa: F401 -- faulty_s3 is a fixture
 
 from lakeops.errors import InvalidArgument
+from lakeops.icechunk import refs
 from lakeops.icechunk.repository import Repository
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.ops.verify import retained_files_exist
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, open_storage, s3
 from lakeops.storage.s3 import READ_TIMEOUT_ENV, clear_client_cache, make_client
 from spark_jobs.cli import main as lakeops
 
@@ -327,3 +328,127 @@ def test_a_stall_costs_one_read_timeout_then_the_request_is_retried(proxy: Fault
     storage.write(f"{s3_bucket.uri}/object", b"bytes")
     assert proxy.counts() == {Fault.STALL: 1}
     assert open_storage(s3_bucket.uri, s3_bucket.options).read(f"{s3_bucket.uri}/object") == b"bytes"
+
+
+# -- the ambiguous commit: the store applied it, the client never heard --------------------------------
+
+#: How a commit's answer is lost: ``once`` (botocore re-sends, S3 answers 412 to our own object),
+#: ``always`` (every re-send's answer is lost too: the retries run out), ``unreadable`` (as
+#: ``always``, and reading the object back fails too: the outcome cannot be established).
+LOSSES = ("once", "always", "unreadable")
+#: Sends of one request with :func:`few_retries`: botocore's ``max_attempts`` counts the re-sends.
+SENDS = 3 + 1
+
+
+@pytest.fixture
+def few_retries(proxy: FaultyS3, monkeypatch: pytest.MonkeyPatch) -> FaultyS3:
+    """Three attempts per request, so running out of retries takes a second, not a minute of backoff."""
+    monkeypatch.setattr(s3, "MAX_ATTEMPTS", 3)
+    clear_client_cache()
+    return proxy
+
+
+def lose_commit_answer(proxy: FaultyS3, key: str, loss: str) -> None:
+    """Drop the answer to the PUT of ``key`` (a regex) as ``loss`` says (:data:`LOSSES`)."""
+    if loss == "once":
+        proxy.add(Rule(Fault.DROP_ANSWER, method="PUT", key=key, nth=frozenset({1})))
+        return
+    proxy.add(Rule(Fault.DROP_ANSWER, method="PUT", key=key, probability=1.0))
+    if loss == "unreadable":
+        proxy.add(
+            Rule(Fault.SLOW_DOWN, method="GET", key=key, probability=1.0),
+            Rule(Fault.SLOW_DOWN, method="HEAD", key=key, probability=1.0),
+        )
+
+
+def failing(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``lakeops ARGV``, which must fail with a LakeopsError (exit 1); its message."""
+    code = lakeops([*argv, "--json"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    return err
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_delta_commit_with_a_lost_answer_is_resolved_by_rereading(
+    loss: str, few_retries: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = s3_bucket.options.endpoint_url
+    location = f"{s3_bucket.uri}/events"
+    storage = open_storage(location, s3_bucket.options)
+    rows = _delta_table(location, endpoint)  # versions 0..8: the compaction commits version 9
+    before = listing(storage, location)
+    lose_commit_answer(few_retries, r"/_delta_log/0{19}9\.json$", loss)
+    argv = ("compact", location, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
+
+    if loss == "unreadable":
+        err = failing(capsys, *argv)
+        assert "CommitStateUnknown" in err and "00000000000000000009.json" in err, err
+    else:
+        report = run(capsys, s3_bucket.name, *argv)
+        assert report is not None and report["committed_version"] == 9
+    few_retries.clear()
+
+    assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
+    # The commit landed (in every case): the table is at version 9, once, and nothing it names is gone.
+    assert DeltaTable(location, storage_options=_delta_rs(endpoint)).version() == 9
+    assert not storage.exists(f"{location}/_delta_log/{10:020d}.json")
+    assert before <= listing(storage, location)
+    _assert_delta_intact(location, endpoint, storage, rows)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_iceberg_commit_with_a_lost_answer_fails_cleanly_or_commits_once(
+    loss: str, few_retries: FaultyS3, s3_bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, rows = _iceberg_table(tmp_path, s3_bucket)
+    storage = open_storage(s3_bucket.uri, s3_bucket.options)
+    root = table.table.location()
+    snapshot = table.reload().current_snapshot()
+    before = listing(storage, root)
+    version = int(table.table.metadata_location.rsplit("/", 1)[1][:5])  # the commit writes version + 1
+    lose_commit_answer(few_retries, rf"/metadata/{version + 1:05d}-[0-9a-f-]{{36}}\.metadata\.json$", loss)
+    argv = ("compact", table.identifier, "--catalog-uri", table.catalog_uri, "--min-input-files", "2")
+
+    report = run(capsys, f"{s3_bucket.name}|{table.identifier}", *argv, "--endpoint-url", few_retries.endpoint_url)
+    few_retries.clear()
+
+    assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
+    current = table.reload().current_snapshot()
+    assert current is not None and snapshot is not None
+    if loss == "once":  # the re-sent PUT met our own object (412): compared, committed
+        assert report is not None and report["snapshot_id"] == current.snapshot_id != snapshot.snapshot_id
+    else:  # the metadata file may exist, but the catalog never pointed at it: not committed
+        assert report is None and current.snapshot_id == snapshot.snapshot_id
+    assert before <= listing(storage, root)
+    _assert_iceberg_intact(table, rows, s3_bucket.options)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_icechunk_ref_update_with_a_lost_answer_is_resolved_by_rereading(
+    loss: str, few_retries: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = f"{s3_bucket.uri}/repo"
+    storage = open_storage(root, s3_bucket.options)
+    build_history(storage, root, commits=3)
+    before, files_before = contents(storage, root), listing(storage, root)
+    tip = max(Repository(storage, root).branch_history("main"), key=lambda v: v.sequence)
+    next_ref = refs.branch_file_name(tip.sequence + 1)
+    lose_commit_answer(few_retries, rf"/refs/branch\.main/{next_ref}$", loss)
+    argv = ("compact", root, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
+
+    if loss == "unreadable":
+        err = failing(capsys, *argv)
+        assert "CommitStateUnknown" in err and next_ref in err, err
+    else:
+        report = run(capsys, s3_bucket.name, *argv)
+        assert report is not None and report["committed_snapshot"]
+    few_retries.clear()
+
+    assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
+    # The ref landed in every case: main moved once, to a snapshot whose every object exists.
+    moved = max(Repository(storage, root).branch_history("main"), key=lambda v: v.sequence)
+    assert moved.sequence == tip.sequence + 1 and moved.snapshot_id != tip.snapshot_id
+    assert files_before <= listing(storage, root)
+    assert contents(storage, root) == before
+    assert missing_objects(storage, root) == []
