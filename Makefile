@@ -41,7 +41,7 @@ test-integration: install
 
 ## The reliability suite with a large fuzzing budget (make test runs it with a small one).
 test-reliability: install
-	LAKEOPS_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q tests/reliability
+	LAKEOPS_FUZZ_EXAMPLES=2000 LAKEOPS_WRITERS_SECONDS=120 LAKEOPS_CRASH_ROUNDS=5 $(PY) -m pytest -q tests/reliability
 
 ## Everything, including long-running checks.
 test-all: install

@@ -19,9 +19,10 @@ from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageErro
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
-__all__ = ["LocalStorage"]
+__all__ = ["TMP_SUFFIX", "LocalStorage"]
 
-_TMP_SUFFIX = ".lakeops-tmp"
+#: Suffix of the hidden temporary file a write is staged in (``.<name>.<random>.lakeops-tmp``).
+TMP_SUFFIX = ".lakeops-tmp"
 
 
 def _current_umask() -> int:
@@ -141,7 +142,7 @@ class LocalStorage:
         directory, name = os.path.split(target)
         try:
             os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=_TMP_SUFFIX, dir=directory)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=TMP_SUFFIX, dir=directory)
         except OSError as exc:
             raise StorageError(f"cannot write {target!r}: {exc.strerror or exc}") from exc
         try:

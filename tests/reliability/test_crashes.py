@@ -159,14 +159,19 @@ class Iceberg:
         return FromInputFile.table_metadata(PyArrowFileIO().new_input(location))
 
     @classmethod
-    def _reached(cls, metadata: Any, *, deleted: bool = True) -> set[str]:
-        """Every file the snapshots of ``metadata`` name; ``deleted``: with their DELETED entries'."""
+    def _reached(cls, metadata: Any, *, deleted: bool = True, strict: bool = True) -> set[str]:
+        """Every file the snapshots of ``metadata`` name; ``deleted``: with their DELETED entries'.
+        ``strict=False`` (an older metadata file): skip manifest lists and manifests an expiry deleted."""
         io = PyArrowFileIO()
         paths: set[str] = set()
         for snapshot in metadata.snapshots:
             paths.add(snapshot.manifest_list)
+            if not strict and not os.path.exists(snapshot.manifest_list.removeprefix("file://")):
+                continue
             for manifest in snapshot.manifests(io):
                 paths.add(manifest.manifest_path)
+                if not strict and not os.path.exists(manifest.manifest_path.removeprefix("file://")):
+                    continue
                 paths.update(
                     e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=not deleted)
                 )
@@ -190,7 +195,7 @@ class Iceberg:
             previous = entry.metadata_file.removeprefix("file://")
             if os.path.exists(previous):
                 kept.add(previous)
-                kept |= cls._reached(cls._metadata(previous))
+                kept |= cls._reached(cls._metadata(previous), strict=False)
         return _files(root) - kept
 
 
@@ -266,18 +271,6 @@ UNITS = Point("tasks-done", "units")
 DELETES = Point("deleting", "delete")
 DELTA_COMMIT = r"_delta_log/\d{20}\.json$"
 
-TMP_IN_LOG = (
-    "bug: a write killed after its temporary file is complete leaves _delta_log/.<name>.<random>.lakeops-tmp, "
-    "which neither VACUUM (never under _delta_log) nor log expiry ever removes"
-)
-ORPHANS_AFTER_EXPIRY = (
-    "bug: after expire deleted the expired snapshots' manifest lists, Iceberg orphans reads the snapshots of "
-    "the metadata-log files still present and fails with NotFound on those manifest lists (crash or not)"
-)
-CDC_OUTPUT_UNUSABLE = (
-    "bug: a first CDC run killed before its output's first commit leaves change files in --output; the next "
-    "run refuses it (InvalidArgument: holds files but no Delta table)"
-)
 WORKER_CRASH_UNCAUGHT = (
     "bug: a Python worker killed mid-task surfaces as an uncaught Py4JJavaError (from getResult) with a "
     "traceback, not a TaskFailed/LakeopsError with 'error:'"
@@ -288,14 +281,14 @@ CASES = [
         "delta",
         ["compact", "--min-input-files", "2"],
         [UNITS, *(storage("commit", DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
-        known=(("commit-mid", TMP_IN_LOG),),
+        known=(),
     ),
     Case(
         "delta",
         ["checkpoint"],
         [storage("checkpoint", r"\.checkpoint\.parquet$", "mid")]
         + [storage("last-checkpoint", r"_last_checkpoint$", w) for w in ("before", "mid", "after")],
-        known=tuple((name, TMP_IN_LOG) for name in ("checkpoint-mid", "last-checkpoint-mid")),
+        known=(),
     ),
     Case("delta", ["expire"], [DELETES]),
     Case("delta", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
@@ -304,7 +297,7 @@ CASES = [
         ["cdc", "--from", "7", "--output", "{out}"],
         [UNITS, *(storage("commit", r"out/" + DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
         reads="out",
-        known=tuple((name, CDC_OUTPUT_UNUSABLE) for name in ("tasks-done", "commit-before", "commit-mid")),
+        known=(),
     ),
     Case(
         "iceberg",
@@ -326,7 +319,7 @@ CASES = [
         "iceberg",
         ["expire", "--older-than", "0s", "--force", "--retain-last", "1"],
         [storage("metadata", r"\.metadata\.json$", "mid"), Point("catalog-updated", "swap"), DELETES],
-        known=tuple((name, ORPHANS_AFTER_EXPIRY) for name in ("metadata-mid", "deleting", "timed")),
+        known=(),
     ),
     Case("iceberg", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
     Case("icechunk", ["expire", "--older-than", "0s", "--force"], [DELETES]),

@@ -40,8 +40,9 @@ from lakeops.delta.writer import (
     read_target,
 )
 from lakeops.errors import InvalidArgument
-from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within, normalize
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.local import TMP_SUFFIX
+from lakeops.storage.uri import is_within, normalize, relative_to
 
 __all__ = [
     "DEFAULT_UNIT_BYTES",
@@ -52,6 +53,7 @@ __all__ = [
     "ExtractResult",
     "commit_changes",
     "open_output",
+    "require_empty_or_abandoned",
     "output_state",
     "start_position",
     "write_changes",
@@ -105,11 +107,29 @@ def open_output(source_root: str, output: str, storage_options: StorageOptions) 
         )
     output_storage = open_storage(output_root, storage_options)
     target = read_target(output_storage, output_root)
-    if not target.exists and next(iter(output_storage.list(output_root)), None) is not None:
-        raise InvalidArgument(
-            f"{output_root}: holds files but no Delta table; choose an empty or new --output location"
-        )
+    if not target.exists:
+        require_empty_or_abandoned(output_storage, output_root)
     return target
+
+
+def _abandoned(relative: str) -> bool:
+    """A file an export writes before its first commit: a data file (``<prefix>-<uuid>.zstd.parquet``
+    at the top level) or a temporary file of a write that never finished."""
+    name = relative.rsplit("/", 1)[-1]
+    top_level_data = "/" not in relative and name.endswith(".zstd.parquet")
+    return top_level_data or (name.startswith(".") and name.endswith(TMP_SUFFIX))
+
+
+def require_empty_or_abandoned(storage: Storage, output_root: str) -> None:
+    """Refuse a new output location holding anything but what a first export killed before its commit
+    leaves behind: a rerun must be able to create the table there (the leftovers stay unreferenced
+    and VACUUM removes them once past the age floor), yet no other data is ever written over."""
+    for info in storage.list(output_root):
+        relative = relative_to(output_root, info.path)
+        if not _abandoned(relative):
+            raise InvalidArgument(
+                f"{output_root}: holds files but no Delta table ({relative}); choose an empty or new --output location"
+            )
 
 
 def output_state(

@@ -18,6 +18,10 @@ non-hidden subdirectories), "Deletion Vector Files" and "Change Data Files", in 
   or ``.``), except the top-level ``_change_data`` directory and partition directories
   ``<partition column>=<value>`` (Delta's ``isHiddenDirectory``). Nothing outside the table root is
   listed, and every delete is re-checked with :func:`~lakeops.storage.uri.require_within`.
+* **lakeops' own temporary files** (``.<name>.<random>.lakeops-tmp``, the staging file of a local
+  write; see :mod:`lakeops.storage.local`) are the one exception to the hidden rule, in
+  ``_delta_log`` too: a process killed mid-write leaves one behind, no Delta writer or reader ever
+  names it, and nothing else would ever remove it. The age floor applies to them as to any file.
 * **Age floor**: a file whose modification time is not older than the cutoff is kept whatever the
   log says: it may be a concurrent writer's file that is not committed yet.
 * Everything else is deleted and reported by kind: *tombstoned* (named by an expired tombstone or its
@@ -53,6 +57,7 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.storage import Storage, StorageOptions
+from lakeops.storage.local import TMP_SUFFIX
 from lakeops.storage.uri import join, normalize, relative_to
 
 __all__ = [
@@ -129,6 +134,12 @@ def is_hidden(relative: str, partition_columns: Iterable[str] = ()) -> bool:
     return False
 
 
+def is_abandoned_temp(relative: str) -> bool:
+    """Whether ``relative`` is the staging file of a lakeops write that never finished."""
+    name = relative.rsplit("/", 1)[-1]
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
 def _partition_dir_names(snapshot: DeltaSnapshot) -> set[str]:
     """Partition columns by display and by physical name (writers name directories either way)."""
     names = set(snapshot.partition_columns)
@@ -181,8 +192,13 @@ def _change_data_in_window(storage: Storage, snapshot: DeltaSnapshot, cutoff_ms:
 
 
 def _batches(table: str, storage_options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
-    """Delete batches that also refuse anything inside the log, whatever the plan said."""
-    return make_batches(table, storage_options, candidates, size, protected=[join(table, LOG_DIR)])
+    """Delete batches that also refuse anything inside the log, whatever the plan said — but for
+    abandoned temporary files, which get batches of their own."""
+    temps = [c for c in candidates if is_abandoned_temp(c.path)]
+    others = [c for c in candidates if not is_abandoned_temp(c.path)]
+    batches = make_batches(table, storage_options, others, size, protected=[join(table, LOG_DIR)])
+    extra = make_batches(table, storage_options, temps, size)
+    return batches + [b.model_copy(update={"batch_id": len(batches) + b.batch_id}) for b in extra]
 
 
 def plan_vacuum(
@@ -215,7 +231,7 @@ def plan_vacuum(
     change_data: list[Candidate] = []
     for info in storage.list(table):
         relative = relative_to(table, info.path)
-        if is_hidden(relative, partition_dirs):
+        if is_hidden(relative, partition_dirs) and not is_abandoned_temp(relative):
             continue
         scanned += 1
         parts = relative.split("/")[:-1]

@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.delta.actions import Metadata, Txn
 from lakeops.delta.commit import CommitResult
 from lakeops.delta.maintenance.cdf_export import FIRST_VERSION_KEY, SOURCE_ID_KEY, SOURCE_KEY
+from lakeops.delta.maintenance.change_table import require_empty_or_abandoned
 from lakeops.delta.schema import LONG, STRING, TIMESTAMP, StructField, StructType, parse_schema, to_arrow_schema
 from lakeops.delta.writer import DataFileWriter, TargetTable, WrittenFile, append_files, new_table_metadata, read_target
 from lakeops.errors import InvalidArgument, VersionNotFound
@@ -320,10 +321,8 @@ def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptio
     source_id = f"icechunk:{ancestry[-1].id}"
     output_storage = open_storage(output_root, storage_options)
     target = read_target(output_storage, output_root)
-    if not target.exists and next(iter(output_storage.list(output_root)), None) is not None:
-        raise InvalidArgument(
-            f"{output_root}: holds files but no Delta table; choose an empty or new --output location"
-        )
+    if not target.exists:
+        require_empty_or_abandoned(output_storage, output_root)
     metadata, through = _output_state(target, source_id, source_root, requested)
     start = _start_depth(target.root, metadata, through, requested, to_depth, ancestry)
     already = start > to_depth
