@@ -30,6 +30,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
+from itertools import accumulate
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -469,16 +470,17 @@ class _RowEncoder:
                 row["partitionValues_parsed"] = self.partitions(action)
         return row
 
-    def file_column(self, kind: type[Add | Remove], actions: Sequence[Add | Remove]) -> pa.Array:
-        """The ``add`` or ``remove`` column of ``actions`` (all of ``kind``), built field by field: the
-        same values :meth:`row` gives, without a dict per action (a checkpoint holds millions)."""
+    def file_column(self, kind: type[Add | Remove], actions: Sequence[Add | Remove], place: _Placement) -> pa.Array:
+        """The ``add`` or ``remove`` column of a checkpoint whose rows ``place.positions`` hold ``actions``
+        (all of ``kind``), built field by field: the same values :meth:`row` gives, without a dict per
+        action (a checkpoint holds millions)."""
         struct_type = self.types[KEY_OF[kind]]
         attrs = {field.alias or name: name for name, field in kind.model_fields.items()}
         # Every declared field of every action at once, transposed into columns (C loops, no getattr);
         # ``path`` and ``dataChange`` are always among them, so the getter returns tuples.
         declared = [attrs[f.name] for f in struct_type if f.name in attrs]
         transposed = zip(*map(itemgetter(*declared), map(vars, actions)), strict=True)
-        columns: dict[str, Sequence[Any]] = dict(zip(declared, transposed, strict=True)) if actions else {}
+        columns: dict[str, Sequence[Any]] = dict(zip(declared, transposed, strict=True))
         # Undeclared fields come from the model's JSON form, as in row(); only models that have them.
         extras = map(attrgetter("__pydantic_extra__"), actions)
         extra_rows = {i: self.row(actions[i]) for i, extra in enumerate(extras) if extra}
@@ -491,13 +493,13 @@ class _RowEncoder:
             elif field.name == "partitionValues_parsed" and self.partitions is not None:
                 values = [self.partitions(a) if isinstance(a, Add) else None for a in actions]
             elif field.name == "deletionVector":
-                values = [None if dv is None else self._dv(dv) for dv in columns.get("deletion_vector", ())]
+                values = [None if dv is None else self._dv(dv) for dv in columns["deletion_vector"]]
             elif field.name in attrs:
-                values = columns.get(attrs[field.name], ())
+                values = columns[attrs[field.name]]
             else:
                 values = [extra_rows[i].get(field.name) if i in extra_rows else None for i in range(len(actions))]
-            children.append(pa.array(values, type=field.type))
-        return pa.StructArray.from_arrays(children, fields=list(struct_type))
+            children.append(_child_array(place.place(values), field.type))
+        return pa.StructArray.from_arrays(children, fields=list(struct_type), mask=place.absent())
 
     def _dv(self, dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
         if dv is None:
@@ -507,21 +509,57 @@ class _RowEncoder:
         return row
 
 
-def _spread(compact: pa.StructArray, positions: list[int], rows: int) -> pa.Array:
-    """``compact`` placed at ``positions`` of a column of ``rows`` rows, null elsewhere. The hidden
-    slots repeat row 0 rather than hold nulls: Parquet refuses nulls in a non-nullable child field
-    even under a null parent."""
-    if len(positions) == rows:
-        return compact
-    if not positions:
-        return pa.array([None] * rows, type=compact.type)
-    indices = [0] * rows
-    absent = [True] * rows
-    for index, position in enumerate(positions):
-        indices[position] = index
-        absent[position] = False
-    taken = compact.take(pa.array(indices, type=pa.int64()))
-    return pa.StructArray.from_arrays(taken.flatten(), fields=list(compact.type), mask=pa.array(absent))
+class _Placement:
+    """The rows of a checkpoint that one action column fills (``positions``, ascending) among ``rows``.
+
+    The column's children are built at full length: the slots of other rows (null in the column)
+    repeat the first member's value rather than hold nulls, because Parquet refuses a null in a
+    non-nullable child field even under a null parent. Members usually form one run (every add
+    after the table's rows), which is placed with one slice assignment.
+    """
+
+    def __init__(self, positions: list[int], rows: int) -> None:
+        self.positions = positions
+        self.rows = rows
+        self.full = len(positions) == rows
+        self.run = bool(positions) and positions[-1] - positions[0] + 1 == len(positions)
+
+    def place(self, values: Sequence[Any], filler: Any = None) -> Sequence[Any]:
+        """``values`` (one per member) at the members' rows; the other slots hold ``filler``, by
+        default the first value."""
+        if self.full:
+            return values
+        placed = [values[0] if filler is None else filler] * self.rows
+        if self.run:
+            placed[self.positions[0] : self.positions[-1] + 1] = values
+        else:
+            for position, value in zip(self.positions, values, strict=True):
+                placed[position] = value
+        return placed
+
+    def absent(self) -> pa.Array | None:
+        """The column's validity: null where another kind of action fills the row."""
+        return None if self.full else pa.array(self.place([False] * len(self.positions), True), type=pa.bool_())
+
+
+def _child_array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
+    """``pa.array``, with ``map<string,string>`` columns without a null map built from their flat keys
+    and items (the generic conversion of a dict per row is the slowest part of a checkpoint's add)."""
+    if pa.types.is_map(arrow_type) and values and all(map(_is_dict, values)):
+        offsets = list(accumulate(map(len, values), initial=0))
+        keys = [key for mapping in values for key in mapping]
+        items = [item for mapping in values for item in mapping.values()]
+        return pa.MapArray.from_arrays(
+            pa.array(offsets, type=pa.int32()),
+            pa.array(keys, type=arrow_type.key_type),
+            pa.array(items, type=arrow_type.item_type),
+            type=arrow_type,
+        )
+    return pa.array(values, type=arrow_type)
+
+
+def _is_dict(value: Any) -> bool:
+    return type(value) is dict
 
 
 def encode_actions(actions: Sequence[CheckpointAction], schema: pa.Schema) -> pa.Table:
@@ -535,12 +573,15 @@ def encode_actions(actions: Sequence[CheckpointAction], schema: pa.Schema) -> pa
     try:
         for name in COLUMNS:
             members = [actions[i] for i in positions[name]]
-            if name in ("add", "remove"):
+            if name in ("add", "remove") and members:
                 files = [a for a in members if isinstance(a, Add | Remove)]
-                compact = encoder.file_column(Add if name == "add" else Remove, files)
+                place = _Placement(positions[name], len(actions))
+                arrays.append(encoder.file_column(Add if name == "add" else Remove, files, place))
             else:
-                compact = pa.array([encoder.row(a) for a in members], type=encoder.types[name])
-            arrays.append(_spread(compact, positions[name], len(actions)))
+                rows: list[dict[str, Any] | None] = [None] * len(actions)
+                for index, action in zip(positions[name], members, strict=True):
+                    rows[index] = encoder.row(action)
+                arrays.append(pa.array(rows, type=encoder.types[name]))
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot encode checkpoint actions into the checkpoint schema ({exc})") from exc
     return pa.Table.from_arrays(arrays, schema=schema)
