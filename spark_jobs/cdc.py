@@ -112,6 +112,7 @@ def execute(
                 label=f"extracting {len(plan.units)} units",
                 description=f"lakeops cdc {target} {positions} {plan.from_version}..{plan.to_version}",
                 progress=console,
+                work_bytes=plan.source_bytes,
             )
         except TaskFailed as failure:
             # Nothing was committed: the units that did finish leave no files behind either.

@@ -142,6 +142,7 @@ def execute(
                     + (f" (batch {number}/{len(batches)})" if len(batches) > 1 else ""),
                     description=f"lakeops compact {table}",
                     progress=console,
+                    work_bytes=sum(group.bytes for group in groups),
                 )
             except TaskFailed as failure:
                 # Nothing of this batch was committed: the groups that did finish leave no files behind.

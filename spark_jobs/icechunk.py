@@ -152,6 +152,7 @@ def compact(
             label=f"packing {len(plan.groups)} chunk files",
             description=f"lakeops compact {root} @ {plan.branch}",
             progress=progress,
+            work_bytes=plan.input_bytes,
         )
     except TaskFailed as failure:
         finished = [r for r in failure.completed.values() if isinstance(r, packing.PackResult)]

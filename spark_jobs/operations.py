@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from lakeops.audit import record_run
@@ -26,9 +27,14 @@ from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target, table_root
 from lakeops.storage import StorageOptions
+from lakeops.units import format_size, parse_size
 
 __all__ = [
     "AUDITED",
+    "DRIVER_MAX_BYTES",
+    "DRIVER_MAX_BYTES_ENV",
+    "DRIVER_MAX_UNITS",
+    "DRIVER_MAX_UNITS_ENV",
     "SparkSettings",
     "audited",
     "options_from_args",
@@ -49,18 +55,56 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 DRIVER_DELETE_BATCHES = 16
 DRIVER_DELETE_THREADS = 8
 
+#: A plan whose units read at most this many bytes runs in threads on the driver instead of starting
+#: a local Spark session. Local Spark runs the same pyarrow code on the same cores, in worker
+#: processes, after ~7 s of session start-up and ~5 s for the first job (measured on a 2-CPU
+#: machine; bench/README.md). The driver rewrites about 60-100 MB/s here, so below ~1 GiB that fixed cost
+#: is most of the run; above it the work dominates, and Spark's worker processes escape the GIL for
+#: the pure-Python parts of a task. ``$LAKEOPS_DRIVER_MAX_BYTES`` (or ``driver_max_bytes``) overrides:
+#: 0 sends every plan to Spark.
+DRIVER_MAX_BYTES = 1 << 30
+DRIVER_MAX_BYTES_ENV = "LAKEOPS_DRIVER_MAX_BYTES"
+
+#: For plans whose units have no byte figure (checkpoint parts, manifests, directory listings,
+#: snapshot diffs, deletion batches): up to this many units run on the driver. Such units are mostly
+#: Python work, which threads run one at a time (the GIL) where Spark's workers run them in
+#: parallel; the same bound as :data:`DRIVER_DELETE_BATCHES`, so deletions keep their rule.
+#: ``$LAKEOPS_DRIVER_MAX_UNITS`` (or ``driver_max_units``) overrides; 0: always Spark.
+DRIVER_MAX_UNITS = 16
+DRIVER_MAX_UNITS_ENV = "LAKEOPS_DRIVER_MAX_UNITS"
+
 #: Commands that change a table: their runs (not dry runs) leave an audit record (:func:`audited`).
 AUDITED = frozenset({"compact", "checkpoint", "expire", "orphans", "restore", "purge-trash"})
 
 
 class SparkSettings(BaseModel):
     """Where plan units run: ``master`` (None: ``$LAKEOPS_SPARK_MASTER``, else the spark-submit master,
-    else ``local[*]``) and Spark ``conf``. The session starts only when a plan has units to run."""
+    else ``local[*]``) and Spark ``conf``. The session starts only when a plan has units to run, and
+    not at all for a small plan that would run on the default ``local[*]`` (:meth:`runs_on_driver`).
+    ``driver_max_bytes`` / ``driver_max_units``: that plan size (None: the environment variable, else
+    :data:`DRIVER_MAX_BYTES` / :data:`DRIVER_MAX_UNITS`; 0: always Spark)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     master: str | None = None
     conf: dict[str, str] = {}
+    driver_max_bytes: int | None = Field(default=None, ge=0)
+    driver_max_units: int | None = Field(default=None, ge=0)
+
+    def runs_on_driver(self, units: int, work_bytes: int | None) -> bool:
+        """Whether a plan of ``units`` units reading ``work_bytes`` (None: unknown) runs in threads on
+        the driver: it is small, and Spark would be a new ``local[*]`` session on this machine anyway
+        (no master asked for, none already running: an active session costs nothing more to use)."""
+        max_bytes = _limit(self.driver_max_bytes, DRIVER_MAX_BYTES_ENV, DRIVER_MAX_BYTES, sizes=True)
+        if work_bytes is not None:
+            small = work_bytes <= max_bytes
+        else:
+            small = units <= _limit(self.driver_max_units, DRIVER_MAX_UNITS_ENV, DRIVER_MAX_UNITS, sizes=False)
+        if max_bytes == 0 or not small or {"spark.master", "spark.remote"} & self.conf.keys():
+            return False
+        from spark_jobs.session import would_start_default_session
+
+        return would_start_default_session(self.master)
 
     def run_units(
         self,
@@ -71,10 +115,26 @@ class SparkSettings(BaseModel):
         label: str,
         description: str,
         progress: Console,
+        work_bytes: int | None = None,
     ) -> list[Result]:
-        """Run ``task`` on every unit as Spark tasks (:func:`spark_jobs.runner.run_units`), echoing
-        ``label`` and the task count to ``progress``; raises its ``TaskFailed``."""
-        from spark_jobs.runner import run_units
+        """Run ``task`` on every unit, echoing ``label`` and progress to ``progress``: in threads on
+        the driver when :meth:`runs_on_driver` (``work_bytes``: what the units read, if the plan
+        knows), else as Spark tasks (:func:`spark_jobs.runner.run_units`). Either way results come
+        in unit order and a failed unit raises ``TaskFailed`` with the completed results."""
+        from spark_jobs.runner import run_on_driver, run_units
+
+        if self.runs_on_driver(len(units), work_bytes):
+            threads = min(len(units), os.cpu_count() or 1)
+            size = f", {format_size(work_bytes)}" if work_bytes is not None else ""
+            progress.print(f"{label} on the driver ({threads} threads{size}) ...")
+            return run_on_driver(
+                units,
+                task,
+                result_type,
+                threads=threads,
+                description=description,
+                progress=lambda done, total: progress.print(f"  {done}/{total} units done"),
+            )
         from spark_jobs.session import build_session
 
         spark = build_session(master=self.master, conf=self.conf)
@@ -114,6 +174,23 @@ class SparkSettings(BaseModel):
         threads = min(DRIVER_DELETE_THREADS, len(batches))
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delete") as pool:
             return list(pool.map(task, batches))
+
+
+def _limit(given: int | None, env: str, default: int, *, sizes: bool) -> int:
+    """``given``, else ``$env`` (a count, or with ``sizes`` also a size such as ``2GB``), else ``default``."""
+    if given is not None:
+        return given
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    if text.isdigit():
+        return int(text)
+    try:
+        if sizes:
+            return parse_size(text)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"${env}: {exc}") from None
+    raise InvalidArgument(f"${env}: expected a whole number of 0 or more, got {text!r}")
 
 
 class Operation(Protocol):

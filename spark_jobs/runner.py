@@ -15,32 +15,39 @@ traceback), not raised through Spark. That keeps the original type name and mess
 lets the driver know which units *did* finish (their results carry the files they wrote, which
 the caller must clean up when it does not commit). It also means Spark does not retry a failed
 unit: tasks are expected to be deterministic and their storage adapters to retry transient IO.
+
+:func:`run_on_driver` is the same contract without Spark: the units run in a thread pool of this
+process (for plans too small to pay a Spark session's start-up), through the same per-unit wrapper
+and the same result collection, so results, ``TaskFailed`` and its ``completed`` are identical.
+pyspark is imported only by :func:`run_units`, so a driver-only run never loads it.
 """
 
 from __future__ import annotations
 
 import builtins
 import logging
+import os
 import threading
+import time
 import traceback
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 from pydantic import BaseModel
-from pyspark.errors import PythonException
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from lakeops.errors import InvalidArgument, LakeopsError
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+    from pyspark.errors import PythonException
+    from pyspark.sql import SparkSession
 
-__all__ = ["MAX_DEFAULT_PARALLELISM", "Progress", "TaskFailed", "run_units"]
+__all__ = ["MAX_DEFAULT_PARALLELISM", "Progress", "TaskFailed", "run_on_driver", "run_units"]
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +174,10 @@ def run_units(
     """
     if not units:
         return []
-    unit_type = type(units[0])
-    if any(type(unit) is not unit_type for unit in units):
-        names = sorted({type(unit).__name__ for unit in units})
-        raise InvalidArgument(f"run_units needs units of one model type, got {', '.join(names)}")
+    from pyspark.errors import PythonException
+    from pyspark.sql import functions as F
+
+    unit_type = _unit_type(units)
     if parallelism is not None and parallelism < 1:
         raise InvalidArgument(f"parallelism must be at least 1, got {parallelism}")
     slots = min(len(units), parallelism or MAX_DEFAULT_PARALLELISM)
@@ -204,6 +211,72 @@ def run_units(
     except PythonException as exc:
         raise _outside_unit_failure(label, exc) from exc
     return _collect(label, table.to_pylist(), len(units), result_type)
+
+
+def run_on_driver(
+    units: Sequence[Unit],
+    task: Callable[[Unit], Result],
+    result_type: type[Result],
+    *,
+    threads: int | None = None,
+    description: str | None = None,
+    progress: Progress | None = None,
+) -> list[Result]:
+    """:func:`run_units` without Spark: ``task`` runs on every unit in ``threads`` threads (default
+    ``os.cpu_count()``) of this process; results come back in unit order.
+
+    Units and results make the same JSON round trip as on Spark, so a task sees exactly what a Spark
+    task would. Every unit runs even after one fails, and a failure raises the same
+    :class:`TaskFailed` (lowest failed index, all failed indices, completed results). At most
+    ``threads`` units are in progress at once, so memory is bounded by threads × one unit's working
+    set, as with that many Spark task slots. Threads suit tasks that spend their time in pyarrow or
+    IO (both release the GIL); pure-Python work shares one core. ``progress`` gets (finished units,
+    total units) at most every half second and when the last one finishes.
+    """
+    if not units:
+        return []
+    unit_type = _unit_type(units)
+    if threads is not None and threads < 1:
+        raise InvalidArgument(f"threads must be at least 1, got {threads}")
+    label = description or f"lakeops {_task_name(task)} on {len(units)} units"
+    workers = min(len(units), threads or os.cpu_count() or 1)
+    report = _safe_progress(progress)
+    rows: list[dict[str, object]] = []
+    reported = time.monotonic()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lakeops-unit") as pool:
+        futures = [pool.submit(_run_one, task, unit_type, i, _dump(unit)) for i, unit in enumerate(units)]
+        for done, future in enumerate(as_completed(futures), start=1):
+            rows.extend(future.result().to_pylist())
+            if done == len(units) or time.monotonic() - reported >= _PROGRESS_INTERVAL_S:
+                reported = time.monotonic()
+                report(done, len(units))
+    return _collect(label, rows, len(units), result_type)
+
+
+def _unit_type(units: Sequence[Unit]) -> type[Unit]:
+    unit_type = type(units[0])
+    if any(type(unit) is not unit_type for unit in units):
+        names = sorted({type(unit).__name__ for unit in units})
+        raise InvalidArgument(f"run_units needs units of one model type, got {', '.join(names)}")
+    return unit_type
+
+
+def _safe_progress(callback: Progress | None) -> Progress:
+    """``callback``, except that its first exception is logged and ends progress reporting: a broken
+    progress bar must not fail the operation."""
+    state: dict[str, Progress | None] = {"callback": callback}
+
+    def report(done: int, total: int) -> None:
+        cb = state["callback"]
+        if cb is None:
+            return
+        try:
+            cb(done, total)
+        except Exception:
+            log.exception("progress callback failed; progress reporting stopped")
+            state["callback"] = None
+
+    return report
 
 
 def _collect(label: str, rows: list[dict[str, object]], count: int, result_type: type[Result]) -> list[Result]:
@@ -296,18 +369,13 @@ def _progress_poller(spark: SparkSession, group: str, total: int, callback: Prog
         return
     tracker = sc.statusTracker()
     stop = threading.Event()
-    state = {"callback": callback, "last": -1}
+    safe = _safe_progress(callback)
+    last = [-1]
 
     def report(done: int) -> None:
-        cb = state["callback"]
-        if cb is None or done == state["last"]:
-            return
-        state["last"] = done
-        try:
-            cb(done, total)  # type: ignore[operator]
-        except Exception:  # a broken progress bar must not fail the operation
-            log.exception("progress callback failed; progress reporting stopped")
-            state["callback"] = None
+        if done != last[0]:
+            last[0] = done
+            safe(done, total)
 
     def finished() -> int:
         done = 0

@@ -29,16 +29,19 @@ import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from lakeops.errors import InvalidArgument
+
+if TYPE_CHECKING:  # imported where used: deciding not to use Spark must not cost pyspark's import
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "DEFAULT_MASTER",
     "MASTER_ENV",
     "build_session",
     "is_local_master",
+    "would_start_default_session",
     "needs_shipping",
     "ship_project",
     "stop_session",
@@ -131,6 +134,15 @@ def _resolve_master(master: str | None) -> tuple[str | None, bool]:
     return DEFAULT_MASTER, False
 
 
+def would_start_default_session(master: str | None) -> bool:
+    """Whether :func:`build_session` with ``master`` would start a new ``local[*]`` session: no master
+    was asked for (argument, ``$LAKEOPS_SPARK_MASTER``, spark-submit) and no session runs in this
+    process to reuse. Does not import pyspark when nothing has yet (then no session can exist)."""
+    if _resolve_master(master) != (DEFAULT_MASTER, False):
+        return False
+    return "pyspark.sql" not in sys.modules or _existing_session() is None
+
+
 def _session_master(spark: SparkSession) -> str | None:
     if _is_connect_session(spark):
         return None
@@ -144,6 +156,8 @@ def _existing_session() -> SparkSession | None:
     still owns the one SparkContext of this process, so fall back to the default session
     (``stop()`` clears it).
     """
+    from pyspark.sql import SparkSession
+
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -264,6 +278,8 @@ def _apply_runtime_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
 
 
 def _create(master: str | None, app_name: str, conf: Mapping[str, str], ui: bool) -> SparkSession:
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder
     if _is_connect(master):
         assert master is not None
