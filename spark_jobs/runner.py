@@ -174,6 +174,7 @@ def run_units(
     """
     if not units:
         return []
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PythonException
     from pyspark.sql import functions as F
 
@@ -210,6 +211,8 @@ def run_units(
             table = results_df.toArrow()
     except PythonException as exc:
         raise _outside_unit_failure(label, exc) from exc
+    except Py4JJavaError as exc:  # the JVM gave up on the job: a Python worker crashed or was killed, an executor lost
+        raise _job_failure(label, exc) from None
     return _collect(label, table.to_pylist(), len(units), result_type)
 
 
@@ -322,6 +325,21 @@ def _outside_unit_failure(label: str, exc: PythonException) -> TaskFailed:
         index=None,
         error_type=error_type,
         error_message=error_message,
+        remote_traceback=text,
+    )
+
+
+def _job_failure(label: str, exc: Exception) -> TaskFailed:
+    """Turn a job Spark aborted (no unit raised: a worker process died, an executor was lost) into
+    TaskFailed, named by the first Java exception line of its trace rather than the whole trace."""
+    text = str(exc).strip()
+    lines = [line.strip(": ") for line in text.splitlines() if line.strip()]
+    cause = next((line for line in lines if "Exception:" in line), lines[0] if lines else type(exc).__name__)
+    return TaskFailed(
+        f"{label}: the Spark job failed outside any unit: {cause[:500]}",
+        index=None,
+        error_type=type(exc).__name__,
+        error_message=cause,
         remote_traceback=text,
     )
 

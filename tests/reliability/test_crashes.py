@@ -244,8 +244,6 @@ class Case:
     points: list[Point]
     #: The table whose rows the operation changes: "out" (CDC's output), else the table itself.
     reads: str = "table"
-    #: Known failures (point name, or "*" for all) -> the bug, reported; strict xfail until fixed.
-    known: tuple[tuple[str, str], ...] = ()
 
     @property
     def spark(self) -> bool:
@@ -253,10 +251,9 @@ class Case:
         ``slow`` (``make test-all``); the driver-only operations stay in the default suite."""
         return self.command[0] in ("compact", "cdc") or (self.fmt == "iceberg" and self.command[0] == "checkpoint")
 
-    def marks(self, point: str) -> list[Any]:
-        marks: list[Any] = [pytest.mark.slow] if self.spark else []
-        marks += [pytest.mark.xfail(reason=why, strict=True) for name, why in self.known if name in (point, "*")]
-        return marks
+    @property
+    def marks(self) -> list[Any]:
+        return [pytest.mark.slow] if self.spark else []
 
     @property
     def id(self) -> str:
@@ -271,24 +268,18 @@ UNITS = Point("tasks-done", "units")
 DELETES = Point("deleting", "delete")
 DELTA_COMMIT = r"_delta_log/\d{20}\.json$"
 
-WORKER_CRASH_UNCAUGHT = (
-    "bug: a Python worker killed mid-task surfaces as an uncaught Py4JJavaError (from getResult) with a "
-    "traceback, not a TaskFailed/LakeopsError with 'error:'"
-)
 
 CASES = [
     Case(
         "delta",
         ["compact", "--min-input-files", "2"],
         [UNITS, *(storage("commit", DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
-        known=(),
     ),
     Case(
         "delta",
         ["checkpoint"],
         [storage("checkpoint", r"\.checkpoint\.parquet$", "mid")]
         + [storage("last-checkpoint", r"_last_checkpoint$", w) for w in ("before", "mid", "after")],
-        known=(),
     ),
     Case("delta", ["expire"], [DELETES]),
     Case("delta", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
@@ -297,7 +288,6 @@ CASES = [
         ["cdc", "--from", "7", "--output", "{out}"],
         [UNITS, *(storage("commit", r"out/" + DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
         reads="out",
-        known=(),
     ),
     Case(
         "iceberg",
@@ -319,7 +309,6 @@ CASES = [
         "iceberg",
         ["expire", "--older-than", "0s", "--force", "--retain-last", "1"],
         [storage("metadata", r"\.metadata\.json$", "mid"), Point("catalog-updated", "swap"), DELETES],
-        known=(),
     ),
     Case("iceberg", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
     Case("icechunk", ["expire", "--older-than", "0s", "--force"], [DELETES]),
@@ -439,7 +428,7 @@ def _seeds() -> Iterator[Any]:
     for case in CASES:
         for point in case.points:
             for seed in range(ROUNDS):
-                yield pytest.param(case, point, seed, id=f"{case.id}-{point.name}-{seed}", marks=case.marks(point.name))
+                yield pytest.param(case, point, seed, id=f"{case.id}-{point.name}-{seed}", marks=case.marks)
 
 
 @pytest.mark.parametrize(("case", "point", "seed"), list(_seeds()))
@@ -462,7 +451,7 @@ def test_driver_killed_at_a_point(
 TIMED = [case for case in CASES if case.command[0] in ("compact", "expire", "orphans")]
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks("timed")) for c in TIMED])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks) for c in TIMED])
 @pytest.mark.parametrize("seed", range(ROUNDS))
 def test_driver_killed_after_a_random_delay(
     case: Case, seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
@@ -501,7 +490,6 @@ def _kill_worker_when_busy(pid_dir: Path) -> Callable[[Any], None]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason=WORKER_CRASH_UNCAUGHT, strict=True)
 def test_executor_worker_killed_mid_task(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Spark local mode does not retry a task (maxFailures=1): the compaction fails cleanly (exit 1 with
     a lakeops error, nothing committed) and the next run succeeds; the files the attempt wrote are
