@@ -48,7 +48,7 @@ test-all: install
 	$(PY) -m pytest -q
 
 ## Benchmarks against delta-rs, PyIceberg and the pyarrow limit (bench/README.md): a quick pass of a few
-## minutes, or the issue's sizes at 1x, 4x and 16x (hours); results in bench/results/<date>.json.
+## minutes, or 1x, 4x and 16x a base whose 16x is the issue's sizes (hours); results in bench/results/<date>.json.
 bench: install
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m bench --size quick

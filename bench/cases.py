@@ -1,8 +1,10 @@
 """The benchmark cases of issue 9: a workload generator, its sizes per tier, and the contenders.
 
 Each case's ``sizes`` gives the generator's keyword arguments per tier; ``scaled`` names the one
-multiplied by 1x/4x/16x in ``full``. A case without a peer (Iceberg compaction, Icechunk GC) is
-compared with the limit only; one without a limit (Iceberg expiry: metadata only) with the peer only.
+multiplied by 1x/4x/16x in ``full``, whose base is a sixteenth of the issue's size so that 16x is the
+issue's scale (2,000 files / 2 GB, 1,000,000 actions, 100,000 tombstones, 10,000,000 change rows).
+A case without a peer (Iceberg compaction, Icechunk GC) is compared with the limit only; one without
+a limit (Iceberg expiry: metadata only) with the peer only.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ CASES: tuple[Case, ...] = (
         sizes={
             "tiny": {"files": 10, "rows_per_file": 2_000, "days": 2},
             "quick": {"files": 200, "rows_per_file": 10_000, "days": 10},
-            "full": {"files": 2_000, "rows_per_file": 26_000, "days": 20},  # ~2 GB at 1x
+            "full": {"files": 125, "rows_per_file": 26_000, "days": 20},  # 16x: 2,000 files, ~2 GB
         },
         scaled="files",
         ours="ours.compact",
@@ -74,7 +76,7 @@ CASES: tuple[Case, ...] = (
         name="delta_checkpoint",
         title="Delta checkpoint (log-only adds)",
         generate=delta_log.add_log,
-        sizes={"tiny": {"actions": 2_000}, "quick": {"actions": 100_000}, "full": {"actions": 1_000_000}},
+        sizes={"tiny": {"actions": 2_000}, "quick": {"actions": 100_000}, "full": {"actions": 62_500}},
         scaled="actions",
         ours="ours.checkpoint",
         peer="peer.checkpoint",
@@ -84,7 +86,7 @@ CASES: tuple[Case, ...] = (
         name="delta_snapshot_load",
         title="Delta snapshot from its checkpoint",
         generate=_checkpointed_log,
-        sizes={"tiny": {"actions": 2_000}, "quick": {"actions": 100_000}, "full": {"actions": 1_000_000}},
+        sizes={"tiny": {"actions": 2_000}, "quick": {"actions": 100_000}, "full": {"actions": 62_500}},
         scaled="actions",
         ours="ours.snapshot",
         peer="peer.snapshot",
@@ -95,7 +97,7 @@ CASES: tuple[Case, ...] = (
         name="delta_vacuum",
         title="Delta vacuum (tombstoned files)",
         generate=delta_log.tombstones,
-        sizes={"tiny": {"files": 200}, "quick": {"files": 10_000}, "full": {"files": 100_000}},
+        sizes={"tiny": {"files": 200}, "quick": {"files": 10_000}, "full": {"files": 6_250}},
         scaled="files",
         ours="ours.vacuum",
         peer="peer.vacuum",
@@ -106,7 +108,7 @@ CASES: tuple[Case, ...] = (
         name="delta_cdc",
         title="Delta change data feed",
         generate=delta_tables.change_feed,
-        sizes={"tiny": {"rows": 10_000}, "quick": {"rows": 1_000_000}, "full": {"rows": 7_700_000}},  # 10M change rows
+        sizes={"tiny": {"rows": 10_000}, "quick": {"rows": 1_000_000}, "full": {"rows": 481_250}},  # 1.3 changes a row
         scaled="rows",
         ours="ours.cdc",
         peer="peer.cdf",
@@ -120,7 +122,7 @@ CASES: tuple[Case, ...] = (
         sizes={
             "tiny": {"files": 10, "rows_per_file": 2_000, "days": 2},
             "quick": {"files": 200, "rows_per_file": 10_000, "days": 10},
-            "full": {"files": 2_000, "rows_per_file": 26_000, "days": 20},
+            "full": {"files": 125, "rows_per_file": 26_000, "days": 20},
         },
         scaled="files",
         ours="ours.compact",
@@ -132,8 +134,6 @@ CASES: tuple[Case, ...] = (
         name="iceberg_expiry",
         title="Iceberg snapshot expiry",
         generate=iceberg_tables.many_snapshots,
-        # PyIceberg's generator is quadratic in snapshots (see the workload): 2,000 is the issue's
-        # size, and the top of full's 1x/4x/16x.
         sizes={"tiny": {"snapshots": 5}, "quick": {"snapshots": 100}, "full": {"snapshots": 125}},
         scaled="snapshots",
         ours="ours.expire",
@@ -144,7 +144,7 @@ CASES: tuple[Case, ...] = (
         name="icechunk_gc",
         title="Icechunk garbage collection",
         generate=icechunk_repo.chunk_objects,
-        sizes={"tiny": {"objects": 200}, "quick": {"objects": 10_000}, "full": {"objects": 100_000}},
+        sizes={"tiny": {"objects": 200}, "quick": {"objects": 10_000}, "full": {"objects": 6_250}},
         scaled="objects",
         ours="ours.gc",
         limit="limit.delete",

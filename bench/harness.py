@@ -20,6 +20,8 @@ from bench.workspace import Workspace
 
 #: Scales and repeats per tier.
 TIERS: dict[str, tuple[tuple[int, ...], int]] = {"tiny": ((1,), 1), "quick": ((1,), 3), "full": ((1, 4, 16), 3)}
+#: Where ours runs: as the CLI does with no master configured (spark_jobs.operations.SparkSettings).
+EXECUTION = "ours: small plans on the driver, larger ones on Spark local[*]"
 PACKAGES = ("deltalake", "pyiceberg", "pyarrow", "pyspark", "icechunk")
 
 
@@ -103,11 +105,14 @@ def run(
     *,
     cases: Sequence[str] | None = None,
     repeats: int | None = None,
+    scales: Sequence[int] | None = None,
     base: Path,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run ``cases`` (default: all) at ``tier``; return the results document (see bench/README.md)."""
-    scales, default_repeats = TIERS[tier]
+    """Run ``cases`` (default: all) at ``tier`` and ``scales`` (default: the tier's); return the
+    results document (see bench/README.md)."""
+    tier_scales, default_repeats = TIERS[tier]
+    scales = tuple(scales or tier_scales)
     repeats = repeats or default_repeats
     chosen = [BY_NAME[name] for name in cases] if cases else list(CASES)
     started = time.perf_counter()
@@ -119,7 +124,7 @@ def run(
         "scales": list(scales),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "versions": _versions(),
-        "spark_master": "local[*]",
+        "execution": EXECUTION,
         "total_s": round(time.perf_counter() - started, 1),
         "results": results,
         "slopes": _slopes(results) if len(scales) > 1 else {},

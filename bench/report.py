@@ -42,7 +42,7 @@ def _ratio(result: dict[str, Any], key: str) -> str:
 def table(document: dict[str, Any]) -> str:
     head = (
         f"Size `{document['size']}`, {document['repeats']} repeats, medians in seconds, {document['date']}, "
-        f"{document['machine']['cpus']} CPUs, Spark `{document['spark_master']}`; total {document['total_s']} s.\n\n"
+        f"{document['machine']['cpus']} CPUs, {document['execution']}; total {document['total_s']} s.\n\n"
         "| case | work | ours | peer | limit | ours/peer | ours/limit | driver MB | JVM MB | worker MB |\n"
         "|---|---|---:|---:|---:|---|---|---:|---:|---:|\n"
     )

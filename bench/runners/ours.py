@@ -1,5 +1,6 @@
-"""lakeops through :func:`spark_jobs.operations.run_operation`, as the CLI and Dagster run it, on a
-local Spark master with every core. The session starts inside the timed call: start-up is included."""
+"""lakeops through :func:`spark_jobs.operations.run_operation`, as the CLI and Dagster run it with no
+master configured: a small plan runs in threads on the driver, a larger one on a new ``local[*]``
+session started inside the timed call (start-up included)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.storage import open_storage
 from spark_jobs.operations import SparkSettings, run_operation
 
-LOCAL = SparkSettings(master="local[*]")
+DEFAULT = SparkSettings()
 
 
 def _run(name: str, params: dict[str, Any], options: dict[str, object]) -> dict[str, Any]:
     if "catalog_uri" in params:
         options = {"catalog_uri": params["catalog_uri"], **options}
-    report = run_operation(name, params["target"], options, spark=LOCAL)
+    report = run_operation(name, params["target"], options, spark=DEFAULT)
     return report.metrics()
 
 

@@ -5,11 +5,13 @@ results and that each contender did the work (the same files and rows)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from bench.__main__ import main
 from bench.report import END, START
+from spark_jobs.operations import DRIVER_MAX_BYTES_ENV
 
 pytestmark = pytest.mark.spark  # ours runs on a local Spark session
 
@@ -19,15 +21,18 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object]
     out = tmp_path_factory.mktemp("bench")
     readme = out / "README.md"
     readme.write_text(f"# notes kept\n\n{START}\nold table\n{END}\n\nafter the table\n")
-    main(["--size", "tiny", "--case", "delta_compaction", "--case", "delta_checkpoint", "--workdir", str(out),
-          "--results", str(out / "results"), "--readme", str(readme)])  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        # The default runs a tiny plan on the driver; Spark here, so the JVM sampling is exercised.
+        patch.setenv(DRIVER_MAX_BYTES_ENV, "0")
+        main(["--size", "tiny", "--case", "delta_compaction", "--case", "delta_checkpoint", "--workdir", str(out),
+              "--results", str(out / "results"), "--readme", str(readme)])  # fmt: skip
     [results] = (out / "results").glob("*-tiny.json")
     return json.loads(results.read_text()), readme.read_text()
 
 
 def test_results_hold_every_case_with_positive_ratios(outcome: tuple[dict[str, object], str]) -> None:
     document, _ = outcome
-    assert document["size"] == "tiny" and document["repeats"] == 1
+    assert document["size"] == "tiny" and document["repeats"] == 1 and document["scales"] == [1]
     results = document["results"]
     assert isinstance(results, list)
     assert [r["case"] for r in results] == ["delta_compaction", "delta_checkpoint"]
@@ -59,3 +64,16 @@ def test_the_readme_table_replaces_only_the_marked_block(outcome: tuple[dict[str
     block = readme.split(START)[1].split(END)[0]
     assert "| Delta compaction (small files by day) | 10 files |" in block
     assert "| Delta checkpoint (log-only adds) | 2,000 add actions |" in block
+
+
+def test_scale_runs_a_multiple_of_the_base_size(tmp_path: Path) -> None:
+    """``--scale 4`` of the tiny vacuum: four times the tombstones, every one deleted by ours and delta-rs."""
+    main(["--size", "tiny", "--case", "delta_vacuum", "--scale", "4", "--workdir", str(tmp_path),
+          "--results", str(tmp_path / "results"), "--readme", str(tmp_path / "README.md")])  # fmt: skip
+    [results] = (tmp_path / "results").glob("*-tiny.json")
+    document = json.loads(results.read_text())
+    [result] = document["results"]
+    assert document["scales"] == [4] and result["scale"] == 4 and result["workload"]["size"] == 800
+    ours, peer, limit = (result["contenders"][role]["info"] for role in ("ours", "peer", "limit"))
+    assert ours["deleted_files"] == peer["deleted_files"] == limit["deleted_files"] == 800
+    assert "800 tombstoned files (x4)" in (tmp_path / "README.md").read_text()
