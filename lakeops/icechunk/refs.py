@@ -20,6 +20,7 @@ from typing import Literal
 from lakeops.errors import AlreadyExists, CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
 from lakeops.icechunk.ids import decode_int, encode_int, validate_id
 from lakeops.storage import Storage, join, relative_to
+from lakeops.storage.local import is_abandoned_temp
 
 REFS_DIR = "refs"
 BRANCH_PREFIX = "branch."
@@ -98,6 +99,8 @@ def _ref_dirs(storage: Storage, root: str, prefix: str) -> list[str]:
     refs = _refs_root(root)
     names = set()
     for info in storage.list(refs):
+        if is_abandoned_temp(info.path):
+            continue  # a killed write's staging file does not make a ref
         directory = relative_to(refs, info.path).split("/", 1)[0]
         if directory.startswith(prefix):
             names.add(directory[len(prefix) :])
@@ -128,6 +131,8 @@ def _branch_files(storage: Storage, root: str, branch: str) -> list[tuple[int, s
     files = []
     for info in storage.list(directory):
         name = relative_to(directory, info.path)
+        if is_abandoned_temp(name):
+            continue  # a killed local write's staging file; garbage collection removes it
         try:
             files.append((parse_branch_file_name(name), info.path))
         except InvalidArgument as exc:

@@ -154,6 +154,8 @@ class IcechunkGcReport(Report):
     deleted_attribute_files: int = 0
     deleted_chunks: int = 0
     deleted_transaction_logs: int = 0
+    #: Abandoned lakeops temporary files (a local write killed before its rename).
+    deleted_temp_files: int = 0
     deleted_files: int = 0
     deleted_bytes: int = 0
     delegated_to: str | None = None
@@ -223,6 +225,7 @@ def gc_report(plan: GcPlan | DelegatedPlan, started: float, *, dry_run: bool) ->
         deleted_manifests=kinds["manifest"],
         deleted_attribute_files=kinds["attributes"],
         deleted_chunks=kinds["chunk"],
+        deleted_temp_files=kinds[gc.TEMP_KIND],
         deleted_files=len(plan.candidates),
         deleted_bytes=sum(c.size for c in plan.candidates),
         paths=[c.path for c in plan.candidates] if dry_run else [],

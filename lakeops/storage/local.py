@@ -19,10 +19,20 @@ from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageErro
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
-__all__ = ["TMP_SUFFIX", "LocalStorage"]
+__all__ = ["TMP_SUFFIX", "LocalStorage", "is_abandoned_temp"]
 
 #: Suffix of the hidden temporary file a write is staged in (``.<name>.<random>.lakeops-tmp``).
 TMP_SUFFIX = ".lakeops-tmp"
+
+
+def is_abandoned_temp(path: str) -> bool:
+    """Whether ``path`` (absolute or relative) names the staging file of a lakeops write.
+
+    A process killed mid-write leaves one behind and no table format ever names it, so cleanup
+    operations delete it once it is older than their age floor (a younger one may be a live write's).
+    """
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
 
 
 def _current_umask() -> int:

@@ -57,7 +57,7 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.storage import Storage, StorageOptions
-from lakeops.storage.local import TMP_SUFFIX
+from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import join, normalize, relative_to
 
 __all__ = [
@@ -132,12 +132,6 @@ def is_hidden(relative: str, partition_columns: Iterable[str] = ()) -> bool:
             continue
         return True
     return False
-
-
-def is_abandoned_temp(relative: str) -> bool:
-    """Whether ``relative`` is the staging file of a lakeops write that never finished."""
-    name = relative.rsplit("/", 1)[-1]
-    return name.startswith(".") and name.endswith(TMP_SUFFIX)
 
 
 def _partition_dir_names(snapshot: DeltaSnapshot) -> set[str]:

@@ -20,8 +20,12 @@ chunk object (``ChunkRef.id``) in those manifests.
 
 **Deleted**: every object under the four object directories whose name is an object id, that is not
 reachable, and whose modification time is older than the cutoff (the age floor: a writer's fresh
-chunks and manifests are younger than its snapshot). Anything else — ``refs/``, files whose names
-are not ids, other directories — is never listed for deletion.
+chunks and manifests are younger than its snapshot). Also lakeops' own abandoned temporary files
+(``.<name>.<random>.lakeops-tmp``, :func:`lakeops.storage.local.is_abandoned_temp`) in those
+directories and in ``refs/`` once past the same floor, reported as kind ``temp``: a local write killed
+before its rename or link leaves one, no ref or snapshot can name it, and nothing else removes it.
+Anything else — ref files, files whose names are not ids, other directories — is never listed for
+deletion.
 
 Plan and reachability run on the driver and fail (nothing deleted) on any ref or reachable file
 that cannot be read or decoded. Just before deleting, :func:`recheck` recomputes the roots from the
@@ -54,8 +58,18 @@ from lakeops.icechunk.repository import (
     Repository,
 )
 from lakeops.storage import FileInfo, Storage, StorageOptions, join
+from lakeops.storage.local import is_abandoned_temp
 
-__all__ = ["DEFAULT_BATCH_SIZE", "GcPlan", "ObjectKind", "list_kind", "list_objects", "plan_gc", "recheck"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "TEMP_KIND",
+    "GcPlan",
+    "ObjectKind",
+    "list_kind",
+    "list_objects",
+    "plan_gc",
+    "recheck",
+]
 
 #: Paths per Spark task: S3's DeleteObjects limit, so one task is one request.
 DEFAULT_BATCH_SIZE = 1000
@@ -67,6 +81,8 @@ OBJECT_DIRS: dict[ObjectKind, str] = {
     "attributes": ATTRIBUTES_DIR,
     "chunk": CHUNKS_DIR,
 }
+#: The candidate kind of an abandoned lakeops temporary file.
+TEMP_KIND = "temp"
 
 
 class GcPlan(BaseModel):
@@ -109,16 +125,25 @@ def list_objects(storage: Storage, root: str) -> tuple[dict[ObjectKind, dict[str
 
 
 def list_kind(storage: Storage, root: str, kind: ObjectKind) -> tuple[dict[str, FileInfo], int]:
-    prefix = join(root, OBJECT_DIRS[kind])
+    found, temps, others = _scan(storage, join(root, OBJECT_DIRS[kind]))
+    return found, len(temps) + others
+
+
+def _scan(storage: Storage, prefix: str) -> tuple[dict[str, FileInfo], list[FileInfo], int]:
+    """Objects under ``prefix`` by id, lakeops temporary files, and how many other files there are."""
     found: dict[str, FileInfo] = {}
-    unrecognised = 0
+    temps: list[FileInfo] = []
+    others = 0
     for info in storage.list(prefix):
         name = info.path[len(prefix) + 1 :]
+        if is_abandoned_temp(name):
+            temps.append(info)
+            continue
         try:
             found[validate_id(name)] = info
         except InvalidArgument:
-            unrecognised += 1
-    return found, unrecognised
+            others += 1
+    return found, temps, others
 
 
 def _ref_snapshots(storage: Storage, root: str) -> dict[str, str]:
@@ -145,12 +170,20 @@ def _reachable(repo: Repository, ref_files: dict[str, str], young: list[str]) ->
 
 
 def _is_reachable(kind: str, object_id: str, live: Reachable) -> bool:
+    if kind == TEMP_KIND:
+        return False  # no ref, snapshot or manifest ever names a temporary file
     held = {"snapshot": live.snapshots, "manifest": live.manifests, "attributes": live.attribute_files}
     return object_id in (live.chunks if kind == "chunk" else held[kind])
 
 
 def _batches(root: str, options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
-    return make_batches(root, options, candidates, size, protected=[join(root, refs.REFS_DIR)])
+    """Batches that refuse anything under ``refs/`` -- but for temporary files (some live there),
+    which get batches of their own."""
+    objects = [c for c in candidates if c.kind != TEMP_KIND]
+    temps = [c for c in candidates if c.kind == TEMP_KIND]
+    batches = make_batches(root, options, objects, size, protected=[join(root, refs.REFS_DIR)])
+    extra = make_batches(root, options, temps, size)
+    return batches + [b.model_copy(update={"batch_id": len(batches) + b.batch_id}) for b in extra]
 
 
 def plan_gc(
@@ -168,11 +201,25 @@ def plan_gc(
     require_repository(repo)
     window = resolve_retention(repo.root, retention, override=force, override_flag="--force-short-retention")
     cutoff = compute_cutoff(window, now_ms)
-    objects, unrecognised = list_objects(storage, repo.root)
+    objects: dict[ObjectKind, dict[str, FileInfo]] = {}
+    temps: list[FileInfo] = []
+    unrecognised = 0
+    for kind, directory in OBJECT_DIRS.items():
+        objects[kind], in_dir, others = _scan(storage, join(repo.root, directory))
+        temps += in_dir
+        unrecognised += others
+    _, in_refs, _ = _scan(storage, join(repo.root, refs.REFS_DIR))
+    temps += in_refs
     ref_files, young = retained_roots(storage, repo.root, objects["snapshot"], cutoff)
     live = _reachable(repo, ref_files, young)
     scanned = reachable = too_recent = 0
     candidates: list[Candidate] = []
+    for info in temps:
+        scanned += 1
+        if info.mtime_ms >= cutoff:
+            too_recent += 1  # may be a write in progress
+        else:
+            candidates.append(Candidate(path=info.path, size=info.size, kind=TEMP_KIND))
     for kind, by_id in objects.items():
         for object_id, info in by_id.items():
             scanned += 1

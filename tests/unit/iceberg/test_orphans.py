@@ -30,6 +30,7 @@ from lakeops.iceberg.maintenance.orphans import (
 )
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import StorageOptions
+from lakeops.storage.local import TMP_SUFFIX
 
 OLD = 1_500_000_000.0  # July 2017: older than any floor
 NOW_MS = int(time.time() * 1000)
@@ -202,6 +203,7 @@ def test_exactly_the_old_unreferenced_files_are_candidates(tmp_path: Path) -> No
         _plant(location / "data" / "old-orphan.parquet", old=True),
         _plant(location / "metadata" / "old-orphan-m0.avro", old=True),
         _plant(location / "stray" / "deep" / "old-orphan.txt", old=True),
+        _plant(location / "metadata" / f".v9.metadata.json.k2x9q1{TMP_SUFFIX}", old=True),  # a killed local write
     ]
     _plant(location / "data" / "category=b" / "new-orphan.parquet", old=False)
     _plant(location / "metadata" / "new-orphan.metadata.json", old=False)

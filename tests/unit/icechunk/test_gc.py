@@ -33,12 +33,14 @@ from lakeops.deletion import delete_batch
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.expiry import plan_expiry
-from lakeops.icechunk.maintenance.gc import GcPlan, plan_gc, recheck
+from lakeops.icechunk.maintenance.gc import TEMP_KIND, GcPlan, plan_gc, recheck
 from lakeops.icechunk.maintenance.summary import summarize
 from lakeops.icechunk.manifest import ChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.writer import ChangeSet, commit
+from lakeops.ops.icechunk import gc_report
 from lakeops.storage import Storage, StorageOptions, join, open_storage
+from lakeops.storage.local import TMP_SUFFIX
 
 TEST_VIRTUAL = "s3://testbucket/path/to/python/chunk-1"
 
@@ -257,3 +259,38 @@ def test_bad_input_stops_every_plan_and_deletes_nothing(
         assert broken in str(raised.value)
         assert isinstance(raised.value, CorruptFile)
     assert all_files(storage, root) == files
+
+
+def test_abandoned_temp_files_go_past_the_age_floor(tmp_path: Path) -> None:
+    """A local write killed between staging and rename/link leaves ``.<name>.<random>.lakeops-tmp``
+    beside its target, in the object directories and in a branch's ref directory; gc deletes the old
+    ones (kind ``temp``), keeps a fresh one (it may be a write in progress), and nothing else changes."""
+    location = tmp_path / "repo"
+    root, storage = str(location), open_storage(str(location))
+    build_history(storage, root, commits=3)
+    set_age(location, 30)
+    tip = refs.branch_tip(storage, root, "main")
+    next_ref = refs.branch_file_name(tip.sequence + 1)
+    old = [
+        location / "chunks" / f".{'1' * 20}.k2x9q1{TMP_SUFFIX}",
+        location / "manifests" / f".{'2' * 20}.a8d0m3{TMP_SUFFIX}",
+        location / "snapshots" / f".{'3' * 20}.p4w7z2{TMP_SUFFIX}",
+        Path(tip.path).parent / f".{next_ref}.r5t6y7{TMP_SUFFIX}",
+    ]
+    fresh = location / "chunks" / f".{'4' * 20}.b1c2d3{TMP_SUFFIX}"
+    for path in [*old, fresh]:
+        path.write_bytes(b"half a write")
+    for path in old:
+        set_age(path, 30)
+    before, files_before = contents(storage, root), all_files(storage, root)
+    assert refs.branch_tip(storage, root, "main") == tip  # the staging file is no ref
+
+    plan = run_gc(storage, root, days_from_now_ms(0))
+
+    assert {(c.kind, c.path) for c in plan.candidates} == {(TEMP_KIND, str(p)) for p in old}
+    assert plan.objects_too_recent == 1 and plan.unrecognised_files == 0
+    assert all_files(storage, root) == files_before - {str(p) for p in old}
+    assert fresh.exists()
+    assert contents(storage, root) == before and missing_objects(storage, root) == []
+    report = gc_report(plan, 0.0, dry_run=False)
+    assert report.deleted_temp_files == len(old) == report.deleted_files
