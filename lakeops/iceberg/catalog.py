@@ -30,6 +30,7 @@ from lakeops.errors import (
     CommitStateUnknown,
     InvalidArgument,
     NotATable,
+    NotFound,
     StorageError,
 )
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -128,12 +129,31 @@ class FileSystemCatalog:
         except AlreadyExists as exc:
             raise CommitConflict(f"{self.table}: another writer committed {new.rsplit('/', 1)[-1]} first") from exc
         except StorageError as exc:
-            raise CommitStateUnknown(
-                f"{self.table}: creating {new} failed ({exc}); whether it exists is unknown"
-            ) from exc
+            self._resolve_lost_answer(new, payload, exc)
         # The hint is advisory: readers that list find the new version even if this write fails.
         with contextlib.suppress(StorageError):
             self.storage.write(join(self.location, METADATA_DIR, VERSION_HINT), f"{metadata_version(new)}".encode())
+
+    def _resolve_lost_answer(self, new: str, payload: bytes, failure: StorageError) -> None:
+        """The create of ``new`` failed without a verdict (its answer lost, the store failing): the
+        creation is the commit, so reading ``new`` back decides. Our bytes: committed, once. Other
+        bytes: another writer's commit (a conflict). Absent or unreadable: unknown, because a
+        request still in flight may land, so the caller must delete nothing."""
+        name = new.rsplit("/", 1)[-1]
+        try:
+            found = self.storage.read(new)
+        except NotFound:
+            raise CommitStateUnknown(
+                f"{self.table}: creating {new} failed ({failure}) and it is absent; the write may still land, "
+                "so nothing may be deleted"
+            ) from failure
+        except StorageError as exc:
+            raise CommitStateUnknown(
+                f"{self.table}: creating {new} failed ({failure}) and reading it back failed ({exc}); "
+                "whether it was committed is unknown"
+            ) from failure
+        if found != payload:
+            raise CommitConflict(f"{self.table}: another writer committed {name} first") from failure
 
 
 _METADATA = sa.MetaData()

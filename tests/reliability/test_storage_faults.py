@@ -21,10 +21,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from icechunk_repos import build_history, contents, missing_objects
-from pyiceberg_tables import PyIcebergTable, small_file_table
+from pyiceberg.table import StaticTable
+from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
 from reliability.faulty_s3 import Fault, FaultyS3, Rule, faulty_s3  # noqa: F401 -- faulty_s3 is a fixture
 
 from lakeops.errors import InvalidArgument
+from lakeops.iceberg.catalog import VERSION_HINT
 from lakeops.icechunk import refs
 from lakeops.icechunk.repository import Repository
 from lakeops.ops.target import CatalogOptions, resolve_target
@@ -421,6 +423,51 @@ def test_iceberg_commit_with_a_lost_answer_fails_cleanly_or_commits_once(
         assert report is None and current.snapshot_id == snapshot.snapshot_id
     assert before <= listing(storage, root)
     _assert_iceberg_intact(table, rows, s3_bucket.options)
+
+
+def _file_system_table(tmp_path: Path, bucket: Any) -> tuple[str, list[dict[str, Any]], int]:
+    """The table of :func:`_iceberg_table` as a file-system (Hadoop-style) table: its current metadata
+    copied to ``metadata/v1.metadata.json``, ``version-hint.text`` saying 1. Returns the location, the
+    rows and the current snapshot id."""
+    table, rows = _iceberg_table(tmp_path, bucket)
+    storage = open_storage(bucket.uri, bucket.options)
+    location = table.table.location()
+    storage.write(f"{location}/metadata/v1.metadata.json", storage.read(table.table.metadata_location))
+    storage.write(f"{location}/metadata/{VERSION_HINT}", b"1")
+    snapshot = table.table.current_snapshot()
+    assert snapshot is not None
+    return location, rows, snapshot.snapshot_id
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_iceberg_file_system_commit_with_a_lost_answer_is_resolved_by_rereading(
+    loss: str, few_retries: FaultyS3, s3_bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    location, rows, snapshot_id = _file_system_table(tmp_path, s3_bucket)
+    storage = open_storage(location, s3_bucket.options)
+    metadata = f"{location}/metadata"
+    before = listing(storage, location)
+    lose_commit_answer(few_retries, r"/metadata/v2\.metadata\.json$", loss)  # creating v2 is the commit
+    argv = ("compact", location, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
+
+    if loss == "unreadable":
+        err = failing(capsys, *argv)
+        assert "CommitStateUnknown" in err and "v2.metadata.json" in err, err
+    else:
+        report = run(capsys, s3_bucket.name, *argv)
+        assert report is not None and report["commits"] == 1 and report["snapshot_id"] != snapshot_id
+    few_retries.clear()
+
+    assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
+    # v2 landed in every case, once and whole: PyIceberg reads the same rows from it, at a new snapshot.
+    assert not storage.exists(f"{metadata}/v3.metadata.json")
+    static = StaticTable.from_metadata(f"{metadata}/v2.metadata.json", {"s3.endpoint": s3_bucket.options.endpoint_url})
+    assert rows_of(static.scan().to_arrow()) == rows
+    assert static.metadata.current_snapshot_id != snapshot_id
+    # The hint follows a known commit only; an unknown one leaves it at v1, which reads the same rows.
+    assert storage.read(f"{metadata}/{VERSION_HINT}") == (b"1" if loss == "unreadable" else b"2")
+    assert before <= listing(storage, location)
+    assert_retained_files_exist(location, s3_bucket.options)
 
 
 @pytest.mark.parametrize("loss", LOSSES)
