@@ -370,6 +370,23 @@ def failing(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return err
 
 
+def compact_through_lost_answers(
+    capsys: pytest.CaptureFixture[str], proxy: FaultyS3, bucket: str, location: str, loss: str, commit_file: str
+) -> dict[str, Any] | None:
+    """``lakeops compact LOCATION`` through ``proxy``: with an ``unreadable`` loss it must fail with
+    CommitStateUnknown naming ``commit_file``, else succeed. The report, or None; the rules cleared."""
+    argv = ("compact", location, "--min-input-files", "2", "--endpoint-url", proxy.endpoint_url)
+    report = None
+    if loss == "unreadable":
+        err = failing(capsys, *argv)
+        assert "CommitStateUnknown" in err and commit_file in err, err
+    else:
+        report = run(capsys, bucket, *argv)
+        assert report is not None
+    proxy.clear()
+    return report
+
+
 @pytest.mark.parametrize("loss", LOSSES)
 def test_delta_commit_with_a_lost_answer_is_resolved_by_rereading(
     loss: str, few_retries: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
@@ -380,15 +397,9 @@ def test_delta_commit_with_a_lost_answer_is_resolved_by_rereading(
     rows = _delta_table(location, endpoint)  # versions 0..8: the compaction commits version 9
     before = listing(storage, location)
     lose_commit_answer(few_retries, r"/_delta_log/0{19}9\.json$", loss)
-    argv = ("compact", location, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
 
-    if loss == "unreadable":
-        err = failing(capsys, *argv)
-        assert "CommitStateUnknown" in err and "00000000000000000009.json" in err, err
-    else:
-        report = run(capsys, s3_bucket.name, *argv)
-        assert report is not None and report["committed_version"] == 9
-    few_retries.clear()
+    report = compact_through_lost_answers(capsys, few_retries, s3_bucket.name, location, loss, f"{9:020d}.json")
+    assert report is None or report["committed_version"] == 9
 
     assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
     # The commit landed (in every case): the table is at version 9, once, and nothing it names is gone.
@@ -448,15 +459,9 @@ def test_iceberg_file_system_commit_with_a_lost_answer_is_resolved_by_rereading(
     metadata = f"{location}/metadata"
     before = listing(storage, location)
     lose_commit_answer(few_retries, r"/metadata/v2\.metadata\.json$", loss)  # creating v2 is the commit
-    argv = ("compact", location, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
 
-    if loss == "unreadable":
-        err = failing(capsys, *argv)
-        assert "CommitStateUnknown" in err and "v2.metadata.json" in err, err
-    else:
-        report = run(capsys, s3_bucket.name, *argv)
-        assert report is not None and report["commits"] == 1 and report["snapshot_id"] != snapshot_id
-    few_retries.clear()
+    report = compact_through_lost_answers(capsys, few_retries, s3_bucket.name, location, loss, "v2.metadata.json")
+    assert report is None or (report["commits"] == 1 and report["snapshot_id"] != snapshot_id)
 
     assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
     # v2 landed in every case, once and whole: PyIceberg reads the same rows from it, at a new snapshot.
@@ -481,15 +486,9 @@ def test_icechunk_ref_update_with_a_lost_answer_is_resolved_by_rereading(
     tip = max(Repository(storage, root).branch_history("main"), key=lambda v: v.sequence)
     next_ref = refs.branch_file_name(tip.sequence + 1)
     lose_commit_answer(few_retries, rf"/refs/branch\.main/{next_ref}$", loss)
-    argv = ("compact", root, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
 
-    if loss == "unreadable":
-        err = failing(capsys, *argv)
-        assert "CommitStateUnknown" in err and next_ref in err, err
-    else:
-        report = run(capsys, s3_bucket.name, *argv)
-        assert report is not None and report["committed_snapshot"]
-    few_retries.clear()
+    report = compact_through_lost_answers(capsys, few_retries, s3_bucket.name, root, loss, next_ref)
+    assert report is None or report["committed_snapshot"]
 
     assert few_retries.counts()[Fault.DROP_ANSWER] == (1 if loss == "once" else SENDS)
     # The ref landed in every case: main moved once, to a snapshot whose every object exists.
