@@ -368,12 +368,20 @@ class S3Storage:
         return count
 
     def _delete_batch(self, bucket: str, keys: Sequence[str]) -> None:
+        """One DeleteObjects. botocore re-sends it when an answer is lost (harmless: deleting an absent
+        key succeeds); when no answer ever came, the error says the keys may be gone all the same."""
+        location = f"s3://{bucket}/{keys[0]}"
         try:
             response = self._client.delete_objects(
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
             )
-        except (ClientError, BotoCoreError) as exc:
-            _raise(exc, f"delete {len(keys)} objects starting at", f"s3://{bucket}/{keys[0]}")
+        except ClientError as exc:
+            _raise(exc, f"delete {len(keys)} objects starting at", location)
+        except BotoCoreError as exc:
+            raise StorageError(
+                f"cannot delete {len(keys)} objects starting at {location!r}: {exc} (the store may have deleted "
+                "some or all of them without answering; a rerun is safe, deleting is idempotent)"
+            ) from exc
         errors: list[dict[str, Any]] = response.get("Errors") or []
         if errors:
             first = errors[0]

@@ -497,3 +497,44 @@ def test_icechunk_ref_update_with_a_lost_answer_is_resolved_by_rereading(
     assert files_before <= listing(storage, root)
     assert contents(storage, root) == before
     assert missing_objects(storage, root) == []
+
+
+# -- the lost delete: DeleteObjects applied, its answer lost --------------------------------------------
+
+
+@pytest.mark.parametrize("lost", [1, 2, SENDS])
+def test_vacuum_whose_delete_answers_are_lost_deletes_exactly_the_garbage(
+    lost: int, few_retries: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store deletes, the answer never comes (``lost`` sends in a row). DeleteObjects is idempotent,
+    so the re-send deletes nothing more and succeeds; when every send's answer is lost the run fails
+    with a StorageError naming the files, and a rerun finds nothing left to delete."""
+    endpoint = s3_bucket.options.endpoint_url
+    location = f"{s3_bucket.uri}/events"
+    storage = open_storage(location, s3_bucket.options)
+    rows = _delta_table(location, endpoint, appends=4)  # the delete leaves a tombstoned file
+    storage.write(f"{location}/part-00000-crashed-writer-leftover.parquet", b"not referenced")
+    time.sleep(0.05)
+    argv = ("orphans", location, "--older-than", "0s", "--force-short-retention")
+    via = ("--endpoint-url", few_retries.endpoint_url)
+    garbage = planned(capsys, *argv, *via)
+    assert len(garbage) == 2
+    before = listing(storage, location)
+    few_retries.add(Rule(Fault.DROP_ANSWER, method="POST", query="delete", nth=frozenset(range(1, lost + 1))))
+
+    if lost < SENDS:
+        report = run(capsys, s3_bucket.name, *argv, *via)
+        assert report is not None and report["deleted_files"] == len(garbage)
+    else:
+        err = failing(capsys, *argv, *via)
+        assert "StorageError: cannot delete 2 objects" in err and location in err and "a rerun is safe" in err, err
+    few_retries.clear()
+
+    assert few_retries.counts()[Fault.DROP_ANSWER] == lost
+    assert before - listing(storage, location) == garbage  # gone, whether or not the run heard it
+    # The current version is whole (older versions lost the tombstoned file: a 0s retention's price).
+    table = DeltaTable(location, storage_options=_delta_rs(endpoint))
+    assert table.to_pyarrow_table().sort_by("id").equals(rows)
+    assert all(storage.exists(uri.replace("s3a://", "s3://")) for uri in table.file_uris())
+    again = run(capsys, s3_bucket.name, *argv, *via)
+    assert again is not None and again["deleted_files"] == 0 and listing(storage, location) == before - garbage
