@@ -87,17 +87,23 @@ def reachable_files(
     *,
     live_only: bool = True,
     skip_manifests: set[str] | None = None,
+    manifests: dict[str, ManifestFile] | None = None,
+    read_content: bool = True,
     threads: int = MANIFEST_READ_THREADS,
 ) -> Reachable:
     """The files ``snapshots`` reach. ``live_only=False`` also counts ``DELETED`` entries (what an
     expired snapshot's manifests name, as deletion candidates); manifests in ``skip_manifests`` are
-    still counted as manifests but their entries are not read (their files are known elsewhere)."""
+    still counted as manifests but their entries are not read (their files are known elsewhere).
+    ``manifests``: the snapshots' manifests if the caller already read them (:func:`snapshot_manifests`);
+    ``read_content=False`` leaves ``content_files`` empty, for a caller that has nothing to check
+    against them."""
     snapshots = list(snapshots)
-    manifests = snapshot_manifests(storage, snapshots, threads=threads)
+    if manifests is None:
+        manifests = snapshot_manifests(storage, snapshots, threads=threads)
     to_read = [m for path, m in sorted(manifests.items()) if not skip_manifests or path not in skip_manifests]
     return Reachable(
         manifest_lists={s.manifest_list for s in snapshots if s.manifest_list},
         manifests=set(manifests),
-        content_files=_content_files(storage, to_read, live_only=live_only, threads=threads),
+        content_files=_content_files(storage, to_read, live_only=live_only, threads=threads) if read_content else set(),
         statistics_files=statistics_files(metadata, {s.snapshot_id for s in snapshots}),
     )

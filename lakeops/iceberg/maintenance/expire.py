@@ -363,10 +363,13 @@ def files_to_delete(storage: Storage, base: TableMetadata, committed: TableMetad
     expired = [s for s in base.snapshots if s.snapshot_id not in kept_ids]
     if not expired:
         return DeletionSet()
-    retained = reachable_files(storage, committed, committed.snapshots)
-    manifests = [
-        m for path, m in sorted(snapshot_manifests(storage, expired).items()) if path not in retained.manifests
-    ]
+    kept_manifests = snapshot_manifests(storage, committed.snapshots)
+    manifests = [m for path, m in sorted(snapshot_manifests(storage, expired).items()) if path not in kept_manifests]
+    # Retained data files matter only against the entries of expired-only manifests: an append-only
+    # history has none, and then no manifest is read at all.
+    retained = reachable_files(
+        storage, committed, committed.snapshots, manifests=kept_manifests, read_content=bool(manifests)
+    )
     found: list[Candidate] = [Candidate(path=m.manifest_path, size=m.manifest_length, kind=MANIFEST) for m in manifests]
     if manifests:
         threads = min(MANIFEST_READ_THREADS, len(manifests))
@@ -459,7 +462,10 @@ def commit_expiry(plan: ExpirePlan, storage_options: StorageOptions, *, batch_si
     change = ExpireSnapshots(plan.options, plan.now_ms)
     outcome = commit_change(start, change)
     assert change.base is not None and change.decision is not None
-    deletion = files_to_delete(outcome.table.storage, change.base, outcome.metadata)
+    if outcome.attempts == 1 and start.metadata_location == plan.metadata_location:
+        deletion = plan.deletion  # committed on the planned metadata with the planned policy: the same set
+    else:
+        deletion = files_to_delete(outcome.table.storage, change.base, outcome.metadata)
     return ExpiryCommit(
         metadata_location=outcome.table.metadata_location,
         attempts=outcome.attempts,

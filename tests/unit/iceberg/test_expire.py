@@ -316,6 +316,23 @@ def test_conflict_reapplies_policy_and_keeps_the_new_snapshot(tmp_path: Path, mo
     assert freed and not freed & reached
 
 
+def test_a_commit_between_plan_and_expiry_recomputes_what_to_free(tmp_path: Path) -> None:
+    """The plan's deletion set is reused only for a commit on the planned metadata: after another
+    writer's append, the previous head expires too and its manifest list is freed as well."""
+    table = _table_with_history(tmp_path)
+    ours = _ours(table)
+    plan = plan_expiry(ours, EVERYTHING, now_ms=_later())
+    previous_head = ours.metadata.current_snapshot()
+    assert previous_head is not None
+    table.reload().append(batch(900, 5))
+    committed = commit_expiry(plan, StorageOptions())
+    assert committed.attempts == 1
+    freed = {c.path for c in committed.deletion.files}
+    assert previous_head.manifest_list in freed - {c.path for c in plan.deletion.files}
+    after = _ours(table)
+    assert not freed & reachable_files(after.storage, after.metadata, after.metadata.snapshots).all()
+
+
 def test_unknown_commit_outcome_frees_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = _table_with_history(tmp_path)
     plan = plan_expiry(_ours(table), EVERYTHING, now_ms=_later())
