@@ -88,7 +88,10 @@ def execute(
     if options.dry_run or nothing:
         return checkpoint.unwritten_report(plan, started, dry_run=options.dry_run)
     written: Sequence[BaseModel]
-    if not checkpoint.needs_spark(plan):
+    # A Delta plan whose parts would run in driver threads is written from the snapshot it holds:
+    # each part task would replay the whole log again (one table's state per thread, at once).
+    delta_on_driver = not isinstance(plan, RewriteManifestsPlan) and spark.runs_on_driver(len(plan.parts), None)
+    if not checkpoint.needs_spark(plan) or delta_on_driver:
         written = checkpoint.write_on_driver(plan) if not isinstance(plan, RewriteManifestsPlan) else []
     else:
         units: Sequence[BaseModel] = checkpoint.units(plan)
