@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import io
 import json
 from collections.abc import Iterator
 from itertools import repeat
@@ -66,16 +65,32 @@ def stats_json_from_struct(parsed: dict[str, Any]) -> str:
 def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Metadata | Txn | Add | Remove]:
     """Every action in one checkpoint part file, in file order of each column (``protocol``,
     ``metaData``, ``txn``, ``add``, ``remove``)."""
-    try:
-        parquet = pq.ParquetFile(io.BytesIO(storage.read(path)))
-        present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
-        table = parquet.read(columns=present)
-    except (pa.ArrowException, OSError) as exc:
-        raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
-    for column in present:
-        values = table.column(column)
+    for item in _read_part(storage, path, keep_adds=False):
+        if isinstance(item, AddColumn):  # pragma: no cover - keep_adds=False never yields one
+            yield from item.build(0, len(item))
+        else:
+            yield item
+
+
+def read_checkpoint_part_columnar(
+    storage: Storage, path: str
+) -> Iterator[Protocol | Metadata | Txn | Add | Remove | AddColumn]:
+    """As :func:`read_checkpoint_part`, but the ``add`` rows stay one :class:`AddColumn` when they
+    can (see :func:`_lazy_adds`): a large table's snapshot then holds no object per file."""
+    return _read_part(storage, path, keep_adds=True)
+
+
+def _read_part(
+    storage: Storage, path: str, *, keep_adds: bool
+) -> Iterator[Protocol | Metadata | Txn | Add | Remove | AddColumn]:
+    columns = _read_columns(storage, path)
+    for column in list(columns):
+        values = columns.pop(column)  # a column built into objects is not kept alive meanwhile
         try:
-            valid = values.filter(pc.is_valid(values))
+            valid = _valid_rows(values)
+            if keep_adds and column == "add" and (lazy := _lazy_adds(valid)) is not None:
+                yield lazy
+                continue
             fast = _columnar_actions(column, valid)
             if fast is not None:
                 yield from fast
@@ -92,6 +107,32 @@ def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Met
             except (TypeError, ValueError, AttributeError) as exc:  # a writer stored other types than the schema's
                 raise CorruptFile(f"{path}: {column} column of the checkpoint has an unexpected type ({exc})") from exc
             yield action
+
+
+def _read_columns(storage: Storage, path: str) -> dict[str, pa.ChunkedArray]:
+    """The action columns of one part, in ``_COLUMNS`` order; the file's bytes are released on return."""
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
+        present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
+        table = parquet.read(columns=present)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
+    return {name: table.column(name) for name in present}
+
+
+def _valid_rows(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The rows of an action column that hold an action: a zero-copy slice when they are one run (the
+    usual layout: table actions first, then files), else a filtered copy."""
+    if not values.null_count:
+        return values
+    valid = pc.is_valid(values)
+    count = pc.sum(valid).as_py() or 0
+    if not count:
+        return values.slice(0, 0)
+    first = pc.index(valid, True).as_py()
+    if pc.all(valid.slice(first, count)).as_py():
+        return values.slice(first, count)
+    return values.filter(valid)
 
 
 _BUILDERS: dict[str, type[Protocol | Metadata | Txn | Add | Remove]] = {
@@ -218,41 +259,107 @@ def _columnar_actions(column: str, array: pa.ChunkedArray) -> list[Add | Remove]
     model = _BUILDERS[column]
     if model is not Add and model is not Remove:
         return None
-    kinds = _KINDS[model]
-    struct = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
-    if not pa.types.is_struct(struct.type) or struct.null_count:
+    struct = _single_chunk(array)
+    if not _columnar_fits(model, struct):
         return None
-    struct_type = struct.type
+    return _columnar_build(model, struct)
+
+
+def _single_chunk(array: pa.ChunkedArray) -> pa.Array:
+    return array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+
+
+def _columnar_fits(model: type[Add | Remove], struct: pa.Array) -> bool:
+    """Whether ``struct`` (one action column, null rows dropped) can be built without validation."""
+    if not pa.types.is_struct(struct.type) or struct.null_count:
+        return False
+    kinds = _KINDS[model]
     by_alias = {field.alias or name: name for name, field in model.model_fields.items()}
     required = {field.alias or name for name, field in model.model_fields.items() if field.is_required()}
+    for i in range(struct.type.num_fields):
+        name, child = struct.type.field(i).name, struct.field(i)
+        if name in _DROP_FIELDS or name not in by_alias:
+            continue
+        kind = kinds.get(name)
+        if kind is None or not _has_kind(child.type, kind) or (name in required and child.null_count):
+            return False
+    return required <= set(struct.type.names)
+
+
+def _columnar_build(model: type[Add | Remove], struct: pa.StructArray) -> list[Add | Remove]:
+    """The actions of ``struct``'s rows; the column passed :func:`_columnar_fits`."""
+    kinds = _KINDS[model]
+    by_alias = {field.alias or name: name for name, field in model.model_fields.items()}
     children = struct.flatten()
     names: list[str] = []
     columns: list[list[Any]] = []
     stats: list[Any] | None = None
-    for i in range(struct_type.num_fields):
-        name = struct_type.field(i).name
+    for i in range(struct.type.num_fields):
+        name = struct.type.field(i).name
         if name in _DROP_FIELDS:
             continue
-        kind = kinds.get(name)
-        child = children[i]
-        if name in by_alias and (
-            kind is None or not _has_kind(child.type, kind) or (name in required and child.null_count)
-        ):
-            return None
-        values = _column_values(name, kind, child)
+        values = _column_values(name, kinds.get(name), children[i])
         if name == "stats":
             stats = values
             continue
         names.append(name)
         columns.append(values)
-    if not required <= set(struct_type.names):
-        return None
     if model is Add:
         stats = _stats_from_parsed(struct, stats)
     if stats is not None:
         names.append("stats")
         columns.append(stats)
     return _build(model, by_alias, names, columns, len(struct))
+
+
+class AddColumn:
+    """A checkpoint part's ``add`` rows kept as Arrow, ``Add`` objects built only for the rows asked.
+
+    Only columns for which building cannot fail are kept (:func:`_lazy_adds`), so a snapshot that
+    holds one reports a broken checkpoint when it loads, as one holding objects does. Every row is
+    a live file without a deletion vector: its key is ``(path, None)``.
+    """
+
+    def __init__(self, struct: pa.StructArray) -> None:
+        self.struct = struct
+
+    def __len__(self) -> int:
+        return len(self.struct)
+
+    @property
+    def paths(self) -> pa.Array:
+        return self.struct.field("path")
+
+    def build(self, start: int, stop: int) -> list[Add]:
+        """``Add`` objects of rows ``[start, stop)``."""
+        rows = self.struct.slice(start, max(0, min(stop, len(self)) - start))
+        return cast(list[Add], _columnar_build(Add, rows))
+
+    def without(self, paths: set[str]) -> AddColumn:
+        """The rows whose path is not in ``paths`` (files a later commit removed or re-added)."""
+        if not paths:
+            return self
+        keep = pc.invert(pc.is_in(self.paths, value_set=pa.array(sorted(paths), type=self.paths.type)))
+        return self if pc.all(keep).as_py() else AddColumn(self.struct.filter(keep))
+
+
+def _lazy_adds(array: pa.ChunkedArray) -> AddColumn | None:
+    """The ``add`` column as an :class:`AddColumn` when building its objects later cannot fail nor
+    differ from building them now: the columnar path applies, every value decodes (UTF-8), and no
+    row carries a deletion vector (validated by its model) or only ``stats_parsed`` (rebuilt as
+    JSON). Anything else is built now, by the path that reports its errors."""
+    struct = _single_chunk(array)
+    if not _columnar_fits(Add, struct):
+        return None
+    names = struct.type.names
+    for name in ("deletionVector", "stats_parsed"):
+        if name in names and struct.field(name).null_count != len(struct):
+            return None
+    try:
+        struct.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return AddColumn(struct)
 
 
 def _build(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from itertools import groupby
 
@@ -168,7 +169,7 @@ def select_actions(
     protocol: Protocol,
     metadata: Metadata,
     txns: dict[str, Txn],
-    files: dict[tuple[str, str | None], Add],
+    files: Mapping[tuple[str, str | None], Add],
     tombstones: dict[tuple[str, str | None], Remove],
     *,
     with_table_actions: bool,
@@ -276,7 +277,7 @@ def plan_checkpoint(
                 snapshot.protocol,
                 metadata,
                 txns=kept_txns,
-                adds=list(snapshot.files.values()),
+                adds=[a for a in actions if type(a) is Add],  # the selected objects: not built twice
                 removes=kept_removes,
             )
         )
