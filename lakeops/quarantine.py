@@ -14,7 +14,8 @@ Why the layout is what it is:
   threads or Spark tasks) and object stores cannot append, so each batch writes its own file with
   put-if-absent. Restore reads them all. The manifest is written *before* any file moves, so a run that
   dies half-way still leaves a manifest naming every file it may have moved.
-* A move is copy-then-delete on S3 (it has no rename) and a rename on local disk.
+* A move is copy-then-delete on S3 (it has no rename; the copy is server-side and refuses an existing
+  target, :meth:`~lakeops.storage.base.Storage.copy_if_absent`) and a rename on local disk.
 * The trash and audit prefixes start with ``_``: Delta VACUUM never lists ``_``-prefixed top-level
   directories (Delta's ``isHiddenDirectory``), Icechunk GC lists only its object directories, and
   Iceberg orphans skips them explicitly (:func:`is_reserved`). :func:`lakeops.deletion.delete_batch`
@@ -141,7 +142,7 @@ def _move(storage: Storage, source: str, target: str) -> None:
             return
         os.unlink(source)
         return
-    storage.put_if_absent(target, storage.read(source))
+    storage.copy_if_absent(source, target)  # server-side: a 1 GB file never passes through this process
     storage.delete_many([source])
 
 

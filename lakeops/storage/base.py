@@ -55,6 +55,16 @@ class Storage(Protocol):
         """
         ...
 
+    def copy_if_absent(self, source: str, target: str) -> None:
+        """Copy the object at ``source`` to ``target`` only if nothing exists at ``target``, without
+        holding the object in memory (the store copies it itself where it can).
+
+        :class:`~lakeops.errors.NotFound` if ``source`` does not exist, :class:`~lakeops.errors.AlreadyExists`
+        if ``target`` does; a successful call leaves the complete bytes visible at ``target``. Any other
+        :class:`~lakeops.errors.StorageError` leaves the outcome unknown.
+        """
+        ...
+
     def delete_many(self, paths: Iterable[str]) -> int:
         """Delete the objects, batching requests; missing objects are not an error (idempotent).
 

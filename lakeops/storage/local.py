@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from stat import S_ISREG
+from typing import BinaryIO
 
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
 from lakeops.storage import uri
@@ -23,6 +25,7 @@ __all__ = ["TMP_SUFFIX", "LocalStorage", "is_abandoned_temp"]
 
 #: Suffix of the hidden temporary file a write is staged in (``.<name>.<random>.lakeops-tmp``).
 TMP_SUFFIX = ".lakeops-tmp"
+_COPY_BUFFER = 1 << 20  # bytes a local copy holds in memory at a time
 
 
 def is_abandoned_temp(path: str) -> bool:
@@ -147,8 +150,8 @@ class LocalStorage:
         except OSError as exc:
             raise StorageError(f"cannot read {local!r}: {exc.strerror or exc}") from exc
 
-    def _write_temp(self, target: str, data: bytes) -> str:
-        """A fully written, fsynced temporary file next to ``target`` (same file system)."""
+    def _write_temp(self, target: str, fill: Callable[[BinaryIO], object]) -> str:
+        """A temporary file next to ``target`` (same file system), written by ``fill`` and fsynced."""
         directory, name = os.path.split(target)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -160,7 +163,7 @@ class LocalStorage:
             # so other readers of the table (Spark, delta-rs, PyIceberg under other users) can open it.
             os.fchmod(fd, 0o666 & ~_UMASK)
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                fill(f)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException as exc:
@@ -174,7 +177,7 @@ class LocalStorage:
     def write(self, path: str, data: bytes) -> None:
         """Write a temporary file beside the target, then ``os.replace`` it in (atomic on POSIX)."""
         local = _local(path)
-        tmp = self._write_temp(local, data)
+        tmp = self._write_temp(local, lambda f: f.write(data))
         try:
             os.replace(tmp, local)
         except OSError as exc:
@@ -190,7 +193,26 @@ class LocalStorage:
         Unlike ``O_CREAT|O_EXCL`` followed by writing, no reader can ever see a partial file.
         """
         local = _local(path)
-        tmp = self._write_temp(local, data)
+        self._link_new(local, self._write_temp(local, lambda f: f.write(data)))
+
+    def copy_if_absent(self, source: str, target: str) -> None:
+        """Stream ``source`` into a temporary file beside ``target`` (never whole in memory), then
+        hard-link it in as :meth:`put_if_absent` does."""
+        origin, local = _local(source), _local(target)
+        if os.path.lexists(local):
+            raise AlreadyExists(f"cannot copy to {local!r}: it already exists")
+        try:
+            reader = open(origin, "rb")  # noqa: SIM115 -- closed below, after the copy
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise NotFound(f"cannot copy {origin!r}: no such file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot copy {origin!r}: {exc.strerror or exc}") from exc
+        with reader:
+            tmp = self._write_temp(local, lambda f: shutil.copyfileobj(reader, f, _COPY_BUFFER))
+        self._link_new(local, tmp)
+
+    def _link_new(self, local: str, tmp: str) -> None:
+        """Hard-link the complete temporary file ``tmp`` to ``local``; ``link`` refuses an existing target."""
         try:
             os.link(tmp, local)
         except FileExistsError as exc:

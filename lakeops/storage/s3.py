@@ -12,6 +12,8 @@ profile, instance/IRSA role), never from lakeops configuration. ``$LAKEOPS_S3_RE
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import random
 import threading
@@ -29,12 +31,14 @@ from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageErro
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
-__all__ = ["DELETE_BATCH", "S3Storage", "clear_client_cache", "make_client", "shared_client"]
+__all__ = ["COPY_LIMIT", "DELETE_BATCH", "S3Storage", "clear_client_cache", "make_client", "shared_client"]
 
 DELETE_BATCH = 1000  # the DeleteObjects limit
 MAX_ATTEMPTS = 10  # botocore retries (throttling, 5xx, dropped connections) per request
 MAX_POOL_CONNECTIONS = 64  # one client serves every thread of an executor
 _CONFLICT_ATTEMPTS = 6  # 409 ConditionalRequestConflict re-sends of a put-if-absent
+COPY_LIMIT = 5 * 1024**3  # the largest object one CopyObject copies; larger ones go in parts
+COPY_PART_SIZE = 512 * 1024**2  # UploadPartCopy part size (S3 allows 5 MiB to 5 GiB, 10000 parts)
 READ_TIMEOUT_ENV = "LAKEOPS_S3_READ_TIMEOUT"  # seconds a request may wait for its answer
 DEFAULT_READ_TIMEOUT = 120.0
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -181,6 +185,12 @@ def _split(path: str, *, need_key: bool = True) -> tuple[str, str]:
     return bucket, key
 
 
+def _multipart_etag(part_etags: Iterable[str]) -> str:
+    """The ETag S3 gives a completed multipart upload: MD5 of the parts' binary MD5s, ``-`` part count."""
+    digests = [bytes.fromhex(e.strip('"')) for e in part_etags]
+    return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"  # noqa: S324 -- S3's definition
+
+
 def _ms(value: datetime) -> int:
     return (value - _EPOCH) // _MS
 
@@ -298,29 +308,37 @@ class S3Storage:
             _raise(exc, "write", f"s3://{bucket}/{key}")
 
     def put_if_absent(self, path: str, data: bytes) -> None:
-        """PutObject with ``If-None-Match: *``.
+        """PutObject with ``If-None-Match: *``; the answers are read by :meth:`_create`, which tells
+        our own lost-response first attempt from another writer's object by comparing the bytes."""
+        bucket, key = _split(path)
+        self._create(
+            f"s3://{bucket}/{key}",
+            lambda: self._client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*"),
+            lambda: self._holds(bucket, key, data),
+        )
+
+    def _create(self, location: str, send: Callable[[], object], ours: Callable[[], bool]) -> None:
+        """Send a conditional create (``If-None-Match: *``) until S3 gives a verdict.
 
         412 means another writer won (:class:`~lakeops.errors.AlreadyExists`) -- unless botocore had
         re-sent the request, in which case our own lost-response first attempt may be the object
-        that exists; then the bytes are compared to tell the two apart. 409 (a concurrent
-        conditional write in flight) is re-sent with backoff, as AWS asks, and becomes
-        AlreadyExists if it persists. Any other :class:`~lakeops.errors.StorageError` means the
-        outcome is unknown: callers must not assume the object is absent.
+        that exists; ``ours()`` tells the two apart. 409 (a concurrent conditional write in flight)
+        is re-sent with backoff, as AWS asks, and becomes AlreadyExists if it persists. Any other
+        :class:`~lakeops.errors.StorageError` means the outcome is unknown: callers must not assume
+        the object is absent.
         """
-        bucket, key = _split(path)
-        location = f"s3://{bucket}/{key}"
         maybe_landed = False  # an earlier send of this call may have been applied unheard
         attempt = 0
         while True:
             attempt += 1
             try:
-                self._client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                send()
                 return
             except ClientError as exc:
                 code, status = _code(exc)
                 maybe_landed = maybe_landed or _retried(exc)
                 if status == 412 or code == "PreconditionFailed":
-                    if maybe_landed and self._holds(bucket, key, data):
+                    if maybe_landed and ours():
                         return
                     raise AlreadyExists(f"cannot create {location!r}: it already exists") from exc
                 if status == 409 or code == "ConditionalRequestConflict":
@@ -334,6 +352,85 @@ class S3Storage:
                 _raise(exc, "create", location)
             except BotoCoreError as exc:
                 _raise(exc, "create", location)
+
+    def copy_if_absent(self, source: str, target: str) -> None:
+        """A server-side copy: no byte passes through this process (a 1 GB file costs no driver memory).
+
+        The target must be absent. A HEAD refuses an existing target on every S3-compatible store;
+        the copy itself carries ``If-None-Match: *``, with which AWS S3 also refuses a target created
+        between the HEAD and the copy (412), like :meth:`put_if_absent`. Stores that ignore the header
+        on copies (moto, some S3-compatible stores) leave that window of one request open. Objects
+        over :data:`COPY_LIMIT` (CopyObject's 5 GiB) are copied in parts (UploadPartCopy, each part
+        pinned to the source's ETag) and completed with the same condition. After a re-sent request
+        meets 412, the target is ours if it has the size and ETag the copy produces (a source whose
+        ETag is no MD5 -- uploaded in parts, KMS-encrypted -- then reads as another writer's target:
+        AlreadyExists, the safe answer for a move, which then keeps its source).
+        """
+        source_bucket, source_key = _split(source)
+        bucket, key = _split(target)
+        location = f"s3://{bucket}/{key}"
+        try:
+            head = self._client.head_object(Bucket=source_bucket, Key=source_key)
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, f"copy to {location!r} from", f"s3://{source_bucket}/{source_key}")
+        if self.exists(location):
+            raise AlreadyExists(f"cannot copy to {location!r}: it already exists")
+        size, etag = int(head["ContentLength"]), str(head["ETag"])
+        copy_source = {"Bucket": source_bucket, "Key": source_key}
+        if size <= COPY_LIMIT:
+            self._create(
+                location,
+                lambda: self._client.copy_object(Bucket=bucket, Key=key, CopySource=copy_source, IfNoneMatch="*"),
+                lambda: self._has(bucket, key, size, etag),
+            )
+            return
+        self._copy_in_parts(copy_source, bucket, key, size, etag)
+
+    def _copy_in_parts(self, copy_source: dict[str, str], bucket: str, key: str, size: int, etag: str) -> None:
+        """UploadPartCopy parts pinned to the source's ``etag``, completed with ``If-None-Match: *``;
+        any failure aborts the upload (its parts would only cost storage)."""
+        location = f"s3://{bucket}/{key}"
+        upload: str | None = None
+        try:
+            upload = str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+            parts = []
+            for number, start in enumerate(range(0, size, COPY_PART_SIZE), 1):
+                answer = self._client.upload_part_copy(
+                    Bucket=bucket,
+                    Key=key,
+                    UploadId=upload,
+                    PartNumber=number,
+                    CopySource=copy_source,
+                    CopySourceIfMatch=etag,
+                    CopySourceRange=f"bytes={start}-{min(start + COPY_PART_SIZE, size) - 1}",
+                )
+                parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
+            self._create(
+                location,
+                lambda: self._client.complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
+                ),
+                lambda: self._has(bucket, key, size, _multipart_etag(p["ETag"] for p in parts)),
+            )
+        except BaseException as exc:
+            if upload is not None:
+                with contextlib.suppress(ClientError, BotoCoreError):
+                    self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+            if isinstance(exc, ClientError | BotoCoreError):
+                _raise(exc, f"copy s3://{copy_source['Bucket']}/{copy_source['Key']} to", location)
+            raise
+
+    def _has(self, bucket: str, key: str, size: int, etag: str) -> bool:
+        """Whether the object at ``key`` has this size and ETag (False if it is absent)."""
+        try:
+            head = self._client.head_object(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            if isinstance(exc, ClientError) and (_code(exc)[1] == 404 or _code(exc)[0] in ("NoSuchKey", "NotFound")):
+                return False
+            raise StorageError(
+                f"cannot create 's3://{bucket}/{key}': outcome unknown after a retried conditional copy ({exc})"
+            ) from exc
+        return int(head["ContentLength"]) == size and head["ETag"].strip('"') == etag.strip('"')
 
     def _holds(self, bucket: str, key: str, data: bytes) -> bool:
         """Whether the object at ``key`` has exactly ``data`` (False if it is absent)."""

@@ -15,6 +15,7 @@ from lakeops import quarantine
 from lakeops.deletion import Candidate, delete_batch, make_batches
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.s3 import shared_client
 
 FILES = {"data/a.parquet": b"alpha", "data/p=1/b.parquet": b"bravo!", "c.parquet": b"charlie"}
 
@@ -73,6 +74,38 @@ def test_quarantine_and_restore_local(tmp_path: Path) -> None:
 @pytest.mark.s3
 def test_quarantine_and_restore_s3(s3_bucket: Any) -> None:
     _move_and_restore(f"{s3_bucket.uri}/warehouse/t", s3_bucket.options)
+
+
+@pytest.mark.s3
+def test_s3_moves_copy_server_side_and_never_overwrite(s3_bucket: Any) -> None:
+    """No data file is read back through this process (a 1 GB file would be 1 GB of driver memory):
+    the moves are server-side copies. A file already at its trash path is never overwritten: the move
+    fails naming it and the table's file stays."""
+    root, options = f"{s3_bucket.uri}/warehouse/t", s3_bucket.options
+    _table(root, options)
+    client = shared_client(endpoint_url=options.endpoint_url)  # the one open_storage hands out
+    read: list[str] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        read.append(params["Key"])
+
+    client.meta.events.register("before-parameter-build.s3.GetObject", record)
+    try:
+        run_id = quarantine.new_run_id()
+        _quarantine(root, options, run_id)
+        quarantine.restore(root, run_id, options)
+    finally:
+        client.meta.events.unregister("before-parameter-build.s3.GetObject", record)
+    assert read and all(key.endswith(".jsonl") for key in read)  # manifests only
+    assert _contents(root, options) == {**FILES, "keep.parquet": b"live"}
+
+    run_id = quarantine.new_run_id()
+    storage = open_storage(root, options)
+    storage.write(f"{root}/_lakeops_trash/{run_id}/c.parquet", b"already here")
+    with pytest.raises(StorageError, match=r"cannot quarantine c.parquet .*c.parquet.* already exists"):
+        _quarantine(root, options, run_id)
+    assert storage.read(f"{root}/_lakeops_trash/{run_id}/c.parquet") == b"already here"
+    assert storage.read(f"{root}/c.parquet") == FILES["c.parquet"]
 
 
 def test_restore_refuses_to_overwrite_and_restores_nothing(tmp_path: Path) -> None:

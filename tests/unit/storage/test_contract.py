@@ -19,7 +19,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError
 
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound
-from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage
+from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage, s3
 from lakeops.storage.s3 import S3Storage, make_client
 
 Root = tuple[str, Storage]
@@ -400,3 +400,109 @@ def test_storages_refuse_foreign_schemes(any_storage_root: Root) -> None:
     foreign = "s3://bucket/x" if root.startswith("/") else "/tmp/x"
     with pytest.raises(InvalidArgument, match="cannot handle"):
         storage.read(foreign)
+
+
+# -- copy_if_absent -----------------------------------------------------------------------------------
+
+
+def test_copy_if_absent_copies_once_and_never_over_an_object(any_storage_root: Root) -> None:
+    root, storage = any_storage_root
+    source, target = join(root, "data/part-0.parquet"), join(root, "_lakeops_trash/run/data/part-0.parquet")
+    storage.write(source, b"rows")
+    storage.copy_if_absent(source, target)
+    assert storage.read(target) == storage.read(source) == b"rows"
+    storage.write(source, b"other rows")
+    with pytest.raises(AlreadyExists, match="part-0.parquet"):
+        storage.copy_if_absent(source, target)
+    assert storage.read(target) == b"rows"
+    with pytest.raises(NotFound, match="missing.parquet"):
+        storage.copy_if_absent(join(root, "data/missing.parquet"), join(root, "elsewhere"))
+    assert paths(storage, root) == [target, source]  # no temporaries, nothing at the refused target
+
+
+@pytest.mark.s3
+def test_s3_copy_is_server_side_and_conditional(own_client_storage: tuple[str, S3Storage, Any]) -> None:
+    """No GetObject/PutObject (the bytes never reach this process); the CopyObject carries If-None-Match."""
+    bucket, storage, client = own_client_storage
+    storage.write(f"{bucket}/big", b"x" * 100_000)
+    sent: list[tuple[str, bytes | None]] = []
+
+    def record(request: Any, event_name: str, **_: Any) -> None:
+        sent.append((event_name.rsplit(".", 1)[1], request.headers.get("If-None-Match")))
+
+    client.meta.events.register("before-send.s3", record)
+    storage.copy_if_absent(f"{bucket}/big", f"{bucket}/copy")
+    assert sent == [("HeadObject", None), ("HeadObject", None), ("CopyObject", b"*")]
+    assert storage.read(f"{bucket}/copy") == b"x" * 100_000
+
+
+def _precondition_failed(url: str) -> AWSResponse:
+    body = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
+        b"<Message>At least one of the pre-conditions you specified did not hold</Message></Error>"
+    )
+    return AWSResponse(url, 412, {"Content-Type": "application/xml"}, _Raw(body))
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(("lost", "landed", "outcome"), [(True, None, None), (False, b"theirs", AlreadyExists)])
+def test_s3_copy_that_meets_412(
+    own_client_storage: tuple[str, S3Storage, Any], lost: bool, landed: bytes | None, outcome: type[Exception] | None
+) -> None:
+    """What AWS S3 answers (moto ignores If-None-Match on copies, so the answers are canned). ``lost``: the
+    first copy lands, its answer is lost, the re-send meets our own copy (412): success. Otherwise
+    another writer created the target between the HEAD and the copy: AlreadyExists, theirs kept."""
+    bucket, storage, client = own_client_storage
+    source, target = f"{bucket}/data", f"{bucket}/trash/data"
+    storage.write(source, b"ours")
+    other = open_storage(bucket, StorageOptions(endpoint_url=client.meta.endpoint_url))
+    sends: list[int] = []
+
+    def copy_answer(request: Any, **_: Any) -> AWSResponse | None:
+        sends.append(1)
+        if lost and len(sends) == 1:
+            other.copy_if_absent(source, target)
+            raise ConnectionClosedError(endpoint_url=request.url)
+        if landed is not None:
+            other.write(target, landed)
+        return _precondition_failed(request.url)
+
+    client.meta.events.register("before-send.s3.CopyObject", copy_answer)
+    if outcome is None:
+        storage.copy_if_absent(source, target)
+    else:
+        with pytest.raises(outcome, match="trash/data"):
+            storage.copy_if_absent(source, target)
+    assert len(sends) == (2 if lost else 1)
+    assert storage.read(target) == (landed or b"ours") and storage.read(source) == b"ours"
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("raced", [False, True])
+def test_s3_copy_over_the_copy_limit_goes_in_parts(
+    own_client_storage: tuple[str, S3Storage, Any], monkeypatch: pytest.MonkeyPatch, raced: bool
+) -> None:
+    """Objects over CopyObject's limit (lowered here to 5 MiB) are copied by UploadPartCopy; the completion
+    carries If-None-Match, so a target created meanwhile wins and the upload is aborted."""
+    monkeypatch.setattr(s3, "COPY_LIMIT", 5 * 1024 * 1024)
+    monkeypatch.setattr(s3, "COPY_PART_SIZE", 5 * 1024 * 1024)
+    bucket, storage, client = own_client_storage
+    data = bytes(range(256)) * (11 * 4096)  # 11 MiB: three parts
+    source, target = f"{bucket}/large", f"{bucket}/trash/large"
+    storage.write(source, data)
+    other = open_storage(bucket, StorageOptions(endpoint_url=client.meta.endpoint_url))
+    parts: list[int] = []
+    client.meta.events.register("before-send.s3.UploadPartCopy", lambda **_: parts.append(1))
+    if raced:
+        client.meta.events.register(
+            "before-send.s3.CompleteMultipartUpload", lambda **_: other.write(target, b"theirs")
+        )
+        with pytest.raises(AlreadyExists, match="trash/large"):
+            storage.copy_if_absent(source, target)
+        assert storage.read(target) == b"theirs"
+    else:
+        storage.copy_if_absent(source, target)
+        assert storage.read(target) == data
+    assert len(parts) == 3
+    bucket_name = bucket.removeprefix("s3://")
+    assert client.list_multipart_uploads(Bucket=bucket_name).get("Uploads", []) == []
