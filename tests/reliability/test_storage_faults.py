@@ -538,3 +538,46 @@ def test_vacuum_whose_delete_answers_are_lost_deletes_exactly_the_garbage(
     assert all(storage.exists(uri.replace("s3a://", "s3://")) for uri in table.file_uris())
     again = run(capsys, s3_bucket.name, *argv, *via)
     assert again is not None and again["deleted_files"] == 0 and listing(storage, location) == before - garbage
+
+
+def test_quarantine_and_restore_whose_copy_and_delete_answers_are_lost(
+    few_retries: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quarantine move is a server-side copy then a delete; restore moves back. The first answer of
+    a copy and of a delete is lost in each direction: the re-sends finish the moves, nothing is
+    overwritten or lost, and the table ends byte-identical."""
+    endpoint = s3_bucket.options.endpoint_url
+    location = f"{s3_bucket.uri}/events"
+    storage = open_storage(location, s3_bucket.options)
+    rows = _delta_table(location, endpoint, appends=4)
+    storage.write(f"{location}/part-00000-crashed-writer-leftover.parquet", b"not referenced")
+    time.sleep(0.05)
+    via = ("--endpoint-url", few_retries.endpoint_url)
+    vacuum = ("orphans", location, "--older-than", "0s", "--force-short-retention", *via)
+    garbage = planned(capsys, *vacuum)
+    before = {path: storage.read(path) for path in listing(storage, location)}
+
+    def lose_first_answers(copied_to: str) -> None:
+        few_retries.add(
+            Rule(Fault.DROP_ANSWER, method="PUT", key=copied_to, nth=frozenset({1})),
+            Rule(Fault.DROP_ANSWER, method="POST", query="delete", nth=frozenset({1})),
+        )
+
+    lose_first_answers(r"/_lakeops_trash/[^/]+/part-[^/]+\.parquet$")
+    report = run(capsys, s3_bucket.name, *vacuum, "--quarantine")
+    few_retries.clear()
+    assert report is not None and report["deleted_files"] == len(garbage) == 2
+    run_id = report["quarantine_run"]
+    trash = f"{location}/_lakeops_trash/{run_id}"
+    assert {p: storage.read(p) for p in listing(storage, trash) if p.endswith(".parquet")} == {
+        p.replace(location, trash): before[p] for p in garbage
+    }
+    assert {p for p in listing(storage, location) if not p.startswith(trash)} == set(before) - garbage
+
+    lose_first_answers(r"/events/part-[^/]+\.parquet$")
+    restored = run(capsys, s3_bucket.name, "restore", location, run_id, *via)
+    few_retries.clear()
+    assert restored is not None and restored["restored_files"] == 2
+    assert few_retries.counts()[Fault.DROP_ANSWER] == 4
+    assert {path: storage.read(path) for path in listing(storage, location)} == before
+    assert DeltaTable(location, storage_options=_delta_rs(endpoint)).to_pyarrow_table().sort_by("id").equals(rows)
