@@ -150,7 +150,11 @@ class LocalStorage:
         except OSError as exc:
             raise StorageError(f"cannot read {local!r}: {exc.strerror or exc}") from exc
 
-    def _write_temp(self, target: str, fill: Callable[[BinaryIO], object]) -> str:
+    def _write_temp(self, target: str, data: bytes) -> str:
+        """A fully written, fsynced temporary file next to ``target`` (same file system)."""
+        return self._stage(target, lambda f: f.write(data))
+
+    def _stage(self, target: str, fill: Callable[[BinaryIO], object]) -> str:
         """A temporary file next to ``target`` (same file system), written by ``fill`` and fsynced."""
         directory, name = os.path.split(target)
         try:
@@ -177,7 +181,7 @@ class LocalStorage:
     def write(self, path: str, data: bytes) -> None:
         """Write a temporary file beside the target, then ``os.replace`` it in (atomic on POSIX)."""
         local = _local(path)
-        tmp = self._write_temp(local, lambda f: f.write(data))
+        tmp = self._write_temp(local, data)
         try:
             os.replace(tmp, local)
         except OSError as exc:
@@ -193,7 +197,7 @@ class LocalStorage:
         Unlike ``O_CREAT|O_EXCL`` followed by writing, no reader can ever see a partial file.
         """
         local = _local(path)
-        self._link_new(local, self._write_temp(local, lambda f: f.write(data)))
+        self._link_new(local, self._write_temp(local, data))
 
     def copy_if_absent(self, source: str, target: str) -> None:
         """Stream ``source`` into a temporary file beside ``target`` (never whole in memory), then
@@ -208,7 +212,7 @@ class LocalStorage:
         except OSError as exc:
             raise StorageError(f"cannot copy {origin!r}: {exc.strerror or exc}") from exc
         with reader:
-            tmp = self._write_temp(local, lambda f: shutil.copyfileobj(reader, f, _COPY_BUFFER))
+            tmp = self._stage(local, lambda f: shutil.copyfileobj(reader, f, _COPY_BUFFER))
         self._link_new(local, tmp)
 
     def _link_new(self, local: str, tmp: str) -> None:
