@@ -41,7 +41,7 @@ from lakeops.delta.writer import (
 )
 from lakeops.errors import InvalidArgument
 from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.local import TMP_SUFFIX
+from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import is_within, normalize, relative_to
 
 __all__ = [
@@ -115,9 +115,8 @@ def open_output(source_root: str, output: str, storage_options: StorageOptions) 
 def _abandoned(relative: str) -> bool:
     """A file an export writes before its first commit: a data file (``<prefix>-<uuid>.zstd.parquet``
     at the top level) or a temporary file of a write that never finished."""
-    name = relative.rsplit("/", 1)[-1]
-    top_level_data = "/" not in relative and name.endswith(".zstd.parquet")
-    return top_level_data or (name.startswith(".") and name.endswith(TMP_SUFFIX))
+    top_level_data = "/" not in relative and relative.endswith(".zstd.parquet")
+    return top_level_data or is_abandoned_temp(relative)
 
 
 def require_empty_or_abandoned(storage: Storage, output_root: str) -> None:
