@@ -339,27 +339,37 @@ class AddColumn:
         """The rows whose path is not in ``paths`` (files a later commit removed or re-added)."""
         if not paths:
             return self
-        keep = pc.invert(pc.is_in(self.paths, value_set=pa.array(sorted(paths), type=self.paths.type)))
-        return self if pc.all(keep).as_py() else AddColumn(self.struct.filter(keep))
+        return self.keep(pc.invert(pc.is_in(self.paths, value_set=pa.array(sorted(paths), type=self.paths.type))))
+
+    def keep(self, rows: pa.Array | pa.ChunkedArray) -> AddColumn:
+        """The rows where the boolean ``rows`` is true."""
+        if isinstance(rows, pa.ChunkedArray):
+            rows = rows.combine_chunks()
+        return self if pc.all(rows).as_py() else AddColumn(self.struct.filter(rows))
 
 
 def _lazy_adds(array: pa.ChunkedArray) -> AddColumn | None:
-    """The ``add`` column as an :class:`AddColumn` when building its objects later cannot fail nor
-    differ from building them now: the columnar path applies, every value decodes (UTF-8), and no
-    row carries a deletion vector (validated by its model) or only ``stats_parsed`` (rebuilt as
-    JSON). Anything else is built now, by the path that reports its errors."""
+    """The ``add`` column as an :class:`AddColumn` when :func:`fits_add_column`; else None (built now,
+    by the path that reports its errors)."""
     struct = _single_chunk(array)
+    return AddColumn(struct) if fits_add_column(struct) else None
+
+
+def fits_add_column(struct: pa.Array) -> bool:
+    """Whether building ``Add`` objects of ``struct``'s rows later can neither fail nor differ from
+    building them now: the columnar path applies, every value decodes (UTF-8), and no row carries a
+    deletion vector (validated by its model) or only ``stats_parsed`` (rebuilt as JSON)."""
     if not _columnar_fits(Add, struct):
-        return None
+        return False
     names = struct.type.names
     for name in ("deletionVector", "stats_parsed"):
         if name in names and struct.field(name).null_count != len(struct):
-            return None
+            return False
     try:
         struct.validate(full=True)
     except pa.ArrowInvalid:
-        return None
-    return AddColumn(struct)
+        return False
+    return True
 
 
 def _build(

@@ -10,10 +10,13 @@ iterating, or one by one on lookup, and not kept.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from itertools import chain
 
-from lakeops.delta.actions import Add
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeops.delta.actions import Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
 
 FileKey = tuple[str, str | None]
@@ -103,3 +106,83 @@ class _Items(ItemsView[FileKey, Add]):
     def __iter__(self) -> Iterator[tuple[FileKey, Add]]:
         column_items = (((add.path, None), add) for add in self._mapping._column_adds())
         return chain(column_items, self._mapping.objects.items())
+
+
+class ColumnReplay:
+    """Log replay's share for adds kept as Arrow rows (all without a deletion vector: keys
+    ``(path, None)``): which rows stay live, decided at the end with Arrow rather than row by row.
+
+    A row is live unless a later version touched its path: a remove or add held as an object
+    (recorded by :meth:`touch`), or a later row of the same path (the last row wins).
+    """
+
+    def __init__(self) -> None:
+        self._columns: list[AddColumn] = []
+        self._versions: list[int] = []
+        self._version = 0  # 0: the checkpoint; each commit after it counts one more
+        self._touched: dict[str, int] = {}  # path -> the last version a remove or object add named it
+
+    def __bool__(self) -> bool:
+        return bool(self._columns)
+
+    def next_version(self) -> None:
+        self._version += 1
+
+    def touch(self, actions: Iterable[Add | Remove]) -> None:
+        if self._columns:
+            version = self._version
+            self._touched.update((a.path, version) for a in actions if a.deletion_vector is None)
+
+    def add(
+        self, column: AddColumn, files: Mapping[FileKey, Add] = {}, tombstones: Mapping[FileKey, Remove] = {}
+    ) -> list[FileKey]:
+        """Keep ``column``'s rows; returns the keys of ``files`` and ``tombstones`` its rows replace."""
+        self._columns.append(column)
+        self._versions.append(self._version)
+        plain = [path for held in (files, tombstones) for path, dv in held if dv is None]
+        if not plain:
+            return []
+        hit = column.paths.filter(pc.is_in(column.paths, value_set=pa.array(plain, type=column.paths.type)))
+        return [(path, None) for path in hit.to_pylist()]
+
+    def are_keys(self, files: Mapping[FileKey, Add]) -> bool:
+        """Whether the rows hold each path once and ``files`` none of their keys."""
+        if not self._columns:
+            return True
+        paths = pa.chunked_array([c.paths for c in self._columns])
+        if len(pc.unique(paths)) != len(paths):  # unique: a third of count_distinct's time on strings
+            return False
+        plain = [path for path, dv in files if dv is None]
+        return not plain or not pc.any(pc.is_in(paths, value_set=pa.array(plain, type=paths.type))).as_py()
+
+    def live(self) -> list[AddColumn]:
+        """The rows still live after the last version."""
+        by_version: dict[int, list[str]] = {}
+        for path, version in self._touched.items():
+            by_version.setdefault(version, []).append(path)
+        touches = sorted(by_version.items(), reverse=True)
+        later: set[str] = set()
+        kept: list[AddColumn] = []
+        for column, version in zip(reversed(self._columns), reversed(self._versions), strict=True):
+            while touches and touches[0][0] > version:
+                later.update(touches.pop(0)[1])
+            kept.append(column.without(later))
+        kept.reverse()
+        return _last_rows(kept)
+
+
+def _last_rows(columns: list[AddColumn]) -> list[AddColumn]:
+    """``columns`` keeping, of rows with the same path, only the last (a later add replaces a file)."""
+    if not columns:
+        return columns
+    paths = pa.chunked_array([c.paths for c in columns])
+    if len(pc.unique(paths)) == len(paths):
+        return columns
+    rows = pa.table({"path": paths, "row": pa.array(range(len(paths)), type=pa.int64())})
+    last = rows.group_by("path", use_threads=False).aggregate([("row", "max")]).column("row_max")
+    keep = pc.is_in(rows.column("row"), value_set=last.combine_chunks())
+    result, start = [], 0
+    for column in columns:
+        result.append(column.keep(keep.slice(start, len(column))))
+        start += len(column)
+    return result

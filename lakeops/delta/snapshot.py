@@ -13,14 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_reader import AddColumn, read_checkpoint_part, read_checkpoint_part_columnar
-from lakeops.delta.commit_file import CommitActions, parse_commit
+from lakeops.delta.commit_columns import parse_commit_columnar
+from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_readable
-from lakeops.delta.live_files import FileKey, LiveFiles
+from lakeops.delta.live_files import ColumnReplay, FileKey, LiveFiles
 from lakeops.delta.log_segment import (
     LogListing,
     LogSegment,
@@ -83,16 +81,15 @@ class _Replay:
         self.files: dict[FileKey, Add] = {}
         self.tombstones: dict[FileKey, Remove] = {}
         self.txns: dict[str, Txn] = {}
-        #: Checkpoint adds kept as Arrow, and the paths (without a DV) commits after it touched.
-        self.columns: list[AddColumn] = []
-        self.touched: set[str] = set()
+        #: Adds kept as Arrow (checkpoint and large commits), and what commits said of their paths.
+        self.columns = ColumnReplay()
 
     def apply_checkpoint(self, actions: Iterable[object]) -> None:
         files = self.files
         for action in actions:
             match action:
                 case AddColumn():
-                    self.columns.append(action)
+                    self.columns.add(action)
                 case Add():
                     files[action.key] = action
                 case Remove():
@@ -107,18 +104,13 @@ class _Replay:
     def columns_are_keys(self) -> bool:
         """Whether the Arrow rows hold each key once and none the objects hold (so reading them as
         columns gives what applying them one by one would); false for a checkpoint that repeats a file."""
-        if not self.columns:
-            return True
-        paths = pa.chunked_array([c.paths for c in self.columns])
-        if len(pc.unique(paths)) != len(paths):  # unique: a third of count_distinct's time on strings
-            return False
-        plain = [path for path, dv in self.files if dv is None]
-        return not plain or not pc.any(pc.is_in(paths, value_set=pa.array(plain, type=paths.type))).as_py()
+        return self.columns.are_keys(self.files)
 
     def live_files(self) -> LiveFiles:
-        return LiveFiles([c.without(self.touched) for c in self.columns], self.files)
+        return LiveFiles(self.columns.live(), self.files)
 
-    def apply_commit(self, commit: CommitActions) -> None:
+    def apply_commit(self, commit: CommitActions, column: AddColumn | None = None) -> None:
+        """One version: its removes, then its adds (``column``: its adds kept as Arrow, if any)."""
         if commit.protocol is not None:
             self.protocol = commit.protocol
         if commit.metadata is not None:
@@ -126,9 +118,9 @@ class _Replay:
         for txn in commit.txns:
             self.txns[txn.app_id] = txn
         files, tombstones = self.files, self.tombstones
-        if self.columns:  # whatever a commit says of a key overrides the checkpoint's row for it
-            self.touched.update(r.path for r in commit.removes if r.deletion_vector is None)
-            self.touched.update(a.path for a in commit.adds if a.deletion_vector is None)
+        self.columns.next_version()
+        self.columns.touch(commit.removes)
+        self.columns.touch(commit.adds)
         for remove in commit.removes:
             key = remove.key
             files.pop(key, None)
@@ -138,6 +130,10 @@ class _Replay:
             if tombstones:
                 tombstones.pop(key, None)
             files[key] = add
+        if column is not None:
+            for key in self.columns.add(column, files, tombstones):
+                files.pop(key, None)
+                tombstones.pop(key, None)
 
 
 def load_snapshot(
@@ -202,10 +198,13 @@ def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Pro
         # remaining files mean.
         check_readable(replay.protocol, table_root)
     for commit_version, info in segment.commits:
-        commit = parse_commit(read_log_file(storage, info), commit_version, info.path)
+        partition_columns = replay.metadata.partition_columns if replay.metadata is not None else []
+        commit, column = parse_commit_columnar(
+            read_log_file(storage, info), commit_version, info.path, partition_columns
+        )
         if commit.protocol is not None:
             check_readable(commit.protocol, table_root)
-        replay.apply_commit(commit)
+        replay.apply_commit(commit, column)
 
     if replay.protocol is None or replay.metadata is None:
         raise ProtocolError(

@@ -30,12 +30,14 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
-from itertools import groupby
+from typing import cast
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_reader import read_checkpoint_part
+from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows
 from lakeops.delta.checkpoint_writer import (
     CheckpointAction,
     checkpoint_bytes,
@@ -43,10 +45,12 @@ from lakeops.delta.checkpoint_writer import (
     encode_actions,
     schema_from_text,
     schema_to_text,
+    writes_stats_as_struct,
 )
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint, render_last_checkpoint
+from lakeops.delta.live_files import LiveFiles
 from lakeops.delta.log_segment import (
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -161,8 +165,8 @@ class CheckpointPlan(BaseModel):
     #: The snapshot planned from, on the driver only (never serialised): lets the driver write a part
     #: without replaying the log again.
     _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
-    #: Each part's actions as selected while planning (driver only): writing on the driver reuses them.
-    _chunks: list[list[CheckpointAction]] | None = PrivateAttr(default=None)
+    #: The rows as selected and ordered while planning (driver only): writing on the driver reuses them.
+    _rows: CheckpointRows | None = PrivateAttr(default=None)
 
 
 def select_actions(
@@ -205,24 +209,6 @@ def _file_path(action: CheckpointAction) -> str | None:
     return action.path if isinstance(action, Add | Remove) else None
 
 
-def _ranges(actions: list[CheckpointAction], part_size: int) -> list[tuple[int, int]]:
-    """``[start, end)`` index ranges of ``actions`` (from :func:`select_actions`) holding at most
-    ``part_size`` actions each, cut only between different paths (the leading non-file actions
-    stay in the first range)."""
-    if len(actions) <= part_size:
-        return [(0, len(actions))]
-    ranges: list[tuple[int, int]] = []
-    start = end = 0
-    for _, group in groupby(actions, key=_file_path):
-        size = sum(1 for _ in group)
-        if end > start and end - start + size > part_size:
-            ranges.append((start, end))
-            start = end
-        end += size
-    ranges.append((start, end))
-    return ranges
-
-
 def plan_checkpoint(
     snapshot: DeltaSnapshot,
     options: CheckpointOptions,
@@ -253,40 +239,61 @@ def plan_checkpoint(
         if SET_TRANSACTION_RETENTION_PROPERTY in config
         else None
     )
+    files = snapshot.files
+    columns = files.columns if isinstance(files, LiveFiles) and not writes_stats_as_struct(metadata) else []
     with bulk_load():  # a tuple per action to sort: no collector pass over the snapshot meanwhile
         actions = select_actions(
             snapshot.protocol,
             metadata,
             snapshot.txns,
-            snapshot.files,
+            files.objects if columns else files,  # type: ignore[attr-defined]
             snapshot.tombstones,
             with_table_actions=True,
             tombstone_cutoff_ms=tombstone_cutoff,
             txn_cutoff_ms=txn_cutoff,
         )
     kinds = Counter(map(type, actions))
-    kept_txns = [a for a in actions[: 2 + kinds[Txn]] if isinstance(a, Txn)]  # txns lead, after the table's
+    head = 2 + kinds[Txn]  # the table's actions lead, txns after protocol and metadata
+    kept_txns = [a for a in actions[:head] if isinstance(a, Txn)]
     kept_removes = [a for a in actions if type(a) is Remove] if kinds[Remove] else []
     listing = snapshot.listing
     already = snapshot.version in listing.checkpoints
     parts: list[CheckpointPart] = []
-    chunks: list[list[CheckpointAction]] = []
+    rows: CheckpointRows | None = None
     if not already or options.force:
-        schema = schema_to_text(
-            checkpoint_schema(
+        arrow_schema = checkpoint_schema(
+            snapshot.protocol,
+            metadata,
+            txns=kept_txns,
+            adds=[a for a in actions if type(a) is Add],  # the selected objects: not built twice
+            removes=kept_removes,
+        )
+        column_rows = cast_add_rows(columns, arrow_schema.field("add").type) if columns else None
+        if columns and column_rows is None:  # rows the schema cannot take as they are: all as objects
+            with bulk_load():
+                actions = select_actions(
+                    snapshot.protocol,
+                    metadata,
+                    snapshot.txns,
+                    files,
+                    snapshot.tombstones,
+                    with_table_actions=True,
+                    tombstone_cutoff_ms=tombstone_cutoff,
+                    txn_cutoff_ms=txn_cutoff,
+                )
+            arrow_schema = checkpoint_schema(
                 snapshot.protocol,
                 metadata,
                 txns=kept_txns,
-                adds=[a for a in actions if type(a) is Add],  # the selected objects: not built twice
+                adds=[a for a in actions if type(a) is Add],
                 removes=kept_removes,
             )
-        )
-        ranges = _ranges(actions, options.part_size)
+        schema = schema_to_text(arrow_schema)
+        rows = CheckpointRows(actions[:head], cast(list[Add | Remove], actions[head:]), column_rows)
+        ranges = rows.ranges(options.part_size)
         names = checkpoint_file_names(snapshot.version, len(ranges))
         for index, ((start, end), name) in enumerate(zip(ranges, names, strict=True)):
-            chunk = actions[start:end]
-            chunks.append(chunk)
-            counts = Counter(map(type, chunk))
+            adds, removes = rows.counts(start, end)
             parts.append(
                 CheckpointPart(
                     table_root=table,
@@ -295,11 +302,11 @@ def plan_checkpoint(
                     part=index + 1,
                     parts=len(ranges),
                     location=join(table, LOG_DIR, name),
-                    first_path=None if index == 0 else _file_path(chunk[0]),
-                    end_path=_file_path(actions[end]) if end < len(actions) else None,
-                    actions=len(chunk),
-                    add_files=counts[Add],
-                    remove_tombstones=counts[Remove],
+                    first_path=None if index == 0 else rows.path(start),
+                    end_path=rows.path(end) if end < len(rows) else None,
+                    actions=end - start,
+                    add_files=adds,
+                    remove_tombstones=removes,
                     tombstone_cutoff_ms=tombstone_cutoff,
                     txn_cutoff_ms=txn_cutoff,
                     arrow_schema=schema,
@@ -313,7 +320,7 @@ def plan_checkpoint(
         previous_checkpoint_version=max((v for v in listing.checkpoints if v < snapshot.version), default=None),
         last_checkpoint_version=listing.last_checkpoint.version if listing.last_checkpoint else None,
         part_size=options.part_size,
-        actions=len(actions),
+        actions=len(rows) if rows is not None else len(actions) + sum(len(c) for c in columns),
         add_files=len(snapshot.files),
         remove_tombstones=len(kept_removes),
         expired_tombstones=len(snapshot.tombstones) - len(kept_removes),
@@ -324,7 +331,7 @@ def plan_checkpoint(
         parts=parts,
     )
     plan._snapshot = snapshot
-    plan._chunks = chunks
+    plan._rows = rows
     return plan
 
 
@@ -334,21 +341,27 @@ def plan_checkpoint(
 def _write(storage: Storage, part: CheckpointPart, actions: list[CheckpointAction], started: float) -> PartWritten:
     """Encode and store one part; refuses to write a part whose content differs from the plan's count."""
     counts = Counter(map(type, actions))
-    add_files, removes = counts[Add], counts[Remove]
-    if (len(actions), add_files, removes) != (part.actions, part.add_files, part.remove_tombstones):
+    with bulk_load():
+        encoded = encode_actions(actions, schema_from_text(part.arrow_schema))
+    return _store(storage, part, encoded, counts[Add], counts[Remove], started)
+
+
+def _store(
+    storage: Storage, part: CheckpointPart, encoded: pa.Table, add_files: int, removes: int, started: float
+) -> PartWritten:
+    if (encoded.num_rows, add_files, removes) != (part.actions, part.add_files, part.remove_tombstones):
         raise ProtocolError(
-            f"{part.location}: part {part.part} of {part.parts} would hold {len(actions)} actions "
+            f"{part.location}: part {part.part} of {part.parts} would hold {encoded.num_rows} actions "
             f"({add_files} adds, {removes} tombstones) but the plan counted {part.actions} "
             f"({part.add_files} adds, {part.remove_tombstones} tombstones); the log of version {part.version} "
             "changed while checkpointing (was it expired or rewritten?)"
         )
-    with bulk_load():
-        payload = checkpoint_bytes(encode_actions(actions, schema_from_text(part.arrow_schema)))
+    payload = checkpoint_bytes(encoded)
     storage.write(part.location, payload)  # atomic per object: a reader sees all of it or nothing
     return PartWritten(
         part=part.part,
         location=part.location,
-        actions=len(actions),
+        actions=encoded.num_rows,
         add_files=add_files,
         bytes=len(payload),
         seconds=time.monotonic() - started,
@@ -379,14 +392,16 @@ def _part_actions(
 def write_parts_on_driver(plan: CheckpointPlan) -> list[PartWritten]:
     """Write every part of ``plan`` in this process (the usual case: one part), from the snapshot it
     was planned from when the plan still holds it, else by :func:`write_part`."""
-    chunks = plan._chunks
-    if plan._snapshot is None or chunks is None:
+    rows = plan._rows
+    if plan._snapshot is None or rows is None:
         return [write_part(part) for part in plan.parts]
     written = []
-    for part, actions in zip(plan.parts, chunks, strict=True):
+    for part, (start, end) in zip(plan.parts, rows.ranges(plan.part_size), strict=True):
         started = time.monotonic()
         storage = open_storage(part.table_root, part.storage)
-        written.append(_write(storage, part, actions, started))
+        with bulk_load():
+            encoded = rows.encode(start, end, schema_from_text(part.arrow_schema))
+        written.append(_store(storage, part, encoded, *rows.counts(start, end), started))
     return written
 
 

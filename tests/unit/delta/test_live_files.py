@@ -8,21 +8,34 @@ The reference is the replay as it was: every checkpoint row built into an object
 from __future__ import annotations
 
 import json
+import time
+from itertools import groupby
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from lakeops_testdata import TESTDATA
 
-from lakeops.delta.actions import Add
+from lakeops.delta import commit_columns
+from lakeops.delta.actions import Add, Remove
 from lakeops.delta.checkpoint_reader import read_checkpoint_part
+from lakeops.delta.checkpoint_writer import checkpoint_bytes, encode_actions, schema_from_text
+from lakeops.delta.commit_columns import parse_commit_columnar
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.live_files import LiveFiles
 from lakeops.delta.log_segment import list_log, read_log_file, segment_for_version
+from lakeops.delta.maintenance.checkpoint import (
+    CheckpointOptions,
+    finalize_checkpoint,
+    plan_checkpoint,
+    select_actions,
+    write_parts_on_driver,
+)
 from lakeops.delta.snapshot import _Replay, load_snapshot
-from lakeops.errors import CorruptFile
-from lakeops.storage import LocalStorage, open_storage
+from lakeops.errors import CorruptFile, LakeopsError
+from lakeops.storage import LocalStorage, StorageOptions, open_storage
 
 STORAGE = LocalStorage()
 CHECKPOINTED = sorted({p.parent.parent for p in TESTDATA.rglob("_delta_log/*.checkpoint*.parquet")})
@@ -54,11 +67,39 @@ def _same_files(files: LiveFiles, expected: dict[tuple[str, str | None], Add]) -
         files["no-such-file", None]
 
 
+@pytest.fixture(params=["objects", "columns"])
+def commit_adds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Commits' adds read as objects (small commits), or as columns (every commit, as large ones are)."""
+    if request.param == "columns":
+        monkeypatch.setattr(commit_columns, "MIN_COLUMN_ROWS", 1)
+    return str(request.param)
+
+
 def test_fixtures_have_checkpointed_tables() -> None:
     assert len(CHECKPOINTED) >= 5
 
 
-@pytest.mark.parametrize("root", CHECKPOINTED, ids=[str(p.relative_to(TESTDATA)) for p in CHECKPOINTED])
+ALL_TABLES = sorted({p.parent.parent for p in TESTDATA.rglob("_delta_log/00000000000000000000.json")})
+
+
+def _replayable(root: Path) -> bool:
+    try:
+        _reference(str(root))
+        load_snapshot(STORAGE, str(root))
+    except LakeopsError:
+        return False
+    return True
+
+
+REPLAYABLE = [root for root in ALL_TABLES if _replayable(root)]
+
+
+def test_most_fixture_tables_replay() -> None:
+    assert len(REPLAYABLE) >= 20 and set(CHECKPOINTED) & set(REPLAYABLE)
+
+
+@pytest.mark.usefixtures("commit_adds")
+@pytest.mark.parametrize("root", REPLAYABLE, ids=[str(p.relative_to(TESTDATA)) for p in REPLAYABLE])
 def test_fixture_tables_read_as_the_object_replay(root: Path) -> None:
     expected = _reference(str(root))
     snapshot = load_snapshot(STORAGE, str(root))
@@ -118,7 +159,7 @@ def test_the_checkpoint_rows_stay_columns(tmp_path: Path) -> None:
     _same_files(files, _reference(str(root)))
 
 
-def test_commits_after_the_checkpoint_override_its_rows(tmp_path: Path) -> None:
+def test_commits_after_the_checkpoint_override_its_rows(tmp_path: Path, commit_adds: str) -> None:
     root = _table(tmp_path)
     remove = {"remove": {"path": "f1", "deletionTimestamp": 5, "dataChange": True}}
     _commit(root, 2, remove, _add("f2", size=99), _add("new"))
@@ -127,7 +168,8 @@ def test_commits_after_the_checkpoint_override_its_rows(tmp_path: Path) -> None:
     assert isinstance(files, LiveFiles)
     assert sorted(k[0] for k in files) == ["f0", "f1", "f2", "f3", "f4"]
     assert files["f2", None].size == 99 and files["f1", None].size == 7
-    assert [len(c) for c in files.columns] == [3]  # f0, f3 and f4 are still rows
+    # f0, f3 and f4 are still checkpoint rows; the commits' live adds are objects or rows of theirs
+    assert [len(c) for c in files.columns] == ([3] if commit_adds == "objects" else [3, 1, 1])
     _same_files(files, _reference(str(root)))
 
 
@@ -173,3 +215,133 @@ def test_undecodable_text_in_a_kept_column_is_refused_when_loading(tmp_path: Pat
     path = _rewrite_checkpoint(root, break_a_path)
     with pytest.raises(CorruptFile, match=f"{path.name}: checkpoint column add cannot be decoded"):
         load_snapshot(STORAGE, str(root))
+
+
+# --- commit files' add lines as columns: exactly what validation gives, or validation decides ---------
+
+_ADD = '{"add":{"path":"%s","partitionValues":{"p":"x"},"size":1,"modificationTime":2,"dataChange":true}}'
+_PLAIN = [_ADD % "a", _ADD % "b", '{"commitInfo":{"operation":"WRITE"}}', '{"remove":{"path":"c","dataChange":true}}']
+_HOSTILE = {
+    "null partition value": _ADD.replace('"x"', "null") % "n",
+    "absent partition value": _ADD.replace('"p":"x"', "") % "n",
+    "other partition key": _ADD.replace('"p":"x"', '"q":"2024-01-01"') % "n",
+    "number partition value": _ADD.replace('"x"', "3") % "n",
+    "size as text": _ADD.replace('"size":1', '"size":"1"') % "n",
+    "size as float": _ADD.replace('"size":1', '"size":1.0') % "n",
+    "huge size": _ADD.replace('"size":1', '"size":123456789012345678901') % "n",
+    "no size": _ADD.replace('"size":1,', "") % "n",
+    "dataChange as text": _ADD.replace("true", '"true"') % "n",
+    "undeclared field": _ADD.replace('"size":1', '"size":1,"baseRowId":4') % "n",
+    "tags": _ADD.replace('"size":1', '"size":1,"tags":{"t":"v"}') % "n",
+    "deletion vector": _ADD.replace(
+        '"size":1',
+        '"size":1,"deletionVector":{"storageType":"u","pathOrInlineDv":"ab","sizeInBytes":1,"cardinality":1}',
+    )
+    % "n",
+    "stats object": _ADD.replace('"size":1', '"size":1,"stats":{"numRecords":1}') % "n",
+    "two keys": _ADD[:-1].replace('{"add"', '{"add"', 1) % "n" + ',"txn":{"appId":"x","version":1}}',
+    "two objects on a line": _ADD % "n" + _ADD % "m",
+    "repeated field": _ADD.replace('"size":1', '"size":1,"size":2') % "n",
+    "null body": '{"add":null}',
+    "truncated": (_ADD % "n")[:30],
+    "spaced key": (_ADD % "n").replace('{"add":', '{ "add" :'),
+    "repeated path": _ADD % "a",
+    "invalid surrogate": _ADD % "\\ud800",
+}
+
+
+@pytest.mark.parametrize("line", list(_HOSTILE.values()), ids=list(_HOSTILE))
+def test_commit_add_columns_equal_validation_or_defer_to_it(line: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commit_columns, "MIN_COLUMN_ROWS", 1)
+    raw = "\n".join([*_PLAIN, line, _ADD % "z"]).encode()
+    try:
+        expected = parse_commit(raw, 3, "c.json")
+    except CorruptFile as error:
+        with pytest.raises(CorruptFile) as raised:
+            parse_commit_columnar(raw, 3, "c.json", ["p"])
+        assert str(raised.value) == str(error)
+        return
+    commit, column = parse_commit_columnar(raw, 3, "c.json", ["p"])
+    adds = commit.adds + (column.build(0, len(column)) if column is not None else [])
+    assert adds == expected.adds
+    assert [a.model_fields_set for a in adds] == [a.model_fields_set for a in expected.adds]
+    assert (commit.removes, commit.commit_info, commit.txns) == (expected.removes, expected.commit_info, expected.txns)
+
+
+def test_plain_commit_adds_become_one_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commit_columns, "MIN_COLUMN_ROWS", 1)
+    raw = "\n".join([*_PLAIN, _ADD % "z", ""]).encode()
+    commit, column = parse_commit_columnar(raw, 3, "c.json", ["p"])
+    assert column is not None and not commit.adds and len(commit.removes) == 1
+    assert column.build(0, len(column)) == parse_commit(raw, 3, "c.json").adds
+
+
+# --- a checkpoint written from Arrow rows is the one written from objects ------------------------------
+
+
+def _greedy_ranges(actions: list[Any], part_size: int) -> list[tuple[int, int]]:
+    """The part ranges as the object writer cut them: whole paths, at most ``part_size`` rows."""
+    ranges, start, end = [], 0, 0
+    for _, group in groupby(actions, key=lambda a: a.path if isinstance(a, Add | Remove) else None):
+        size = sum(1 for _ in group)
+        if end > start and end - start + size > part_size:
+            ranges.append((start, end))
+            start = end
+        end += size
+    return [*ranges, (start, end)]
+
+
+def _dv_add(path: str) -> dict[str, object]:
+    dv = {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 4,
+        "cardinality": 1,
+    }
+    return _add(path, deletionVector=dv)
+
+
+@pytest.mark.parametrize("part_size", [1_000_000, 3, 1])
+def test_a_checkpoint_from_arrow_rows_is_the_one_from_objects(tmp_path: Path, commit_adds: str, part_size: int) -> None:
+    root = _table(tmp_path, files=8)
+    now = int(time.time() * 1000)
+    remove = {"remove": {"path": "f1", "deletionTimestamp": now, "dataChange": True, "size": 10}}
+    _commit(root, 2, remove, _add("f2", size=99), _add("g0"), _dv_add("f5"), _dv_add("a0"))
+    _commit(root, 3, {"remove": {"path": "g0", "deletionTimestamp": now, "dataChange": True}}, _add("f1", size=7))
+    snapshot = load_snapshot(STORAGE, str(root))
+    assert isinstance(snapshot.files, LiveFiles) and snapshot.files.columns
+    plan = plan_checkpoint(snapshot, CheckpointOptions(part_size=part_size), StorageOptions(), now_ms=now)
+    rows = plan._rows
+    assert rows is not None and rows.column_rows  # the Arrow path was taken
+
+    objects = dict(snapshot.files.items())
+    actions = select_actions(
+        snapshot.protocol,
+        snapshot.metadata,
+        snapshot.txns,
+        objects,
+        snapshot.tombstones,
+        with_table_actions=True,
+        tombstone_cutoff_ms=plan.tombstone_cutoff_ms,
+        txn_cutoff_ms=plan.txn_cutoff_ms,
+    )
+    ranges = _greedy_ranges(actions, part_size)
+    assert rows.ranges(part_size) == ranges and len(plan.parts) == len(ranges)
+    written = write_parts_on_driver(plan)
+    for (start, end), part, done in zip(ranges, plan.parts, written, strict=True):
+        chunk = actions[start:end]
+        expected = encode_actions(chunk, schema_from_text(part.arrow_schema))
+        assert rows.encode(start, end, schema_from_text(part.arrow_schema)).equals(expected)
+        assert pq.read_table(part.location).equals(pq.read_table(pa.BufferReader(checkpoint_bytes(expected))))
+        assert (part.actions, part.add_files, part.remove_tombstones) == (
+            len(chunk),
+            sum(type(a) is Add for a in chunk),
+            sum(type(a) is Remove for a in chunk),
+        )
+        assert (done.actions, done.add_files) == (part.actions, part.add_files)
+        assert part.first_path == (None if start == 0 else chunk[0].path)  # type: ignore[union-attr]
+    finalize_checkpoint(plan, written, StorageOptions())
+    reread = load_snapshot(STORAGE, str(root))
+    assert reread.segment.checkpoint_version == 3
+    assert dict(reread.files.items()) == objects and reread.tombstones.keys() == snapshot.tombstones.keys()
