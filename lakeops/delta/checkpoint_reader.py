@@ -335,11 +335,12 @@ class AddColumn:
         rows = self.struct.slice(start, max(0, min(stop, len(self)) - start))
         return cast(list[Add], _columnar_build(Add, rows))
 
-    def without(self, paths: set[str]) -> AddColumn:
-        """The rows whose path is not in ``paths`` (files a later commit removed or re-added)."""
-        if not paths:
+    def without(self, paths: pa.Array) -> AddColumn:
+        """The rows whose path is not in the string array ``paths`` (files a later commit removed or
+        re-added)."""
+        if not len(paths):
             return self
-        return self.keep(pc.invert(pc.is_in(self.paths, value_set=pa.array(sorted(paths), type=self.paths.type))))
+        return self.keep(pc.invert(pc.is_in(self.paths, value_set=paths.cast(self.paths.type))))
 
     def keep(self, rows: pa.Array | pa.ChunkedArray) -> AddColumn:
         """The rows where the boolean ``rows`` is true."""

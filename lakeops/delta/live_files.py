@@ -161,12 +161,15 @@ class ColumnReplay:
         for path, version in self._touched.items():
             by_version.setdefault(version, []).append(path)
         touches = sorted(by_version.items(), reverse=True)
-        later: set[str] = set()
+        later: list[str] = []  # distinct: each path is in one version's list
+        later_array = pa.array(later, type=pa.string())
         kept: list[AddColumn] = []
         for column, version in zip(reversed(self._columns), reversed(self._versions), strict=True):
-            while touches and touches[0][0] > version:
-                later.update(touches.pop(0)[1])
-            kept.append(column.without(later))
+            if touches and touches[0][0] > version:
+                while touches and touches[0][0] > version:
+                    later += touches.pop(0)[1]
+                later_array = pa.array(later, type=pa.string())  # once per set, not per column
+            kept.append(column.without(later_array))
         kept.reverse()
         return _last_rows(kept)
 
