@@ -55,14 +55,14 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 DRIVER_DELETE_BATCHES = 16
 DRIVER_DELETE_THREADS = 8
 
-#: A plan whose units read at most this many bytes runs in threads on the driver instead of starting
-#: a local Spark session. Local Spark runs the same pyarrow code on the same cores, in worker
-#: processes, after ~7 s of session start-up and ~5 s for the first job (measured on a 2-CPU
-#: machine; bench/README.md). The driver rewrites about 60-100 MB/s here, so below ~1 GiB that fixed cost
-#: is most of the run; above it the work dominates, and Spark's worker processes escape the GIL for
-#: the pure-Python parts of a task. ``$LAKEOPS_DRIVER_MAX_BYTES`` (or ``driver_max_bytes``) overrides:
+#: A plan whose units read at most this many bytes (None: any plan with a byte figure) runs in threads
+#: on the driver instead of starting a local Spark session. Such units are pyarrow rewrites, which
+#: release the GIL: local Spark runs the same code on the same cores, in worker processes, after ~7 s
+#: of session start-up and ~5 s for the first job, and pays Arrow serialisation on top. Measured on a
+#: 2-CPU machine (bench/README.md): 70 MB compacted in 3.6 s on the driver against 26.5 s on local
+#: Spark, 2 GB in 104 s against 147 s. ``$LAKEOPS_DRIVER_MAX_BYTES`` (or ``driver_max_bytes``) caps it:
 #: 0 sends every plan to Spark.
-DRIVER_MAX_BYTES = 1 << 30
+DRIVER_MAX_BYTES: int | None = None
 DRIVER_MAX_BYTES_ENV = "LAKEOPS_DRIVER_MAX_BYTES"
 
 #: For plans whose units have no byte figure (checkpoint parts, manifests, directory listings,
@@ -80,9 +80,9 @@ AUDITED = frozenset({"compact", "checkpoint", "expire", "orphans", "restore", "p
 class SparkSettings(BaseModel):
     """Where plan units run: ``master`` (None: ``$LAKEOPS_SPARK_MASTER``, else the spark-submit master,
     else ``local[*]``) and Spark ``conf``. The session starts only when a plan has units to run, and
-    not at all for a small plan that would run on the default ``local[*]`` (:meth:`runs_on_driver`).
-    ``driver_max_bytes`` / ``driver_max_units``: that plan size (None: the environment variable, else
-    :data:`DRIVER_MAX_BYTES` / :data:`DRIVER_MAX_UNITS`; 0: always Spark)."""
+    not at all for a plan that would run on the default ``local[*]`` and is better run on the driver
+    (:meth:`runs_on_driver`). ``driver_max_bytes`` / ``driver_max_units``: the largest such plan (None:
+    the environment variable, else :data:`DRIVER_MAX_BYTES` / :data:`DRIVER_MAX_UNITS`; 0: always Spark)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -93,13 +93,14 @@ class SparkSettings(BaseModel):
 
     def runs_on_driver(self, units: int, work_bytes: int | None) -> bool:
         """Whether a plan of ``units`` units reading ``work_bytes`` (None: unknown) runs in threads on
-        the driver: it is small, and Spark would be a new ``local[*]`` session on this machine anyway
+        the driver: it is within the limits, and Spark would be a new ``local[*]`` session on this machine anyway
         (no master asked for, none already running: an active session costs nothing more to use)."""
         max_bytes = _limit(self.driver_max_bytes, DRIVER_MAX_BYTES_ENV, DRIVER_MAX_BYTES, sizes=True)
         if work_bytes is not None:
-            small = work_bytes <= max_bytes
+            small = max_bytes is None or work_bytes <= max_bytes
         else:
-            small = units <= _limit(self.driver_max_units, DRIVER_MAX_UNITS_ENV, DRIVER_MAX_UNITS, sizes=False)
+            max_units = _limit(self.driver_max_units, DRIVER_MAX_UNITS_ENV, DRIVER_MAX_UNITS, sizes=False)
+            small = max_units is None or units <= max_units
         if max_bytes == 0 or not small or {"spark.master", "spark.remote"} & self.conf.keys():
             return False
         from spark_jobs.session import would_start_default_session
@@ -176,8 +177,9 @@ class SparkSettings(BaseModel):
             return list(pool.map(task, batches))
 
 
-def _limit(given: int | None, env: str, default: int, *, sizes: bool) -> int:
-    """``given``, else ``$env`` (a count, or with ``sizes`` also a size such as ``2GB``), else ``default``."""
+def _limit(given: int | None, env: str, default: int | None, *, sizes: bool) -> int | None:
+    """``given``, else ``$env`` (a count, or with ``sizes`` also a size such as ``2GB``), else ``default``
+    (None: no limit)."""
     if given is not None:
         return given
     text = os.environ.get(env, "").strip()

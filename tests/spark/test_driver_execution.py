@@ -1,10 +1,10 @@
-"""Small plans run in threads on the driver, without Spark (``SparkSettings.run_units``).
+"""Plans run in threads on the driver, without Spark, when no master is asked for (``SparkSettings.run_units``).
 
 The driver runs are real ``lakeops`` processes with a clean environment (no master, no session), and
 each one reports whether it imported pyspark: a process that never imported pyspark cannot have
 started a JVM. Their outcome is compared with the same operation on Spark (this process's session:
 an active session keeps plans on Spark) on an identical table. Only one test starts Spark in a child
-process: the one where the size threshold sends a plan there.
+process: the one where a size cap (``$LAKEOPS_DRIVER_MAX_BYTES``) sends a plan there.
 """
 
 from __future__ import annotations
@@ -255,8 +255,9 @@ def decide(settings=SparkSettings(), units=3, work_bytes=None, **env):
 
 print(json.dumps({
     "small plan": decide(work_bytes=100 << 20),
-    "at the threshold": decide(work_bytes=GiB),
-    "above the threshold": decide(work_bytes=GiB + 1),
+    "large plan with bytes": decide(work_bytes=1024 * GiB),
+    "at the env cap": decide(work_bytes=GiB, LAKEOPS_DRIVER_MAX_BYTES=str(GiB)),
+    "above the env cap": decide(work_bytes=GiB + 1, LAKEOPS_DRIVER_MAX_BYTES=str(GiB)),
     "16 units without bytes": decide(units=16),
     "17 units without bytes": decide(units=17),
     "many small units with bytes": decide(units=5000, work_bytes=GiB),
@@ -266,7 +267,7 @@ print(json.dumps({
     "under spark-submit": decide(work_bytes=1, PYSPARK_GATEWAY_PORT="1234"),
     "env 0: always Spark": decide(work_bytes=1, LAKEOPS_DRIVER_MAX_BYTES="0"),
     "env 0 for unit plans too": decide(units=1, LAKEOPS_DRIVER_MAX_BYTES="0"),
-    "env raised": decide(work_bytes=3 * GiB, LAKEOPS_DRIVER_MAX_BYTES="4GB"),
+    "env cap as a size": decide(work_bytes=3 * GiB, LAKEOPS_DRIVER_MAX_BYTES="2GB"),
     "units env 0": decide(units=1, LAKEOPS_DRIVER_MAX_UNITS="0"),
     "units env raised": decide(units=500, LAKEOPS_DRIVER_MAX_UNITS="1000"),
     "field wins over env": decide(SparkSettings(driver_max_bytes=0), work_bytes=1, LAKEOPS_DRIVER_MAX_BYTES="4GB"),
@@ -285,8 +286,9 @@ def test_where_a_plan_runs() -> None:
     bad_env = decided.pop("bad env")
     assert decided == {
         "small plan": True,
-        "at the threshold": True,
-        "above the threshold": False,
+        "large plan with bytes": True,
+        "at the env cap": True,
+        "above the env cap": False,
         "16 units without bytes": True,
         "17 units without bytes": False,
         "many small units with bytes": True,
@@ -296,7 +298,7 @@ def test_where_a_plan_runs() -> None:
         "under spark-submit": False,
         "env 0: always Spark": False,
         "env 0 for unit plans too": False,
-        "env raised": True,
+        "env cap as a size": False,
         "units env 0": False,
         "units env raised": True,
         "field wins over env": False,
@@ -309,8 +311,8 @@ def test_an_active_session_keeps_plans_on_spark(spark: Any) -> None:
     assert not SparkSettings().runs_on_driver(1, 1)
 
 
-def test_a_plan_above_the_threshold_starts_spark(tmp_path: Path) -> None:
-    """The one child process here that starts Spark: the threshold lowered below the plan's bytes."""
+def test_a_plan_above_the_size_cap_starts_spark(tmp_path: Path) -> None:
+    """The one child process here that starts Spark: a cap below the plan's bytes."""
     location = str(tmp_path / "t")
     _small_delta_table(location)
     before = _rows(location)
