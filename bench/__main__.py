@@ -29,7 +29,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--readme", type=Path, default=HERE / "README.md", help="README whose table is replaced")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lakeops-bench-", dir=args.workdir) as base:
-        document = run(args.size, cases=args.case, repeats=args.repeats, scales=args.scale, base=Path(base))
+        document = run(
+            args.size,
+            cases=args.case,
+            repeats=args.repeats,
+            scales=args.scale,
+            base=Path(base),
+            partial=lambda so_far: write_json(args.results, so_far),
+        )
     path = write_json(args.results, document)
     update_readme(args.readme, document)
     print(f"results: {path}\nsummary: {args.readme}")

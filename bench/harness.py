@@ -108,24 +108,36 @@ def run(
     scales: Sequence[int] | None = None,
     base: Path,
     log: Callable[[str], None] = print,
+    partial: Callable[[dict[str, Any]], object] | None = None,
 ) -> dict[str, Any]:
     """Run ``cases`` (default: all) at ``tier`` and ``scales`` (default: the tier's); return the
-    results document (see bench/README.md)."""
+    results document (see bench/README.md). ``partial`` receives the document so far after each case
+    and scale (``complete`` false), so a long run that dies keeps what it measured."""
     tier_scales, default_repeats = TIERS[tier]
     scales = tuple(scales or tier_scales)
     repeats = repeats or default_repeats
     chosen = [BY_NAME[name] for name in cases] if cases else list(CASES)
     started = time.perf_counter()
-    results = [run_case(case, tier, scale, repeats, base, log) for case in chosen for scale in scales]
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "size": tier,
-        "repeats": repeats,
-        "scales": list(scales),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "versions": _versions(),
-        "execution": EXECUTION,
-        "total_s": round(time.perf_counter() - started, 1),
-        "results": results,
-        "slopes": _slopes(results) if len(scales) > 1 else {},
-    }
+    results: list[dict[str, Any]] = []
+
+    def document(complete: bool) -> dict[str, Any]:
+        return {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "size": tier,
+            "repeats": repeats,
+            "scales": list(scales),
+            "complete": complete,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "versions": _versions(),
+            "execution": EXECUTION,
+            "total_s": round(time.perf_counter() - started, 1),
+            "results": list(results),
+            "slopes": _slopes(results) if len(scales) > 1 else {},
+        }
+
+    for case in chosen:
+        for scale in scales:
+            results.append(run_case(case, tier, scale, repeats, base, log))
+            if partial is not None and len(results) < len(chosen) * len(scales):
+                partial(document(complete=False))
+    return document(complete=True)

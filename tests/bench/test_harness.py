@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main
+from bench.harness import run
 from bench.report import END, START
 from spark_jobs.operations import DRIVER_MAX_BYTES_ENV
 
@@ -33,6 +34,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object]
 def test_results_hold_every_case_with_positive_ratios(outcome: tuple[dict[str, object], str]) -> None:
     document, _ = outcome
     assert document["size"] == "tiny" and document["repeats"] == 1 and document["scales"] == [1]
+    assert document["complete"] is True
     results = document["results"]
     assert isinstance(results, list)
     assert [r["case"] for r in results] == ["delta_compaction", "delta_checkpoint"]
@@ -77,3 +79,13 @@ def test_scale_runs_a_multiple_of_the_base_size(tmp_path: Path) -> None:
     ours, peer, limit = (result["contenders"][role]["info"] for role in ("ours", "peer", "limit"))
     assert ours["deleted_files"] == peer["deleted_files"] == limit["deleted_files"] == 800
     assert "800 tombstoned files (x4)" in (tmp_path / "README.md").read_text()
+
+
+def test_a_long_run_hands_over_each_result_as_it_comes(tmp_path: Path) -> None:
+    """What a run measured survives it: after each case and scale but the last, the document so far."""
+    seen: list[dict[str, object]] = []
+    final = run("tiny", cases=["delta_vacuum"], scales=[1, 2], base=tmp_path, log=lambda _: None, partial=seen.append)
+    [partial] = seen
+    assert partial["complete"] is False and [r["scale"] for r in partial["results"]] == [1]  # type: ignore[union-attr]
+    assert final["complete"] is True and [r["workload"]["size"] for r in final["results"]] == [200, 400]
+    assert set(final["slopes"]["delta_vacuum"]) == {"ours", "peer", "limit"}
