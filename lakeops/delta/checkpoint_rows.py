@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakeops.delta.actions import KEY_OF, Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
@@ -24,6 +25,9 @@ from lakeops.errors import ProtocolError
 __all__ = ["CheckpointRows", "cast_add_rows"]
 
 _PARSED = ("stats_parsed", "partitionValues_parsed")
+
+#: Rows encoded and written at a time (one row group each) when writing a part.
+BATCH_ROWS = 131_072
 
 
 def cast_add_rows(columns: Sequence[AddColumn], add_type: pa.StructType) -> list[pa.StructArray] | None:
@@ -132,6 +136,17 @@ class CheckpointRows:
         head = len(self.head)
         return (a < head) == (b < head) and (a < head or self.path(a) == self.path(b))
 
+    def parquet(self, start: int, end: int, schema: pa.Schema, *, batch_rows: int = BATCH_ROWS) -> bytes:
+        """The checkpoint file of positions ``[start, end)``, encoded and written ``batch_rows`` at a
+        time (a row group each): memory holds one batch's rows, not a copy of every file."""
+        sink = pa.BufferOutputStream()
+        with pq.ParquetWriter(sink, schema, compression="snappy") as writer:
+            for batch in range(start, end, batch_rows):
+                writer.write_table(self.encode(batch, min(end, batch + batch_rows), schema))
+            if start == end:
+                writer.write_table(schema.empty_table())
+        return bytes(sink.getvalue().to_pybytes())
+
     def encode(self, start: int, end: int, schema: pa.Schema) -> pa.Table:
         """The checkpoint table of positions ``[start, end)`` in ``schema``."""
         head = self.head[start : min(end, len(self.head))]
@@ -153,8 +168,8 @@ class CheckpointRows:
         arrays = []
         for name in COLUMNS:
             target = schema.field(name).type
-            values = encoded.column(name).combine_chunks()
-            column = pa.chunked_array([values, *self.column_rows] if name == "add" else [values], type=target)
+            values = encoded.column(name).chunks
+            column = pa.chunked_array([*values, *self.column_rows] if name == "add" else values, type=target)
             arrays.append(_place(column, index, pc.equal(kind, name), target))
         try:
             return pa.Table.from_arrays(arrays, schema=schema)
@@ -164,13 +179,14 @@ class CheckpointRows:
 
 def _place(values: pa.ChunkedArray, index: pa.Array, member: pa.Array, target: pa.StructType) -> pa.Array:
     """The column whose ``member`` rows hold ``values[index]`` and the others are null. Those slots
-    repeat a member's value underneath (Parquet refuses a null in a non-nullable child even under a
-    null parent), as :func:`~lakeops.delta.checkpoint_writer.encode_actions` lays them out."""
-    first = pc.index(member, True).as_py()
-    if first < 0:
+    take a null struct's empty values underneath (Parquet refuses a null in a non-nullable child even
+    under a null parent): an empty string per slot, not a copy of some member's action."""
+    if not pc.any(member).as_py():
         return pa.array([None] * len(index), type=target)
-    filler = index[first]
-    taken = values.take(pc.if_else(member, index, filler)).combine_chunks()
+    empty = pa.array([None], type=target)  # children hold empty values, not nulls
+    values = pa.chunked_array([*values.chunks, empty], type=target)
+    taken = values.take(pc.if_else(member, index, len(values) - 1))
+    taken = taken.chunk(0) if taken.num_chunks == 1 else taken.combine_chunks()
     children = [taken.field(i) for i in range(target.num_fields)]
     absent = None if pc.all(member).as_py() else pc.invert(member)
     return pa.StructArray.from_arrays(children, fields=list(target), mask=absent)

@@ -32,7 +32,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import cast
 
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
@@ -343,25 +342,24 @@ def _write(storage: Storage, part: CheckpointPart, actions: list[CheckpointActio
     counts = Counter(map(type, actions))
     with bulk_load():
         encoded = encode_actions(actions, schema_from_text(part.arrow_schema))
-    return _store(storage, part, encoded, counts[Add], counts[Remove], started)
+    return _store(storage, part, checkpoint_bytes(encoded), len(actions), counts[Add], counts[Remove], started)
 
 
 def _store(
-    storage: Storage, part: CheckpointPart, encoded: pa.Table, add_files: int, removes: int, started: float
+    storage: Storage, part: CheckpointPart, payload: bytes, actions: int, add_files: int, removes: int, started: float
 ) -> PartWritten:
-    if (encoded.num_rows, add_files, removes) != (part.actions, part.add_files, part.remove_tombstones):
+    if (actions, add_files, removes) != (part.actions, part.add_files, part.remove_tombstones):
         raise ProtocolError(
-            f"{part.location}: part {part.part} of {part.parts} would hold {encoded.num_rows} actions "
+            f"{part.location}: part {part.part} of {part.parts} would hold {actions} actions "
             f"({add_files} adds, {removes} tombstones) but the plan counted {part.actions} "
             f"({part.add_files} adds, {part.remove_tombstones} tombstones); the log of version {part.version} "
             "changed while checkpointing (was it expired or rewritten?)"
         )
-    payload = checkpoint_bytes(encoded)
     storage.write(part.location, payload)  # atomic per object: a reader sees all of it or nothing
     return PartWritten(
         part=part.part,
         location=part.location,
-        actions=encoded.num_rows,
+        actions=actions,
         add_files=add_files,
         bytes=len(payload),
         seconds=time.monotonic() - started,
@@ -400,8 +398,8 @@ def write_parts_on_driver(plan: CheckpointPlan) -> list[PartWritten]:
         started = time.monotonic()
         storage = open_storage(part.table_root, part.storage)
         with bulk_load():
-            encoded = rows.encode(start, end, schema_from_text(part.arrow_schema))
-        written.append(_store(storage, part, encoded, *rows.counts(start, end), started))
+            payload = rows.parquet(start, end, schema_from_text(part.arrow_schema))
+        written.append(_store(storage, part, payload, end - start, *rows.counts(start, end), started))
     return written
 
 

@@ -333,6 +333,8 @@ def test_a_checkpoint_from_arrow_rows_is_the_one_from_objects(tmp_path: Path, co
         chunk = actions[start:end]
         expected = encode_actions(chunk, schema_from_text(part.arrow_schema))
         assert rows.encode(start, end, schema_from_text(part.arrow_schema)).equals(expected)
+        in_batches = rows.parquet(start, end, schema_from_text(part.arrow_schema), batch_rows=2)
+        assert pq.read_table(pa.BufferReader(in_batches)).equals(expected)
         assert pq.read_table(part.location).equals(pq.read_table(pa.BufferReader(checkpoint_bytes(expected))))
         assert (part.actions, part.add_files, part.remove_tombstones) == (
             len(chunk),
