@@ -35,7 +35,6 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import read_target
 from lakeops.errors import UnsupportedFeature, VersionNotFound
-from lakeops.iceberg.maintenance.changelog import FROM_CREATION
 from lakeops.iceberg.metadata import Snapshot
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import detect_format
@@ -154,6 +153,10 @@ def pending_changes(
     """The commits before ``until_ms`` that ``output`` does not hold yet (extraction starting at
     ``since_ms``); None when there are none."""
     if source.iceberg is not None:
+        # Here, not at the top: the changelog's module graph (compaction, scans, deletes) would
+        # otherwise load with every VACUUM and expiry that asks this module for a retention.
+        from lakeops.iceberg.maintenance.changelog import FROM_CREATION
+
         start, after = _iceberg_pending(source.iceberg, output, storage_options, since_ms=since_ms)
         todo = [s for s in after if s.timestamp_ms < until_ms]
         if not todo:
