@@ -51,7 +51,8 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 #: Up to this many deletion batches (about a thousand files each) are deleted by threads on the
 #: driver: a batch is one S3 DeleteObjects request or a thousand unlinks, far cheaper than starting a
-#: Spark session (seconds). Larger deletions run as Spark tasks.
+#: Spark session (seconds). Larger deletions run as Spark tasks when a master is configured (or a
+#: session is running); on the default local session they stay on the driver too (:meth:`SparkSettings.delete`).
 DRIVER_DELETE_BATCHES = 16
 DRIVER_DELETE_THREADS = 8
 
@@ -101,7 +102,11 @@ class SparkSettings(BaseModel):
         else:
             max_units = _limit(self.driver_max_units, DRIVER_MAX_UNITS_ENV, DRIVER_MAX_UNITS, sizes=False)
             small = max_units is None or units <= max_units
-        if max_bytes == 0 or not small or {"spark.master", "spark.remote"} & self.conf.keys():
+        return small and self._spark_would_be_local(max_bytes)
+
+    def _spark_would_be_local(self, max_bytes: int | None) -> bool:
+        """Spark would be a new ``local[*]`` session on this machine, and the driver is not capped to 0."""
+        if max_bytes == 0 or {"spark.master", "spark.remote"} & self.conf.keys():
             return False
         from spark_jobs.session import would_start_default_session
 
@@ -160,16 +165,19 @@ class SparkSettings(BaseModel):
         quarantine_run: str | None = None,
         operation: str = "",
     ) -> list[BatchResult]:
-        """Delete every batch: on the driver when there are at most :data:`DRIVER_DELETE_BATCHES`,
-        else as Spark tasks. A failed batch raises (the Spark path: ``TaskFailed``); batches already
-        done stay deleted and a rerun plans only what is left. ``quarantine_run``: move the files into
-        that run's trash instead (stamped on every batch here, so planners stay unaware of it)."""
+        """Delete every batch: on the driver when there are at most :data:`DRIVER_DELETE_BATCHES` or
+        Spark would only be a local session (deleting is waiting on storage, which threads do as well as
+        local worker processes, without the start-up), else as Spark tasks. A failed batch raises (the
+        Spark path: ``TaskFailed``); batches already done stay deleted and a rerun plans only what is
+        left. ``quarantine_run``: move the files into that run's trash instead (stamped on every batch
+        here, so planners stay unaware of it)."""
         if not batches:
             return []
         if quarantine_run is not None:
             stamp = {"quarantine_run": quarantine_run, "operation": operation}
             batches = [b.model_copy(update=stamp) for b in batches]
-        if len(batches) > DRIVER_DELETE_BATCHES:
+        max_bytes = _limit(self.driver_max_bytes, DRIVER_MAX_BYTES_ENV, DRIVER_MAX_BYTES, sizes=True)
+        if len(batches) > DRIVER_DELETE_BATCHES and not self._spark_would_be_local(max_bytes):
             return self.run_units(batches, task, BatchResult, label=label, description=description, progress=progress)
         progress.print(f"{label} on the driver ...")
         threads = min(DRIVER_DELETE_THREADS, len(batches))

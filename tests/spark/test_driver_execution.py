@@ -323,3 +323,49 @@ def test_a_plan_above_the_size_cap_starts_spark(tmp_path: Path) -> None:
     assert report is not None and report["files_removed"] == 30 and report["files_added"] == 3
     assert "on Spark (local[*])" in err and "on the driver" not in err and "pyspark imported: True" in err, err
     assert _rows(location) == before
+
+
+#: Deletes one file per batch in ``sys.argv[1]`` (20 batches, more than DRIVER_DELETE_BATCHES) with the
+#: default settings and prints where the deletes ran, what is left and whether pyspark was imported.
+_DELETE = """
+import io, json, os, sys
+from rich.console import Console
+from lakeops.deletion import Candidate, DeleteBatch
+from lakeops.storage import StorageOptions
+from spark_jobs.operations import DRIVER_DELETE_BATCHES, SparkSettings
+
+root = sys.argv[1]
+names = sorted(os.listdir(root))
+batches = [
+    DeleteBatch(batch_id=i, table_root=root, storage=StorageOptions(),
+                files=[Candidate(path=os.path.join(root, name), size=1, kind="test")])
+    for i, name in enumerate(names)
+]
+out = io.StringIO()
+done = SparkSettings().delete(batches, label="Deleting", description="test", progress=Console(file=out))
+print(json.dumps({"batches": len(batches), "over": len(batches) > DRIVER_DELETE_BATCHES, "done": len(done),
+                  "left": os.listdir(root), "progress": out.getvalue(), "pyspark": "pyspark" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize(("env", "on_driver"), [({}, True), ({"LAKEOPS_DRIVER_MAX_BYTES": "0"}, False)])
+def test_many_deletion_batches_stay_on_the_driver_unless_spark_is_asked_for(
+    tmp_path: Path, env: dict[str, str], on_driver: bool
+) -> None:
+    """Deleting is waiting on storage: with no master, threads do it without Spark's start-up at any
+    number of batches; a driver cap of 0 still sends a large deletion to (local) Spark."""
+    for i in range(20):
+        (tmp_path / f"garbage-{i:02d}").write_bytes(b"x")
+    result = subprocess.run(
+        [sys.executable, "-c", _DELETE, str(tmp_path)],
+        env=_clean_env(**env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["over"] and outcome["done"] == 20 and outcome["left"] == []
+    assert ("on the driver" in outcome["progress"]) is on_driver, outcome["progress"]
+    assert outcome["pyspark"] is not on_driver
