@@ -161,26 +161,39 @@ class TableMetadata(BaseModel):
         """Appendix E "Reading v1 metadata for v2": fill the v2 fields from the deprecated ones."""
         if not isinstance(data, dict):
             return data
+        # Each step applies only to the shapes it knows; anything else is left for the fields'
+        # validation to reject with a message (a type error here would escape as a crash).
         data = dict(data)
-        if "schemas" not in data and "schema" in data:
-            schema = dict(data["schema"])
-            schema.setdefault("schema-id", 0)
+        schema = data.get("schema")
+        if "schemas" not in data and isinstance(schema, dict):
+            schema = {"schema-id": 0, **schema}
             data["schemas"] = [schema]
             data.setdefault("current-schema-id", schema["schema-id"])
-        if "partition-specs" not in data and "partition-spec" in data:
-            spec = PartitionSpec.from_v1_fields(data["partition-spec"])
+        v1_fields = data.get("partition-spec")
+        if (
+            "partition-specs" not in data
+            and isinstance(v1_fields, list)
+            and all(isinstance(f, dict) for f in v1_fields)
+        ):
+            spec = PartitionSpec.from_v1_fields(v1_fields)
             data["partition-specs"] = [spec.to_json()]
             data.setdefault("default-spec-id", spec.spec_id)
-        if "last-partition-id" not in data and "partition-specs" in data:
-            ids = [f["field-id"] for s in data["partition-specs"] for f in s.get("fields", []) if "field-id" in f]
+        specs = data.get("partition-specs")
+        if "last-partition-id" not in data and isinstance(specs, list):
+            fields = [
+                f for s in specs if isinstance(s, dict) and isinstance(s.get("fields"), list) for f in s["fields"]
+            ]
+            ids = [f["field-id"] for f in fields if isinstance(f, dict) and type(f.get("field-id")) is int]
             data["last-partition-id"] = max(ids, default=PARTITION_DATA_ID_START - 1)
         if data.get("current-snapshot-id") == -1:  # old Java writers' "no snapshot"
             data["current-snapshot-id"] = None
         # "There is always a main branch reference pointing to the current-snapshot-id."
-        refs = dict(data.get("refs") or {})
-        if MAIN_BRANCH not in refs and data.get("current-snapshot-id") is not None:
-            refs[MAIN_BRANCH] = {"snapshot-id": data["current-snapshot-id"], "type": "branch"}
-        data["refs"] = refs
+        refs = data.get("refs") or {}
+        if isinstance(refs, dict):
+            refs = dict(refs)
+            if MAIN_BRANCH not in refs and data.get("current-snapshot-id") is not None:
+                refs[MAIN_BRANCH] = {"snapshot-id": data["current-snapshot-id"], "type": "branch"}
+            data["refs"] = refs
         return data
 
     @model_validator(mode="after")

@@ -138,6 +138,26 @@ def test_pathological_json_metadata(raw: bytes) -> None:
     assert names(result, "00001-x.metadata.json")
 
 
+#: Fields that the v1 → v2 upgrade (Appendix E) reads before field validation, in shapes it did not
+#: expect: refs, specs' fields and v1 partition-spec entries of the wrong type crashed with a TypeError
+#: instead of a ProtocolError (the fuzzing below found the first).
+WRONG_SHAPES = [
+    {"refs": 1},
+    {"partition-specs": [{"spec-id": 0, "fields": 5}], "last-partition-id": None},
+    {"partition-specs": [7]},
+    {"schemas": None, "schema": "not a schema"},
+    {"partition-specs": None, "partition-spec": [1, 2]},
+]
+
+
+@pytest.mark.parametrize("change", WRONG_SHAPES, ids=range(len(WRONG_SHAPES)))
+def test_fields_of_the_wrong_shape_are_named_not_crashed_on(change: dict[str, Any], sources: Sources) -> None:
+    document = {**json.loads(sources.metadata), **change}
+    document = {k: v for k, v in document.items() if v is not None}
+    result = must_hold(lambda: parse_metadata(json_bytes(document), "/wh/t/metadata/00002-y.metadata.json"), "parse")
+    assert names(result, "00002-y.metadata.json")
+
+
 @FUZZ
 @given(data=st.data())
 def test_hostile_metadata_json(data: st.DataObject, sources: Sources) -> None:
