@@ -4,9 +4,8 @@ Small files: one PyIceberg append whose ``write.target-file-size-bytes`` is one 
 PyIceberg itself splits it into many files per day partition. Many snapshots: many small appends, one
 snapshot each, as a frequent ingester leaves them. PyIceberg creates the table and makes the first
 append; lakeops' own snapshot producer makes the rest (a fast append each), because PyIceberg
-deep-copies the whole table metadata on every update: 250 ms per append at 120 snapshots, about an
-hour for the 2,000 of the issue. Both peers read and expire what the other wrote, which the
-conformance tests check anyway.
+deep-copies the whole table metadata on every update: 250 ms per append at 120 snapshots, hours for
+the 2,000 of the issue. PyIceberg reads and expires the result like any table of its own.
 """
 
 from __future__ import annotations
