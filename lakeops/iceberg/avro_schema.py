@@ -382,6 +382,8 @@ def read_avro(storage: Storage, location: str, what: str) -> AvroFile:
             raise ValueError(f"starts with {header['magic']!r}, not the Avro magic {_MAGIC!r}")
         raw_meta: dict[str, bytes] = header["meta"]
         schema = json.loads(raw_meta["avro.schema"])
+        if not (isinstance(schema, dict) and schema.get("type") == "record" and isinstance(schema.get("fields"), list)):
+            raise ValueError("its schema is not a record with a list of fields, as every Iceberg Avro file's is")
         stored = {**raw_meta, "avro.schema": json.dumps(_without_logical_types(schema)).encode()}
         rewritten = io.BytesIO()
         fastavro.schemaless_writer(rewritten, _HEADER, {**header, "meta": stored})

@@ -16,11 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lakeops.iceberg.manifest import EntryStatus, read_manifest
-from lakeops.iceberg.manifest_list import ManifestFile, manifests_of
+from lakeops.iceberg.manifest_list import ManifestFile, manifest_paths_of, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.storage import Storage
 
-__all__ = ["MANIFEST_READ_THREADS", "Reachable", "reachable_files", "snapshot_manifests", "statistics_files"]
+__all__ = [
+    "MANIFEST_READ_THREADS",
+    "Reachable",
+    "reachable_files",
+    "snapshot_manifest_paths",
+    "snapshot_manifests",
+    "statistics_files",
+]
 
 MANIFEST_READ_THREADS = 16
 
@@ -66,6 +73,16 @@ def snapshot_manifests(
     return found
 
 
+def snapshot_manifest_paths(
+    storage: Storage, snapshots: Sequence[Snapshot], *, threads: int = MANIFEST_READ_THREADS
+) -> list[list[str]]:
+    """Each snapshot's manifest paths, in order (manifest lists read concurrently, paths only)."""
+    if not snapshots:
+        return []
+    with ThreadPoolExecutor(max_workers=min(threads, len(snapshots)), thread_name_prefix="manifest-list") as pool:
+        return list(pool.map(lambda s: manifest_paths_of(storage, s), snapshots))
+
+
 def _content_files(storage: Storage, manifests: Sequence[ManifestFile], *, live_only: bool, threads: int) -> set[str]:
     def paths(manifest: ManifestFile) -> list[str]:
         return [
@@ -87,23 +104,25 @@ def reachable_files(
     *,
     live_only: bool = True,
     skip_manifests: set[str] | None = None,
-    manifests: dict[str, ManifestFile] | None = None,
     read_content: bool = True,
     threads: int = MANIFEST_READ_THREADS,
 ) -> Reachable:
     """The files ``snapshots`` reach. ``live_only=False`` also counts ``DELETED`` entries (what an
     expired snapshot's manifests name, as deletion candidates); manifests in ``skip_manifests`` are
     still counted as manifests but their entries are not read (their files are known elsewhere).
-    ``manifests``: the snapshots' manifests if the caller already read them (:func:`snapshot_manifests`);
-    ``read_content=False`` leaves ``content_files`` empty, for a caller that has nothing to check
-    against them."""
+    ``read_content=False`` reads only the manifest lists' paths and leaves ``content_files`` empty,
+    for a caller that has nothing to check against them."""
     snapshots = list(snapshots)
-    if manifests is None:
+    if read_content:
         manifests = snapshot_manifests(storage, snapshots, threads=threads)
-    to_read = [m for path, m in sorted(manifests.items()) if not skip_manifests or path not in skip_manifests]
+        to_read = [m for path, m in sorted(manifests.items()) if not skip_manifests or path not in skip_manifests]
+        paths, content = set(manifests), _content_files(storage, to_read, live_only=live_only, threads=threads)
+    else:
+        paths = {p for listed in snapshot_manifest_paths(storage, snapshots, threads=threads) for p in listed}
+        content = set()
     return Reachable(
         manifest_lists={s.manifest_list for s in snapshots if s.manifest_list},
-        manifests=set(manifests),
-        content_files=_content_files(storage, to_read, live_only=live_only, threads=threads) if read_content else set(),
+        manifests=paths,
+        content_files=content,
         statistics_files=statistics_files(metadata, {s.snapshot_id for s in snapshots}),
     )

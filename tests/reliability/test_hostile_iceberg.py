@@ -25,8 +25,8 @@ from reliability.hostile import FUZZ, NASTY_JSON, json_bytes, json_values, must_
 
 from lakeops.errors import LakeopsError
 from lakeops.iceberg.manifest import read_manifest, read_manifest_metadata
-from lakeops.iceberg.manifest_list import ManifestFile, read_manifest_list
-from lakeops.iceberg.metadata import parse_metadata
+from lakeops.iceberg.manifest_list import ManifestFile, manifest_paths_of, read_manifest_list
+from lakeops.iceberg.metadata import Snapshot, parse_metadata
 from lakeops.storage import LocalStorage
 
 STORAGE = LocalStorage()
@@ -177,6 +177,11 @@ def test_hostile_manifest_list(data: st.DataObject, sources: Sources, tmp_path: 
     path.write_bytes(raw if raw is not None else _rewrite_avro(data, sources.manifest_list))
     result = must_hold(lambda: read_manifest_list(STORAGE, str(path)), "read_manifest_list")
     assert not isinstance(result, LakeopsError) or names(result, path.name)
+    listing = Snapshot.model_validate({"snapshot-id": 1, "timestamp-ms": 0, "manifest-list": str(path)})
+    paths = must_hold(lambda: manifest_paths_of(STORAGE, listing), "manifest_paths_of")
+    assert not isinstance(paths, LakeopsError) or names(paths, path.name)
+    if not isinstance(result, LakeopsError) and not isinstance(paths, LakeopsError):
+        assert paths == [m.manifest_path for m in result]  # the cheap reading agrees with the full one
 
 
 @FUZZ

@@ -51,7 +51,12 @@ from lakeops.iceberg.metadata import (
     StatisticsFile,
     TableMetadata,
 )
-from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files, snapshot_manifests
+from lakeops.iceberg.reachability import (
+    MANIFEST_READ_THREADS,
+    reachable_files,
+    snapshot_manifest_paths,
+    snapshot_manifests,
+)
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import Storage, StorageOptions
 from lakeops.storage.uri import is_within, normalize
@@ -363,13 +368,17 @@ def files_to_delete(storage: Storage, base: TableMetadata, committed: TableMetad
     expired = [s for s in base.snapshots if s.snapshot_id not in kept_ids]
     if not expired:
         return DeletionSet()
-    kept_manifests = snapshot_manifests(storage, committed.snapshots)
-    manifests = [m for path, m in sorted(snapshot_manifests(storage, expired).items()) if path not in kept_manifests]
-    # Retained data files matter only against the entries of expired-only manifests: an append-only
-    # history has none, and then no manifest is read at all.
-    retained = reachable_files(
-        storage, committed, committed.snapshots, manifests=kept_manifests, read_content=bool(manifests)
-    )
+    # Manifest paths first (cheap): only the expired snapshots that list a manifest no retained one
+    # has are read in full, and retained data files matter only against those manifests' entries.
+    # An append-only history has none: then no manifest is read at all.
+    retained = reachable_files(storage, committed, committed.snapshots, read_content=False)
+    listed = snapshot_manifest_paths(storage, expired)
+    holding = [s for s, paths in zip(expired, listed, strict=True) if not retained.manifests.issuperset(paths)]
+    manifests = [
+        m for path, m in sorted(snapshot_manifests(storage, holding).items()) if path not in retained.manifests
+    ]
+    if manifests:
+        retained = reachable_files(storage, committed, committed.snapshots)
     found: list[Candidate] = [Candidate(path=m.manifest_path, size=m.manifest_length, kind=MANIFEST) for m in manifests]
     if manifests:
         threads = min(MANIFEST_READ_THREADS, len(manifests))
