@@ -115,7 +115,7 @@ def _read_columns(storage: Storage, path: str) -> dict[str, pa.ChunkedArray]:
         parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
         present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
         table = parquet.read(columns=present)
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # column names that are not UTF-8 too
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
     return {name: table.column(name) for name in present}
 

@@ -271,8 +271,12 @@ def read_deletion_vector_rows(
     return row_indexes(read_deletion_vector(descriptor, storage, table_root, data_file=data_file))
 
 
+#: The largest value of the descriptor's ``Int`` fields (offset, sizeInBytes).
+_INT_MAX = 2**31 - 1
+
+
 def _read_framed(storage: Storage, path: str, offset: int, size: int, source: str) -> BitMap64:
-    if offset < 1 or size < 4:
+    if not (1 <= offset <= _INT_MAX and 4 <= size <= _INT_MAX):  # both are an Int in the descriptor
         raise CorruptFile(f"{source}: descriptor has impossible offset {offset} / sizeInBytes {size}")
     start = 0 if offset <= _VERSION_CHECK_SLACK else offset
     length = offset - start + 4 + size + 4

@@ -378,3 +378,14 @@ def test_real_dv_read_through_s3(s3_bucket: Any) -> None:
     assert add.deletion_vector is not None
     assert dv_absolute_path(add.deletion_vector, root).startswith(root + "/deletion_vector_")
     assert list(read_deletion_vector(add.deletion_vector, storage, root, data_file=add.path)) == [0, 9]
+
+
+@pytest.mark.parametrize(("offset", "size"), [(2**63, 40), (1, 2**40)])
+def test_an_offset_or_size_beyond_the_descriptors_int_is_corrupt(tmp_path: Path, offset: int, size: int) -> None:
+    """Both are an ``Int`` in the protocol; larger values once reached ``seek`` as a ValueError."""
+    (tmp_path / "dv.bin").write_bytes(b"\x01" + bytes(64))
+    descriptor = DeletionVectorDescriptor(
+        storageType="p", pathOrInlineDv=str(tmp_path / "dv.bin"), offset=offset, sizeInBytes=size, cardinality=1
+    )
+    with pytest.raises(CorruptFile, match="impossible offset"):
+        read_deletion_vector(descriptor, _storage(tmp_path), str(tmp_path))
