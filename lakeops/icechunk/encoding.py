@@ -147,8 +147,11 @@ def parse_timestamp(text: str) -> datetime:
         raise InvalidArgument(f"{text!r} is not an RFC 3339 timestamp")
     base, fraction, zone = match.groups()
     micros = int((fraction or "0")[:6].ljust(6, "0"))
-    parsed = datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone))
-    return (parsed + timedelta(microseconds=micros)).astimezone(UTC)
+    try:  # the pattern admits month 13, hour 25, ...: the calendar decides
+        parsed = datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone))
+        return (parsed + timedelta(microseconds=micros)).astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument(f"{text!r} is not a valid timestamp ({exc})") from None
 
 
 def format_timestamp(value: datetime) -> str:

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 from lakeops_testdata import TESTDATA
 
-from lakeops.errors import CorruptFile, UnsupportedFeature
+from lakeops.errors import CorruptFile, InvalidArgument, UnsupportedFeature
 from lakeops.icechunk.encoding import format_timestamp, parse_timestamp
 from lakeops.icechunk.manifest import (
     ChunkRef,
@@ -289,3 +289,9 @@ def test_bad_chunk_payload_is_corrupt() -> None:
     bad = msgpack.packb([0, {}, {(3, (0,)): {"Ref": ["HDRYBA66N2Z6YEV174D1", 0, 100]}}])
     with pytest.raises(CorruptFile, match="chunk id 'HDRYBA66N2Z6YEV174D1' is invalid"):
         decode_manifest(bad, "/r/manifests/M")
+
+
+@pytest.mark.parametrize("text", ["2024-13-01T00:00:00Z", "2024-02-30T00:00:00Z", "2024-01-01T25:00:00Z"])
+def test_a_timestamp_the_calendar_rejects_is_invalid_not_a_crash(text: str) -> None:
+    with pytest.raises(InvalidArgument, match="is not a valid timestamp"):
+        parse_timestamp(text)
