@@ -20,6 +20,7 @@ import random
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,7 +93,7 @@ class WriterStats:
     abandoned_files: list[str] = field(default_factory=list)
 
 
-class Writer(threading.Thread):
+class Writer(threading.Thread, ABC):
     """A writer thread: :meth:`step` until stopped; pausable between steps."""
 
     #: The step kinds, drawn uniformly (repeat one to make it likelier).
@@ -197,9 +198,9 @@ class Writer(threading.Thread):
             self.stats.committed[kind] += 1
             return
 
+    @abstractmethod
     def commit(self, kind: str) -> tuple[list[int], Rows] | None:
         """Commit one step of ``kind``; returns (ids removed, rows added), or None if it had nothing to do."""
-        raise NotImplementedError
 
     def reload(self) -> None:
         """Re-read the table after a lost conflict."""
