@@ -1,5 +1,12 @@
-"""Crashes (issue 10): SIGKILL the driver, and an executor's Python worker, at randomised points of every
-operation, then check what a reader and the next runs see.
+"""Crashes (issues 10 and 19): SIGKILL the driver, and an executor's Python worker, at randomised points
+of every operation, in each phase of its run, then check what a reader and the next runs see.
+
+The phases (:data:`crashing.PHASES`) are the flow's: planning, tasks (mid-task: a data file of a unit
+being written), files-written (every unit done, nothing committed), committing, before-pointer (the new
+metadata or checkpoint complete, the catalog row or ``_last_checkpoint`` not yet updated), committed,
+deleting, audit. Every kill reports the phase it hit (the session summary counts them), and the kills
+"at a random moment" are timed from the killed run's own entry into a phase, never from the
+interpreter's start.
 
 For each operation and format a reference is computed once: the table *before* (an untouched build)
 and *after* (a clean, recorded run on another build, :func:`crashing.install` in this process). Each
@@ -40,7 +47,7 @@ from icechunk_repos import build_history, contents, missing_objects
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.serializers import FromInputFile
 from pyiceberg_tables import rows_of, small_file_table
-from reliability.crashing import ROUNDS, Point, descendants, install, read_calls, run
+from reliability.crashing import PHASES_HIT, ROUNDS, Call, Point, descendants, install, read_calls, run
 
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import new_id
@@ -246,14 +253,12 @@ class Case:
     reads: str = "table"
 
     @property
-    def spark(self) -> bool:
-        """Runs Spark tasks: every killed run starts a JVM (~20 s on a shared 2-CPU box), so these are
-        ``slow`` (``make test-all``); the driver-only operations stay in the default suite."""
-        return self.command[0] in ("compact", "cdc") or (self.fmt == "iceberg" and self.command[0] == "checkpoint")
-
-    @property
     def marks(self) -> list[Any]:
-        return [pytest.mark.slow] if self.spark else []
+        """The default suite kills every driver-only operation and Delta compaction (every phase, its
+        tasks in driver threads included); the other task-running operations (~3.5 s a kill, over 20
+        kills) are ``slow``, run by ``make test-reliability`` and ``make test-all``."""
+        heavy = self.command[0] == "cdc" or (self.fmt == "iceberg" and self.command[0] in ("compact", "checkpoint"))
+        return [pytest.mark.slow] if heavy else []
 
     @property
     def id(self) -> str:
@@ -266,6 +271,9 @@ def storage(name: str, pattern: str, when: str) -> Point:
 
 UNITS = Point("tasks-done", "units")
 DELETES = Point("deleting", "delete")
+#: Before the Nth call (a read, mostly) while the run plans; while its units run (a data file write).
+PLANNING = Point("planning", "phase", "planning")
+MID_TASK = Point("mid-task", "phase", "tasks")
 DELTA_COMMIT = r"_delta_log/\d{20}\.json$"
 
 
@@ -273,26 +281,33 @@ CASES = [
     Case(
         "delta",
         ["compact", "--min-input-files", "2"],
-        [UNITS, *(storage("commit", DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
+        [PLANNING, MID_TASK, UNITS, *(storage("commit", DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
     ),
     Case(
         "delta",
         ["checkpoint"],
-        [storage("checkpoint", r"\.checkpoint\.parquet$", "mid")]
+        [PLANNING, *(storage("checkpoint", r"\.checkpoint\.parquet$", w) for w in ("mid", "after"))]
         + [storage("last-checkpoint", r"_last_checkpoint$", w) for w in ("before", "mid", "after")],
     ),
-    Case("delta", ["expire"], [DELETES]),
-    Case("delta", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
+    Case("delta", ["expire"], [PLANNING, DELETES]),
+    Case("delta", ["orphans", "--older-than", "0s", "--force-short-retention"], [PLANNING, DELETES]),
     Case(
         "delta",
         ["cdc", "--from", "7", "--output", "{out}"],
-        [UNITS, *(storage("commit", r"out/" + DELTA_COMMIT, w) for w in ("before", "mid", "after"))],
+        [
+            PLANNING,
+            MID_TASK,
+            UNITS,
+            *(storage("commit", r"out/" + DELTA_COMMIT, w) for w in ("before", "mid", "after")),
+        ],
         reads="out",
     ),
     Case(
         "iceberg",
         ["compact", "--min-input-files", "2"],
         [
+            PLANNING,
+            MID_TASK,
             UNITS,
             storage("manifest", r"-m\d+\.avro$", "mid"),
             storage("manifest-list", r"/snap-[^/]+\.avro$", "mid"),
@@ -303,16 +318,28 @@ CASES = [
     Case(
         "iceberg",
         ["checkpoint", "--rewrite-all"],
-        [UNITS, storage("manifest-list", r"/snap-[^/]+\.avro$", "before"), Point("catalog-updated", "swap")],
+        [
+            PLANNING,
+            MID_TASK,
+            UNITS,
+            storage("manifest-list", r"/snap-[^/]+\.avro$", "before"),
+            storage("metadata", r"\.metadata\.json$", "after"),
+            Point("catalog-updated", "swap"),
+        ],
     ),
     Case(
         "iceberg",
         ["expire", "--older-than", "0s", "--force", "--retain-last", "1"],
-        [storage("metadata", r"\.metadata\.json$", "mid"), Point("catalog-updated", "swap"), DELETES],
+        [
+            PLANNING,
+            *(storage("metadata", r"\.metadata\.json$", w) for w in ("mid", "after")),
+            Point("catalog-updated", "swap"),
+            DELETES,
+        ],
     ),
-    Case("iceberg", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
-    Case("icechunk", ["expire", "--older-than", "0s", "--force"], [DELETES]),
-    Case("icechunk", ["orphans", "--older-than", "0s", "--force-short-retention"], [DELETES]),
+    Case("iceberg", ["orphans", "--older-than", "0s", "--force-short-retention"], [PLANNING, DELETES]),
+    Case("icechunk", ["expire", "--older-than", "0s", "--force"], [PLANNING, DELETES]),
+    Case("icechunk", ["orphans", "--older-than", "0s", "--force-short-retention"], [PLANNING, DELETES]),
 ]
 
 FORMATS: dict[str, Any] = {"delta": Delta, "iceberg": Iceberg, "icechunk": Icechunk}
@@ -380,7 +407,9 @@ class Reference:
     before: Any
     after: Any
     readable: Any
-    calls: list[tuple[str, str]]
+    calls: list[Call]
+    #: Seconds of the clean run from ``planning`` to its end.
+    seconds: float
 
 
 _REFERENCES: dict[str, Reference] = {}
@@ -394,12 +423,15 @@ def reference(case: Case, factory: pytest.TempPathFactory) -> Reference:
         clean = build(case, base / "after")
         record = base / "calls.tsv"
         with pytest.MonkeyPatch.context() as patcher:
-            install({"record": str(record)}, patcher.setattr)
+            marker = install({"record": str(record)}, patcher.setattr)
+            started = time.monotonic()
+            marker.enter("planning")
             assert lakeops(clean.argv()) == 0
+            seconds = time.monotonic() - started
         readable = None
         if case.fmt == "delta":
             readable = Delta.readable(untouched.table.root) & Delta.readable(clean.table.root)
-        _REFERENCES[case.id] = Reference(untouched.state(), clean.state(), readable, read_calls(record))
+        _REFERENCES[case.id] = Reference(untouched.state(), clean.state(), readable, read_calls(record), seconds)
     return _REFERENCES[case.id]
 
 
@@ -436,14 +468,17 @@ def test_driver_killed_at_a_point(
     case: Case, point: Point, seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     ref = reference(case, tmp_path_factory)
-    matching = [path for kind, path in ref.calls if point.matches(kind, path)]
+    matching = [call for call in ref.calls if point.matches(call)]
     assert matching, f"a clean {case.id} run never reaches {point}; calls: {ref.calls}"
     rng = random.Random(f"{case.id}/{point.name}/{seed}")
     nth, fraction = rng.randint(1, len(matching)), rng.random()
     built = build(case, tmp_path / "crashed")
-    what = f"{case.id} killed at {point.name} (call {nth} of {len(matching)}, seed {seed})"
     outcome = run(built.argv(), kill=(point, nth, fraction), workdir=tmp_path)
+    what = f"{case.id} killed at {point.name} (call {nth} of {len(matching)}, seed {seed}; phase {outcome.phase})"
+    PHASES_HIT.append((what, outcome.phase))
     assert outcome.killed, f"{what}: the run was not killed there: exit {outcome.returncode}\n{outcome.stderr}"
+    if point.kind == "phase":
+        assert outcome.phase == point.pattern, f"{what}: not killed in the phase {point.pattern}"
     check_consistent(built, ref, what)
     check_recovers(built, ref, what)
 
@@ -451,18 +486,41 @@ def test_driver_killed_at_a_point(
 TIMED = [case for case in CASES if case.command[0] in ("compact", "expire", "orphans")]
 
 
+_TIMELINES: dict[str, list[tuple[str, float]]] = {}
+
+
+def timeline(case: Case, factory: pytest.TempPathFactory) -> list[tuple[str, float]]:
+    """(phase, seconds spent in it) of a clean run of ``case`` in a subprocess, as a killed run spends
+    them (module imports inside the operation included), from ``planning`` on; computed once per case."""
+    if case.id not in _TIMELINES:
+        base = factory.mktemp(f"timeline-{case.id}")
+        clean = build(case, base / "table")
+        outcome = run(clean.argv(), workdir=base)
+        assert outcome.returncode == 0, outcome.stderr
+        starts = [(phase, at) for at, phase in outcome.journal if phase != "start-up"]
+        _TIMELINES[case.id] = [(phase, end - at) for (phase, at), (_, end) in zip(starts, starts[1:], strict=False)]
+    return _TIMELINES[case.id]
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks) for c in TIMED])
 @pytest.mark.parametrize("seed", range(ROUNDS))
-def test_driver_killed_after_a_random_delay(
+def test_driver_killed_at_a_random_moment(
     case: Case, seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Points nobody named: SIGKILL after a delay drawn over the run's start-up and work."""
+    """Moments nobody named: SIGKILL at a random time within a phase a clean run goes through, timed from
+    when the killed run itself enters that phase (so start-up, where random kills used to land, and a
+    loaded machine's slower planning do not decide where it dies); the phase each kill really hit is
+    reported (a short phase may be over when the kill lands)."""
     ref = reference(case, tmp_path_factory)
-    rng = random.Random(f"{case.id}/timed/{seed}")
-    delay = rng.uniform(1.0, 25.0 if case.command[0] == "compact" else 4.0)
+    phases = timeline(case, tmp_path_factory)
+    # Successive seeds take successive phases, from one drawn per case, so a long budget covers them all.
+    offset = random.Random(case.id).randrange(len(phases))
+    aimed, length = phases[(offset + seed) % len(phases)]
+    delay = random.Random(f"{case.id}/timed/{seed}").uniform(0.0, length)
     built = build(case, tmp_path / "crashed")
-    what = f"{case.id} killed after {delay:.2f} s (seed {seed})"
-    outcome = run(built.argv(), kill_after_s=delay, workdir=tmp_path)
+    outcome = run(built.argv(), kill_in=(aimed, delay), workdir=tmp_path)
+    what = f"{case.id} killed {delay:.3f} s into {aimed} (of {length:.3f} s; seed {seed}; phase {outcome.phase})"
+    PHASES_HIT.append((what, outcome.phase))
     assert outcome.returncode in (0, -signal.SIGKILL), f"{what}: exit {outcome.returncode}\n{outcome.stderr}"
     check_consistent(built, ref, what)
     check_recovers(built, ref, what)
