@@ -149,7 +149,7 @@ def _options(entry: TableEntry, operation: str, target: Target, storage: Storage
     """The operation's options from the table's policies."""
     if operation == "compaction":
         policy = entry.compaction
-        return {"target_file_size": policy.target_file_size, "min_input_files": policy.min_input_files}
+        return policy.model_dump(include={"target_file_size", "min_input_files", "commit_retries", "commit_timeout"})
     if operation == "expiry":
         retention = {"older_than": entry.expiry.older_than, "retain_last": entry.expiry.retain_last}
         return retention | _retention_floor(entry, target, storage)

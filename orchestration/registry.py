@@ -102,10 +102,14 @@ class _Strict(BaseModel):
 class CompactionPolicy(_Strict):
     """Compact when the table has ``small_file_trigger`` mergeable small files, or when small files
     make up ``fragment_ratio_trigger`` of its live files; ``partitioned``: one Dagster partition per
-    table partition (a run compacts the partitions it is given, through ``--where``)."""
+    table partition (a run compacts the partitions it is given, through ``--where``).
+    ``commit_retries``/``commit_timeout``: how long a commit that loses races to writers keeps
+    rebasing (None: the table's ``commit.retry.*`` properties, else lakeops' defaults)."""
 
     target_file_size: Size | None = None
     min_input_files: int = Field(default=5, ge=1)
+    commit_retries: int | None = Field(default=None, ge=0)
+    commit_timeout: Duration | None = None
     small_file_trigger: int = Field(default=10, ge=1)
     fragment_ratio_trigger: float | None = Field(default=None, gt=0, le=1)
     partitioned: bool = False

@@ -37,7 +37,7 @@ class Options(CompactionOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import size_arg
+    from spark_jobs.cli import duration_arg, size_arg
 
     defaults = Options()
     parser.add_argument(
@@ -58,6 +58,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "names, or columns partitioned by identity)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    parser.add_argument(
+        "--commit-retries",
+        type=int,
+        metavar="N",
+        help="retries of a commit that lost a race, each rebased on the commits that landed first (default: "
+        "Iceberg's commit.retry.num-retries, else 10)",
+    )
+    parser.add_argument(
+        "--commit-timeout",
+        type=duration_arg,
+        metavar="DURATION",
+        help="total time those retries may take, e.g. 10m (default: Iceberg's commit.retry.total-timeout-ms, else 30m)",
+    )
     delta = parser.add_argument_group("Delta")
     delta.add_argument(
         "--dv-purge-ratio",

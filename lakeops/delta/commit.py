@@ -2,10 +2,14 @@
 Entries", "Action Reconciliation").
 
 ``n.json`` is created with put-if-absent and never overwritten. When another writer took the version
-first, its actions are read back and the operation's conflict rule decides whether our actions still
-apply on top (retry at the next version) or not (:class:`CommitConflict`). When the store's answer is
-lost, the version is re-read to find out whether our attempt landed (the commit carries a ``txnId``);
-if that cannot be decided, :class:`CommitStateUnknown` tells the caller to delete nothing.
+first, the loop waits (backoff with jitter), reads back every version that landed since, lets the
+pending commit decide against each whether it still applies on top (rebase) and puts at the first
+free version straight away, so what it validated against is never older than one round trip. A
+:class:`PendingCommit` may also narrow itself on a winner: compaction drops the groups a winning
+version touched and commits the rest. When nothing of it still applies, :class:`CommitConflict`.
+Retries are bounded by attempts and, optionally, total time. When the store's answer is lost, the
+version is re-read to find out whether our attempt landed (the commit carries a ``txnId``); if that
+cannot be decided, :class:`CommitStateUnknown` tells the caller to delete nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from lakeops import __version__
 from lakeops.delta.actions import Add, CommitInfo, Remove, _Action, action_to_line
@@ -27,6 +32,7 @@ from lakeops.errors import (
     CommitStateUnknown,
     LakeopsError,
     NotFound,
+    UnsupportedFeature,
 )
 from lakeops.storage import Storage
 from lakeops.storage.uri import join
@@ -38,33 +44,45 @@ ENGINE_INFO = f"lakeops/{__version__}"
 ConflictRule = Callable[[CommitActions], str | None]
 
 
+class PendingCommit(Protocol):
+    """What the next attempt writes, and how it meets a version that landed first."""
+
+    def actions(self) -> Sequence[_Action]:
+        """The actions of the next attempt (after a rebase, possibly fewer than before)."""
+        ...
+
+    def operation_metrics(self) -> dict[str, object]:
+        """``commitInfo.operationMetrics`` of the next attempt."""
+        ...
+
+    def rebase(self, winner: CommitActions) -> str | None:
+        """Adapt to ``winner``, committed after our read version: a reason to abort, or None to go on."""
+        ...
+
+
+@dataclass(frozen=True)
+class _FixedCommit:
+    """Actions that either apply on top of a winner unchanged or not at all."""
+
+    fixed: Sequence[_Action]
+    metrics: dict[str, object]
+    rule: ConflictRule
+
+    def actions(self) -> Sequence[_Action]:
+        return self.fixed
+
+    def operation_metrics(self) -> dict[str, object]:
+        return self.metrics
+
+    def rebase(self, winner: CommitActions) -> str | None:
+        return self.rule(winner)
+
+
 @dataclass(frozen=True)
 class CommitResult:
     version: int
     attempts: int
     txn_id: str
-
-
-def rewrite_conflicts(removed: Sequence[Remove]) -> ConflictRule:
-    """The rule for rewrites (OPTIMIZE): any concurrent change to a file we rewrite, or to the table's
-    metadata or protocol, invalidates the rewrite; concurrent appends do not."""
-    keys = {r.key for r in removed}
-    paths = {r.path for r in removed}
-
-    def rule(winner: CommitActions) -> str | None:
-        for remove in winner.removes:
-            if remove.key in keys or remove.path in paths:
-                return f"version {winner.version} removed or changed {remove.path}, which this rewrite replaces"
-        for add in winner.adds:
-            if add.path in paths:
-                return f"version {winner.version} re-added {add.path} (deletion vector update?)"
-        if winner.metadata is not None:
-            return f"version {winner.version} changed the table metadata"
-        if winner.protocol is not None:
-            return f"version {winner.version} changed the table protocol"
-        return None
-
-    return rule
 
 
 def _render(actions: Sequence[_Action], info: CommitInfo) -> bytes:
@@ -100,16 +118,47 @@ def commit(
     backoff_s: float = 0.2,
     is_blind_append: bool = False,
 ) -> CommitResult:
-    """Commit ``actions`` as the next version after ``read_version``; see the module docstring."""
+    """Commit ``actions`` as the next version after ``read_version``; ``conflict_rule`` decides
+    whether they still apply on top of each version that landed first."""
+    return commit_pending(
+        storage,
+        table_root,
+        read_version=read_version,
+        pending=_FixedCommit(actions, operation_metrics or {}, conflict_rule),
+        operation=operation,
+        operation_parameters=operation_parameters,
+        max_attempts=max_attempts,
+        backoff_s=backoff_s,
+        is_blind_append=is_blind_append,
+    )
+
+
+def commit_pending(
+    storage: Storage,
+    table_root: str,
+    *,
+    read_version: int,
+    pending: PendingCommit,
+    operation: str,
+    operation_parameters: dict[str, object],
+    max_attempts: int = 10,
+    backoff_s: float = 0.2,
+    timeout_s: float | None = None,
+    is_blind_append: bool = False,
+) -> CommitResult:
+    """Commit ``pending`` as the next version after ``read_version``, rebasing it over versions that
+    land first; at most ``max_attempts`` puts within ``timeout_s`` (None: no time bound). See the
+    module docstring."""
     txn_id = str(uuid.uuid4())
     log_dir = join(table_root, LOG_DIR)
     version = read_version + 1
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     for attempt in range(1, max_attempts + 1):
         provenance: dict[str, object] = {
             "timestamp": int(time.time() * 1000),
             "operation": operation,
             "operationParameters": operation_parameters,
-            "operationMetrics": operation_metrics or {},
+            "operationMetrics": pending.operation_metrics(),
             "engineInfo": ENGINE_INFO,
             "txnId": txn_id,
             "isolationLevel": "SnapshotIsolation",
@@ -120,7 +169,7 @@ def commit(
         info = CommitInfo.model_validate(provenance)
         path = join(log_dir, commit_file_name(version))
         try:
-            storage.put_if_absent(path, _render(actions, info))
+            storage.put_if_absent(path, _render(pending.actions(), info))
             return CommitResult(version, attempt, txn_id)
         except AlreadyExists:
             pass
@@ -137,7 +186,11 @@ def commit(
             if not storage.exists(path):
                 time.sleep(backoff_s * attempt)
                 continue  # nothing landed yet: send the same commit (same txnId) again
-        # Someone else owns this version: decide whether our actions still apply on top of theirs.
+        # Someone else owns this version. Wait, then rebase over every version that landed meanwhile and
+        # put at the first free one at once: the next attempt is based on what was just read.
+        if attempt == max_attempts or (deadline is not None and time.monotonic() >= deadline):
+            break
+        time.sleep(backoff_s * attempt * (0.5 + random.random()))
         while True:
             try:
                 raw = storage.read(path)
@@ -146,17 +199,30 @@ def commit(
             winner = parse_commit(raw, version, path)
             if _txn_id(winner) == txn_id:
                 return CommitResult(version, attempt, txn_id)
-            reason = conflict_rule(winner)
+            _check_protocol(winner, table_root, operation, read_version)
+            reason = pending.rebase(winner)
             if reason is not None:
                 raise CommitConflict(f"{table_root}: {operation} based on version {read_version} aborted: {reason}")
-            if winner.protocol is not None:
-                check_writable(winner.protocol, table_root)
             version += 1
             path = join(log_dir, commit_file_name(version))
-        time.sleep(backoff_s * attempt * (0.5 + random.random()))
     raise CommitConflict(
-        f"{table_root}: {operation} gave up after {max_attempts} attempts to commit (too much concurrent activity)"
+        f"{table_root}: {operation} based on version {read_version} gave up at version {version} after "
+        f"{attempt} attempts (too much concurrent activity); nothing was committed"
     )
+
+
+def _check_protocol(winner: CommitActions, table_root: str, operation: str, read_version: int) -> None:
+    """A winner's protocol must still be one lakeops writes ("Protocol Evolution"): otherwise nothing
+    of ours may land on top of it."""
+    if winner.protocol is None:
+        return
+    try:
+        check_writable(winner.protocol, table_root)
+    except UnsupportedFeature as exc:
+        raise CommitConflict(
+            f"{table_root}: {operation} based on version {read_version} aborted: version {winner.version} "
+            f"changed the protocol: {exc}"
+        ) from exc
 
 
 def file_actions_summary(adds: Sequence[Add], removes: Sequence[Remove]) -> dict[str, int]:

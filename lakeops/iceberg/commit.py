@@ -108,14 +108,15 @@ def commit_change(
     change: TableChange,
     *,
     current: IcebergTable | None = None,
+    policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> CommitOutcome:
     """Commit ``change``, planned on ``start``, on top of ``current`` (default: ``start``), retrying
-    on conflicts while it still applies. Whenever the base is not ``start``, the change is first
-    validated against it."""
+    on conflicts while it still applies, per ``policy`` (default: the table's ``commit.retry.*``).
+    Whenever the base is not ``start``, the change is first validated against it."""
     current = current or start
     current.metadata.check_writable()
-    policy = RetryPolicy.of(current.metadata)
+    policy = policy or RetryPolicy.of(current.metadata)
     deadline = time.monotonic() + policy.total_timeout_ms / 1000
     attempt = 0
     while True:

@@ -10,9 +10,13 @@ removed and data files added without changing the table's rows. It follows the s
   starting snapshot's number, so equality deletes committed meanwhile still apply to the rows;
 - a manifest holding a removed file is rewritten: the file becomes ``DELETED`` in the new snapshot,
   every other live entry ``EXISTING`` with its sequence numbers written explicitly;
-- "replace operations must verify that the files that will be deleted are still in the table": a
-  file already gone is a conflict, and so is a position delete committed after the start that may
-  apply to a rewritten data file (its rows would come back).
+- "replace operations must verify that the files that will be deleted are still in the table"
+  (https://iceberg.apache.org/spec/#commit-conflict-resolution-and-retry): a file already gone is a
+  conflict, and so is a position delete committed after the start that may apply to a rewritten data
+  file (its rows would come back). Equality deletes committed meanwhile are not: rows of the new files
+  keep the starting data sequence number, which they still apply to
+  (https://iceberg.apache.org/spec/#scan-planning). :meth:`ReplaceFiles.conflicts` names each
+  invalidated file, so a caller can drop what they belong to and commit the rest.
 """
 
 from __future__ import annotations
@@ -159,10 +163,19 @@ class ReplaceFiles:
     # --- TableChange -------------------------------------------------------------------------
 
     def validate(self, start: IcebergTable, current: IcebergTable) -> None:
-        """New position deletes since the start must not reach a file this change removes."""
+        """Every file this change removes is still in the table, and no new position delete reaches one."""
+        conflicts = self.conflicts(current)
+        if conflicts:
+            more = f" (and {len(conflicts) - 1} more files)" if len(conflicts) > 1 else ""
+            raise CommitConflict(f"{current.name}: {conflicts[min(conflicts)]}{more}")
+
+    def conflicts(self, current: IcebergTable) -> dict[str, str]:
+        """The removed files that commits since the start invalidated, each with why: gone from the
+        branch, or a data file a position delete added since may apply to."""
         if not self._removed:
-            return  # appends always apply
+            return {}  # appends always apply
         storage = current.storage
+        found: dict[str, str] = {}
         for snapshot in self._new_snapshots(current.metadata):
             for manifest in manifests_of(storage, snapshot):
                 if manifest.content != 1 or manifest.added_snapshot_id != snapshot.snapshot_id:
@@ -172,11 +185,31 @@ class ReplaceFiles:
                         continue
                     delete = LiveFile(entry, manifest.partition_spec_id, manifest.manifest_path)
                     for target in self._removed.values():
-                        if target.partition_key == delete.partition_key and may_reference(delete, target.path):
-                            raise CommitConflict(
-                                f"{current.name}: snapshot {snapshot.snapshot_id} added position deletes "
-                                f"{delete.path} that may apply to {target.path}, which this commit rewrites"
+                        if (
+                            target.content == FileContent.DATA
+                            and target.partition_key == delete.partition_key
+                            and may_reference(delete, target.path)
+                        ):
+                            found.setdefault(
+                                target.path,
+                                f"snapshot {snapshot.snapshot_id} added position deletes {delete.path} that may "
+                                f"apply to {target.path}, which this commit rewrites",
                             )
+        head = current.metadata.snapshot_for_ref(self.branch)
+        assert head is not None  # _new_snapshots refused a branch without a snapshot
+        live: set[str] = set()
+        for manifest in manifests_of(storage, head):
+            if manifest.manifest_path not in self._clean_at_start:
+                live.update(
+                    e.data_file.file_path
+                    for e in read_manifest(storage, manifest)
+                    if e.status != EntryStatus.DELETED and e.data_file.file_path in self._removed
+                )
+        for path in sorted(self._removed.keys() - live):
+            found.setdefault(
+                path, f"{path} is no longer in the table: a concurrent commit removed a file this change replaces"
+            )
+        return found
 
     def apply(self, current: IcebergTable) -> TableMetadata:
         base = current.metadata

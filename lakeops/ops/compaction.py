@@ -4,26 +4,33 @@ Spark jobs call :func:`plan`, run :func:`task_for` on the units of each of :func
 :func:`commit` each batch; everything format-specific stays behind this module. Delta commits once
 (``OPTIMIZE``); Iceberg can commit every few groups (``partial_progress``), each a ``replace``
 snapshot, so a long compaction keeps what it finished if it is interrupted.
+
+A commit that loses a race retries on the new version, at most ``commit_retries`` times within
+``commit_timeout``, dropping the groups the winning commits invalidated and committing the rest; the
+report counts attempts, retries and dropped groups (with why), and the dropped groups' new files are
+deleted once the commit landed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lakeops.delta.maintenance import compaction as delta_compaction
 from lakeops.delta.maintenance.compaction import DEFAULT_DV_PURGE_RATIO
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import CommitConflict
+from lakeops.errors import CommitConflict, InvalidArgument
 from lakeops.iceberg.maintenance import compaction as iceberg_compaction
 from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import require_within
+from lakeops.units import parse_duration
 
 __all__ = [
     "CompactionOptions",
@@ -49,7 +56,10 @@ class CompactionOptions(CatalogOptions):
     ``where`` (a partition predicate). Delta: ``dv_purge_ratio``. Iceberg (names as its
     ``rewrite_data_files``): ``min_file_size``/``max_file_size`` (default 75%/180% of the target),
     ``delete_file_threshold``, ``max_file_group_size``, ``sort`` (by the table's sort order),
-    ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``.
+    ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``. Retries of a
+    commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
+    None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
+    within 30 minutes (Delta).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,6 +75,26 @@ class CompactionOptions(CatalogOptions):
     sort: bool = False
     partial_progress: int | None = Field(default=None, ge=1)
     remove_dangling_deletes: bool = True
+    commit_retries: int | None = Field(default=None, ge=0)
+    commit_timeout: timedelta | None = None
+
+    @field_validator("commit_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        """``"10m"`` as the CLI and the registry write durations."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return parse_duration(value)
+        except InvalidArgument as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("commit_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"expected a positive duration, got {value}")
+        return value
 
     def for_format(self, model: type[BaseModel]) -> Any:
         """The subset a format's planner takes."""
@@ -91,7 +121,13 @@ class CompactionReport(Report):
     delete_files_removed: int = 0
     live_files_after: int = 0
     commit_attempts: int = 0
+    #: Attempts after a lost race (each rebased on the commits that landed first).
+    commit_retries: int = 0
     commits: int = 0
+    #: Groups left out of the commit because a commit landing first removed or changed their files;
+    #: ``conflicts`` says why for each.
+    groups_dropped_by_conflict: int = 0
+    conflicts: list[str] = []
     snapshot_id: int | None = None
     #: Iceberg: the snapshot the plan read (``snapshot_id`` becomes the last one committed).
     base_snapshot_id: int | None = None
@@ -213,12 +249,19 @@ def commit(
     )
     try:
         if isinstance(plan, iceberg_compaction.CompactionPlan):
-            commit_fields, attempts = _commit_iceberg(plan, groups, results, storage_options, report, final=final)
+            # Delete files planned as dangling may still apply to the files of a group dropped earlier.
+            dangling = final and not report.groups_dropped_by_conflict
+            commit_fields, attempts, dropped = _commit_iceberg(
+                plan, groups, results, storage_options, report, final=dangling
+            )
         else:
-            commit_fields, attempts = _commit_delta(plan, results, storage_options)
+            commit_fields, attempts, dropped = _commit_delta(plan, results, storage_options)
     except CommitConflict:
         discard(plan, results, storage_options)
         raise
+    discard(plan, [r for r in results if r.group_id in dropped], storage_options)
+    groups = [g for g in groups if g.group_id not in dropped]
+    results = [r for r in results if r.group_id not in dropped]
     removed_files = sum(len(g.files) for g in groups)
     files_added = sum(len(r.written) for r in results)
     return report.model_copy(
@@ -226,6 +269,9 @@ def commit(
             **commit_fields,
             "commits": report.commits + (1 if attempts else 0),
             "commit_attempts": report.commit_attempts + attempts,
+            "commit_retries": report.commit_retries + max(attempts - 1, 0),
+            "groups_dropped_by_conflict": report.groups_dropped_by_conflict + len(dropped),
+            "conflicts": report.conflicts + [dropped[i] for i in sorted(dropped)],
             "files_removed": report.files_removed + removed_files,
             "bytes_removed": report.bytes_removed + sum(g.bytes for g in groups),
             "files_added": report.files_added + files_added,
@@ -248,33 +294,37 @@ def _commit_iceberg(
     report: CompactionReport,
     *,
     final: bool,
-) -> tuple[dict[str, Any], int]:
+) -> tuple[dict[str, Any], int, dict[int, str]]:
     """One ``replace`` snapshot for this batch (dangling deletes go with the last one)."""
-    outcome = iceberg_compaction.commit_groups(
+    done = iceberg_compaction.commit_groups(
         plan,
         cast(Sequence[iceberg_compaction.RewriteGroup], groups),
         cast(Sequence[iceberg_compaction.RewriteResult], results),
         storage_options,
         include_dangling=final,
     )
-    if outcome is None:
-        return {}, 0
-    committed = outcome.metadata.current_snapshot()
+    if done is None:
+        return {}, 0, {}
+    committed = done.outcome.metadata.current_snapshot()
     assert committed is not None
-    return {
-        "committed_version": committed.sequence_number,
-        "snapshot_id": committed.snapshot_id,
-        "delete_files_removed": report.delete_files_removed + (len(plan.dangling_deletes) if final else 0),
-    }, outcome.attempts
+    return (
+        {
+            "committed_version": committed.sequence_number,
+            "snapshot_id": committed.snapshot_id,
+            "delete_files_removed": report.delete_files_removed + done.delete_files_removed,
+        },
+        done.outcome.attempts,
+        done.dropped,
+    )
 
 
 def _commit_delta(
     plan: delta_compaction.CompactionPlan, results: Sequence[Result], storage_options: StorageOptions
-) -> tuple[dict[str, Any], int]:
+) -> tuple[dict[str, Any], int, dict[int, str]]:
     """One ``OPTIMIZE`` version."""
-    outcome = delta_compaction.commit_compaction(
+    done = delta_compaction.commit_compaction(
         plan, list(cast(Sequence[delta_compaction.RewriteResult], results)), storage_options
     )
-    if outcome is None:
-        return {"committed_version": None}, 0
-    return {"committed_version": outcome.version}, outcome.attempts
+    if done is None:
+        return {"committed_version": None}, 0, {}
+    return {"committed_version": done.result.version}, done.result.attempts, done.dropped

@@ -5,24 +5,40 @@ Vectors" (rows a DV hides are dropped when the file is rewritten), "Column Mappi
 physical names and field ids) and "Per-file Statistics" (full stats on every new file).
 
 plan (driver) → :func:`rewrite_group` per bin (Spark task) → :func:`commit_compaction` (driver).
+
+Concurrency: a ``dataChange=false`` rewrite only rearranges rows
+(https://github.com/delta-io/delta/blob/master/PROTOCOL.md#add-file-and-remove-file), so a version
+that lands first invalidates a bin only if it removed one of the bin's files (a delete, an update, a
+new deletion vector: each removes the file's ``(path, dvId)``), and the whole rewrite only if it
+changed the schema, partitioning or column mapping the new files were written for, or moved to a
+protocol lakeops does not write. Appends, transaction identifiers and other property changes commute
+with it. Delta's own OPTIMIZE retries under the same rules (snapshot isolation: the files it read are
+still there and the partition schema is unchanged; lakeops also keeps the schema and column mapping
+its new files were written for). A bin a winner touched is dropped and the others committed, so one
+hot partition does not hold back the rest (Delta's OPTIMIZE gets part of that by committing its bins
+in independent batches); the dropped bins' new files are deleted once the outcome is known.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, cast
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.delta.actions import Add, Remove
-from lakeops.delta.commit import CommitResult, commit, file_actions_summary, rewrite_conflicts
+from lakeops.delta.actions import Add, Remove, _Action
+from lakeops.delta.commit import CommitResult, commit_pending, file_actions_summary
+from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_writable
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
+    COLUMN_MAPPING_MODE_KEY,
     ColumnMappingMode,
     StructType,
     column_mapping_mode,
@@ -41,6 +57,10 @@ from lakeops.units import parse_size
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 #: Rows a DV may hide before its file is rewritten even when it is not small (Delta's default ratio).
 DEFAULT_DV_PURGE_RATIO = 0.05
+#: Puts after the first that a commit losing races may make, and the time they may take (as Iceberg's
+#: ``commit.retry.total-timeout-ms`` default): a writer committing every second costs a retry or two.
+DEFAULT_COMMIT_RETRIES = 10
+DEFAULT_COMMIT_TIMEOUT = timedelta(minutes=30)
 
 
 class CompactionOptions(BaseModel):
@@ -52,6 +72,8 @@ class CompactionOptions(BaseModel):
     min_input_files: int = Field(default=5, ge=1)
     where: str | None = None
     dv_purge_ratio: float = Field(default=DEFAULT_DV_PURGE_RATIO, ge=0.0, le=1.0)
+    commit_retries: int | None = Field(default=None, ge=0)
+    commit_timeout: timedelta | None = None
 
 
 class SourceFile(BaseModel):
@@ -124,6 +146,8 @@ class CompactionPlan(BaseModel):
     candidate_files: int
     partitions_compacted: int
     groups: list[RewriteGroup]
+    commit_retries: int = DEFAULT_COMMIT_RETRIES
+    commit_timeout: timedelta = DEFAULT_COMMIT_TIMEOUT
 
     @property
     def input_files(self) -> int:
@@ -247,6 +271,8 @@ def plan_compaction(
         candidate_files=candidates,
         partitions_compacted=partitions,
         groups=groups,
+        commit_retries=DEFAULT_COMMIT_RETRIES if options.commit_retries is None else options.commit_retries,
+        commit_timeout=options.commit_timeout or DEFAULT_COMMIT_TIMEOUT,
     )
 
 
@@ -336,54 +362,126 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
 # --- commit: driver --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CompactionCommit:
+    """The ``OPTIMIZE`` version that landed, and the bins versions landing first took out of it."""
+
+    result: CommitResult
+    #: group id -> why it was dropped (the winning version and the file it removed or changed).
+    dropped: dict[int, str]
+
+
+def _remove_of(source: SourceFile, now_ms: int) -> Remove:
+    return Remove.model_validate(
+        {
+            "path": source.add["path"],
+            "deletionTimestamp": now_ms,
+            "dataChange": False,
+            "extendedFileMetadata": True,
+            "partitionValues": source.add.get("partitionValues", {}),
+            "size": source.size,
+            "tags": source.add.get("tags"),
+            "deletionVector": source.add.get("deletionVector"),
+        }
+    )
+
+
+@dataclass
+class _OptimizeCommit:
+    """The pending ``OPTIMIZE`` version: the bins still in it, rebased over each winning version (see
+    the module docstring for the rules)."""
+
+    plan: CompactionPlan
+    results: dict[int, RewriteResult]
+    now_ms: int
+    kept: list[RewriteGroup] = field(init=False)
+    dropped: dict[int, str] = field(default_factory=dict)
+    _group_of: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kept = list(self.plan.groups)
+        self._group_of = {f.add["path"]: g.group_id for g in self.plan.groups for f in g.files}
+
+    def _removes(self) -> list[Remove]:
+        return [_remove_of(f, self.now_ms) for g in self.kept for f in g.files]
+
+    def _adds(self) -> list[Add]:
+        return [Add.model_validate(w.add) for g in self.kept for w in self.results[g.group_id].written]
+
+    def actions(self) -> Sequence[_Action]:
+        return [*self._removes(), *self._adds()]
+
+    def operation_metrics(self) -> dict[str, object]:
+        """In the shape Delta's OPTIMIZE reports them, for the groups still in the commit."""
+        removes = self._removes()
+        return {
+            **file_actions_summary(self._adds(), removes),
+            "numBatches": len(self.kept),
+            "numPartitionsOptimized": len({tuple(sorted(g.partition_values.items())) for g in self.kept}),
+            "numDeletionVectorsRemoved": sum(1 for r in removes if r.deletion_vector is not None),
+        }
+
+    def rebase(self, winner: CommitActions) -> str | None:
+        if winner.metadata is not None and (reason := self._metadata_conflict(winner)) is not None:
+            return reason
+        touched: dict[int, str] = {}
+        changed = {a.path for a in winner.adds}
+        for remove in winner.removes:
+            if (group := self._group_of.get(remove.path)) is not None:
+                verb = "changed the deletion vector of" if remove.path in changed else "removed"
+                touched.setdefault(group, f"version {winner.version} {verb} {remove.path}")
+        for add in winner.adds:
+            if (group := self._group_of.get(add.path)) is not None:
+                touched.setdefault(group, f"version {winner.version} re-added {add.path}")
+        for group, why in touched.items():
+            self.dropped.setdefault(group, why)  # the first version that touched it says why
+        self.kept = [g for g in self.kept if g.group_id not in touched]
+        if not self.kept:
+            why = next(iter(touched.values()))
+            return f"{why}, which this rewrite replaces (every one of its {len(self.plan.groups)} groups conflicted)"
+        return None
+
+    def _metadata_conflict(self, winner: CommitActions) -> str | None:
+        """Whether the winner's metadata invalidates files written for the plan's ("Change Metadata")."""
+        assert winner.metadata is not None
+        group = self.plan.groups[0]
+        new = winner.metadata
+        if new.schema_string != group.schema_string:
+            return f"version {winner.version} changed the table schema"
+        if new.partition_columns != group.partition_columns:
+            return f"version {winner.version} changed the partition columns"
+        if new.configuration.get(COLUMN_MAPPING_MODE_KEY) != group.configuration.get(COLUMN_MAPPING_MODE_KEY):
+            return f"version {winner.version} changed the column mapping mode"
+        return None
+
+
 def commit_compaction(
     plan: CompactionPlan, results: list[RewriteResult], storage_options: StorageOptions
-) -> CommitResult | None:
-    """Commit the rewrite as one version (``OPTIMIZE``); None when there was nothing to rewrite."""
+) -> CompactionCommit | None:
+    """Commit the rewrite as one version (``OPTIMIZE``), dropping bins that versions landing first
+    touched; None when there was nothing to rewrite."""
     if not plan.groups:
         return None
     storage = open_storage(plan.table_root, storage_options)
-    now_ms = int(time.time() * 1000)
     by_id = {r.group_id: r for r in results}
     if set(by_id) != {g.group_id for g in plan.groups}:
         raise InvalidArgument(f"{plan.table_root}: rewrite results do not match the plan's groups")
-    removes = [
-        Remove.model_validate(
-            {
-                "path": source.add["path"],
-                "deletionTimestamp": now_ms,
-                "dataChange": False,
-                "extendedFileMetadata": True,
-                "partitionValues": source.add.get("partitionValues", {}),
-                "size": source.size,
-                "tags": source.add.get("tags"),
-                "deletionVector": source.add.get("deletionVector"),
-            }
-        )
-        for group in plan.groups
-        for source in group.files
-    ]
-    adds = [Add.model_validate(w.add) for r in results for w in r.written]
-    metrics: dict[str, object] = {
-        **file_actions_summary(adds, removes),
-        "numBatches": len(plan.groups),
-        "numPartitionsOptimized": plan.partitions_compacted,
-        "numDeletionVectorsRemoved": sum(1 for r in removes if r.deletion_vector is not None),
-    }
-    return commit(
+    pending = _OptimizeCommit(plan, by_id, int(time.time() * 1000))
+    result = commit_pending(
         storage,
         plan.table_root,
         read_version=plan.read_version,
-        actions=[*removes, *adds],
+        pending=pending,
         operation="OPTIMIZE",
         operation_parameters={
             "predicate": [plan.where] if plan.where else [],
             "targetSize": str(plan.target_file_size),
             "minInputFiles": str(plan.min_input_files),
         },
-        operation_metrics=metrics,
-        conflict_rule=rewrite_conflicts(removes),
+        max_attempts=plan.commit_retries + 1,
+        timeout_s=plan.commit_timeout.total_seconds(),
     )
+    return CompactionCommit(result, dict(pending.dropped))
 
 
 def written_locations(results: list[RewriteResult]) -> list[str]:

@@ -14,14 +14,24 @@ full metrics. The commit (:func:`commit_groups`) is a ``replace`` snapshot valid
 snapshot (:class:`~lakeops.iceberg.snapshot_update.ReplaceFiles`); new files carry the starting
 snapshot's data sequence number so equality deletes committed meanwhile still apply to their rows.
 Delete files left with no data file they could apply to are removed in the same snapshot.
+
+When a commit lands first, each retry drops the groups it invalidated — a rewritten file gone, or a
+position delete added since that may apply to one
+(https://iceberg.apache.org/spec/#commit-conflict-resolution-and-retry) — and commits the others, as
+the reference implementation's partial progress does per file group; the dropped groups' new files
+are deleted once the outcome is known. Dropping a group keeps its old files, to which a delete file
+planned as dangling may still apply, so then no delete file is removed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -29,8 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from lakeops.errors import InvalidArgument, UnsupportedFeature
-from lakeops.iceberg.commit import CommitOutcome, commit_change
+from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature
+from lakeops.iceberg.commit import CommitOutcome, RetryPolicy, commit_change
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.data_writer import ParquetDataWriter, WrittenFile
 from lakeops.iceberg.deletes import (
@@ -86,6 +96,9 @@ class IcebergCompactionOptions(BaseModel):
     where: str | None = None
     sort: bool = False
     remove_dangling_deletes: bool = True
+    #: None: the table's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``.
+    commit_retries: int | None = Field(default=None, ge=0)
+    commit_timeout: timedelta | None = None
 
 
 class DeleteRef(BaseModel):
@@ -182,6 +195,8 @@ class CompactionPlan(BaseModel):
     partitions_compacted: int
     groups: list[RewriteGroup]
     dangling_deletes: list[str]
+    commit_retries: int | None = None
+    commit_timeout: timedelta | None = None
     _scan: ScanPlan | None = PrivateAttr(default=None)
 
     @property
@@ -338,6 +353,8 @@ def plan_compaction(
         partitions_compacted=partitions,
         groups=groups,
         dangling_deletes=[d.path for d in dangling],
+        commit_retries=options.commit_retries,
+        commit_timeout=options.commit_timeout,
     )
     plan._scan = scan
     return plan
@@ -548,6 +565,64 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
 # --- commit: driver --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class GroupsCommit:
+    """The ``replace`` snapshot that landed, and the groups commits landing first took out of it."""
+
+    outcome: CommitOutcome
+    #: group id -> why it was dropped (the file a concurrent commit removed or added deletes to).
+    dropped: dict[int, str]
+    delete_files_removed: int
+
+
+@dataclass
+class _GroupsChange:
+    """The pending ``replace`` of the groups still in it (a :class:`~lakeops.iceberg.commit.TableChange`):
+    validating against a newer base drops the groups it invalidated (see the module docstring)."""
+
+    start: IcebergTable
+    #: group id -> (data files it removes, files it adds with their spec id)
+    groups: dict[int, tuple[list[LiveFile], list[tuple[int, DataFile]]]]
+    dangling: list[LiveFile]
+    data_sequence_number: int | None
+    dropped: dict[int, str] = field(default_factory=dict)
+    _change: ReplaceFiles = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._change = self._replace()
+
+    def _replace(self) -> ReplaceFiles:
+        return ReplaceFiles(
+            start=self.start,
+            removed=[f for removed, _ in self.groups.values() for f in removed] + self.dangling,
+            added=[a for _, added in self.groups.values() for a in added],
+            data_sequence_number=self.data_sequence_number,
+            extra_summary={"lakeops.operation": "compact"},
+        )
+
+    def validate(self, start: IcebergTable, current: IcebergTable) -> None:
+        conflicts = self._change.conflicts(current)
+        if not conflicts:
+            return
+        for group_id, (removed, _) in list(self.groups.items()):
+            why = next((conflicts[f.path] for f in removed if f.path in conflicts), None)
+            if why is not None:
+                self.dropped[group_id] = why
+                del self.groups[group_id]
+        if self.dropped or any(d.path in conflicts for d in self.dangling):
+            self.dangling = []  # they may still apply to a dropped group's files, or are gone already
+        if not self.groups and not self.dangling:
+            raise CommitConflict(f"{current.name}: {conflicts[min(conflicts)]} (every file group conflicted)")
+        self._change.abandon(None)  # its manifests list what was dropped; none was committed
+        self._change = self._replace()
+
+    def apply(self, current: IcebergTable) -> TableMetadata:
+        return self._change.apply(current)
+
+    def abandon(self, committed: TableMetadata | None) -> None:
+        self._change.abandon(committed)
+
+
 def commit_groups(
     plan: CompactionPlan,
     groups: Sequence[RewriteGroup],
@@ -555,8 +630,9 @@ def commit_groups(
     storage_options: StorageOptions,
     *,
     include_dangling: bool = True,
-) -> CommitOutcome | None:
-    """Commit the rewritten ``groups`` as one ``replace`` snapshot; None when there is nothing to commit."""
+) -> GroupsCommit | None:
+    """Commit the rewritten ``groups`` as one ``replace`` snapshot, dropping those that commits landing
+    first invalidated; None when there is nothing to commit."""
     by_id = {r.group_id: r for r in results}
     if set(by_id) != {g.group_id for g in groups}:
         raise InvalidArgument(f"{plan.table_name}: rewrite results do not match the plan's groups")
@@ -566,28 +642,31 @@ def commit_groups(
     table = load_table(plan.table, storage_options)
     start = _start_state(plan, table, storage_options)
     scan = plan._scan or plan_scan(start.storage, start.metadata, start.metadata.current_snapshot())
-    rewritten = {f.path for g in groups for f in g.files}
-    removed = [t.file for t in scan.tasks if t.file.path in rewritten] + [
-        d for d in scan.delete_files if d.path in dangling
-    ]
+    live = {t.file.path: t.file for t in scan.tasks}
     schemas = start.metadata.schemas_newest_first()
-    added: list[tuple[int, DataFile]] = []
+    members: dict[int, tuple[list[LiveFile], list[tuple[int, DataFile]]]] = {}
     for group in groups:
         spec = start.metadata.spec_by_id(group.spec_id)
         ptype = spec.partition_type(schemas)
         order_id = SortOrder.model_validate(group.sort_order_json).order_id if group.sort_order_json else None
         partition = {f.name: from_json(f.type, group.partition.get(f.name)) for f in ptype.fields}
-        added.extend(
-            (group.spec_id, w.data_file(partition, sort_order_id=order_id)) for w in by_id[group.group_id].written
+        members[group.group_id] = (
+            [live[f.path] for f in group.files],
+            [(group.spec_id, w.data_file(partition, sort_order_id=order_id)) for w in by_id[group.group_id].written],
         )
-    change = ReplaceFiles(
+    change = _GroupsChange(
         start=start,
-        removed=removed,
-        added=added,
+        groups=members,
+        dangling=[d for d in scan.delete_files if d.path in dangling],
         data_sequence_number=plan.sequence_number if start.metadata.format_version >= 2 else None,
-        extra_summary={"lakeops.operation": "compact"},
     )
-    return commit_change(start, change, current=table)
+    policy = RetryPolicy.of(table.metadata)
+    if plan.commit_retries is not None:
+        policy = dataclasses.replace(policy, num_retries=plan.commit_retries)
+    if plan.commit_timeout is not None:
+        policy = dataclasses.replace(policy, total_timeout_ms=int(plan.commit_timeout.total_seconds() * 1000))
+    outcome = commit_change(start, change, current=table, policy=policy)
+    return GroupsCommit(outcome, dict(change.dropped), len(change.dangling))
 
 
 def _start_state(plan: CompactionPlan, current: IcebergTable, storage_options: StorageOptions) -> IcebergTable:

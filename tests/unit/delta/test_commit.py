@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from lakeops.delta.actions import Add, Remove, action_to_line
-from lakeops.delta.commit import ENGINE_INFO, CommitResult, commit, rewrite_conflicts
+from lakeops.delta.commit import ENGINE_INFO, CommitResult, ConflictRule, commit
+from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import CommitConflict, CommitStateUnknown, StorageError
 from lakeops.storage import Storage, join
@@ -26,6 +27,16 @@ def _add(path: str) -> Add:
 
 def _remove(path: str) -> Remove:
     return Remove(path=path, deletion_timestamp=2, data_change=False, size=10)
+
+
+def _rewrites(*paths: str) -> ConflictRule:
+    """The rule of a rewrite of ``paths``: a winner that removed one of them conflicts."""
+
+    def rule(winner: CommitActions) -> str | None:
+        hit = next((r.path for r in winner.removes if r.path in paths), None)
+        return None if hit is None else f"version {winner.version} removed {hit}"
+
+    return rule
 
 
 def _commit_path(root: str, version: int) -> str:
@@ -95,7 +106,7 @@ def test_commit_writes_the_next_version_with_commit_info_first(any_storage_root:
         operation="OPTIMIZE",
         operation_parameters={"predicate": "[]"},
         operation_metrics={"numAddedFiles": 1},
-        conflict_rule=rewrite_conflicts([_remove("file0.parquet")]),
+        conflict_rule=_rewrites("file0.parquet"),
     )
     assert (result.version, result.attempts) == (1, 1)
     lines = _lines(storage, root, 1)
@@ -123,7 +134,7 @@ def test_concurrent_append_first_our_commit_lands_at_the_next_version(any_storag
         actions=[_remove("file0.parquet"), _add("compacted.parquet")],
         operation="OPTIMIZE",
         operation_parameters={},
-        conflict_rule=rewrite_conflicts([_remove("file0.parquet")]),
+        conflict_rule=_rewrites("file0.parquet"),
         backoff_s=0.001,
     )
     assert (result.version, result.attempts) == (2, 2)
@@ -144,7 +155,7 @@ def test_concurrent_remove_of_a_rewritten_file_is_a_conflict_naming_it(any_stora
             actions=[_remove("file0.parquet"), _remove("file1.parquet"), _add("compacted.parquet")],
             operation="OPTIMIZE",
             operation_parameters={},
-            conflict_rule=rewrite_conflicts([_remove("file0.parquet"), _remove("file1.parquet")]),
+            conflict_rule=_rewrites("file0.parquet", "file1.parquet"),
             backoff_s=0.001,
         )
     message = str(info.value)
