@@ -16,8 +16,10 @@ shared log object loses records when two runs finish together. One object per re
 concurrent-safe on every storage and sorts by time; read them with :func:`read_records`.
 
 What is never recorded: secrets. Options whose name says secret (password, token, credential,
-secret) are replaced by ``"***"``, and a URL's password (``postgresql://u:pw@host``) is masked. Storage
-credentials are never options (they come from the AWS chain), so they cannot reach a record.
+secret) are replaced by ``"***"``, and in every string (options, the error message) a URL's password
+(``postgresql://u:pw@host``, ``u:pa/ss@host``) and secret query parameters (``?password=``,
+``X-Amz-Signature``) are masked, by :mod:`lakeops.redaction`. Storage credentials are never options
+(they come from the AWS chain), so they cannot reach a record.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import CorruptFile
-from lakeops.ops.report import Report
+from lakeops.ops.report import Report, to_json
 from lakeops.quarantine import AUDIT_DIR, new_run_id
+from lakeops.redaction import mask_data, mask_text
 from lakeops.registry import registry_audit_location
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import join, normalize
@@ -55,9 +58,6 @@ __all__ = [
 ACTOR_ENV = "LAKEOPS_ACTOR"
 #: Where records go instead of the table root (a local path or ``s3://`` URI).
 AUDIT_LOCATION_ENV = "LAKEOPS_AUDIT_LOCATION"
-_SECRET_NAME = re.compile(r"password|passwd|secret|token|credential|api_key|access_key", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/:@\s]*:)(?P<password>[^@/\s]*)@")
-MASK = "***"
 
 
 class Actor(BaseModel):
@@ -91,21 +91,11 @@ class AuditRecord(BaseModel):
     error: dict[str, str] | None = None
 
 
-def _mask_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return _URL_PASSWORD.sub(lambda m: m.group("head") + MASK + "@", value)
-    if isinstance(value, Mapping):
-        return redact(value)
-    if isinstance(value, list | tuple):
-        return [_mask_value(v) for v in value]
-    return value
-
-
 def redact(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` without secrets: secret-named keys masked, URL passwords masked, recursively."""
-    return {
-        str(k): (MASK if v is not None and _SECRET_NAME.search(str(k)) else _mask_value(v)) for k, v in options.items()
-    }
+    """``options`` without secrets (:func:`lakeops.redaction.mask_data`): secret-named keys masked,
+    URL passwords and secret parameters masked in every string, recursively."""
+    masked: dict[str, Any] = mask_data(options)
+    return masked
 
 
 def _who() -> Actor:
@@ -165,11 +155,12 @@ def record_run(
         status="failed" if error is not None else "succeeded",
         plan=_plan(report) if report is not None else {},
         metrics=report.metrics() if report is not None else {},
-        error=({"type": type(error).__name__, "message": _mask_value(str(error))} if error is not None else None),
+        error=({"type": type(error).__name__, "message": mask_text(str(error))} if error is not None else None),
     )
     name = f"{finished.strftime('%Y%m%dT%H%M%S')}{finished.microsecond:06d}Z-{run}.json"
     folder = audit_dir(root, audit_location)
-    open_storage(folder, storage_options).put_if_absent(join(folder, name), record.model_dump_json().encode())
+    document = to_json(record.model_dump(mode="json")).encode()
+    open_storage(folder, storage_options).put_if_absent(join(folder, name), document)
     return record
 
 

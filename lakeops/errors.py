@@ -1,14 +1,23 @@
 """The one exception hierarchy of lakeops.
 
 Every error a user can see is a :class:`LakeopsError`. Messages name the table, the file and the
-problem, so an on-call engineer can act on the message alone.
+problem, so an on-call engineer can act on the message alone — and never a secret: the root masks
+URL passwords and secret parameters in its message (:mod:`lakeops.redaction`), so no raise site that
+quotes a catalog URI or an endpoint can forget to.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from lakeops.redaction import mask_text
+
 
 class LakeopsError(Exception):
     """Root of every error lakeops raises on purpose."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(mask_text(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class StorageError(LakeopsError):

@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import Any, TextIO, cast
 
 import dagster as dg
-from rich.console import Console
 
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
+from lakeops.redaction import mask_text
 from orchestration.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
-from spark_jobs.operations import run_operation
+from spark_jobs.operations import MaskedConsole, run_operation
 
 __all__ = ["report_metadata", "run_maintenance", "table_target"]
 
@@ -65,7 +65,7 @@ def run_maintenance(
     """Run ``lakeops <command>`` on ``entry`` with ``options`` (CLI option names); raises its
     ``LakeopsError`` (the run fails with the operation's own message)."""
     given = {k: v for k, v in options.items() if v is not None}
-    context.log.info(f"lakeops {command} {entry.address} {given}")
+    context.log.info(mask_text(f"lakeops {command} {entry.address} {given}"))
     with storage.credentials():
         return run_operation(
             command,
@@ -73,7 +73,7 @@ def run_maintenance(
             {**entry.catalog_options(), **given},
             storage_options=storage.options(),
             spark=spark.settings(),
-            progress=Console(file=cast(TextIO, _LogLines(context.log)), width=160, highlight=False, markup=False),
+            progress=MaskedConsole(file=cast(TextIO, _LogLines(context.log)), width=160, highlight=False, markup=False),
         )
 
 
@@ -86,6 +86,7 @@ def report_metadata(report: Report) -> dict[str, dg.MetadataValue]:
     rows = next((getattr(report, f) for f in _ROW_COUNT_FIELDS if isinstance(getattr(report, f, None), int)), None)
     if rows is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
-    title = f"**{report.operation}** of `{report.table}` ({report.format})" + (" — dry run" if report.dry_run else "")
+    table = mask_text(report.table)
+    title = f"**{report.operation}** of `{table}` ({report.format})" + (" — dry run" if report.dry_run else "")
     metadata["summary"] = dg.MetadataValue.md(f"{title}\n\n{report.markdown()}")
     return metadata

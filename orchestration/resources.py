@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 
+from lakeops.redaction import masked_errors
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings
 
@@ -47,17 +48,21 @@ class StorageResource(dg.ConfigurableResource):
     @contextmanager
     def credentials(self) -> Iterator[None]:
         """The configured keys as the AWS environment variables while the block runs (unset: the
-        process's own AWS configuration chain applies unchanged)."""
-        if self.access_key_id is None or self.secret_access_key is None:
-            yield
-            return
-        saved = {key: os.environ.get(key) for key in _AWS_KEYS}
-        os.environ.update(zip(_AWS_KEYS, (self.access_key_id, self.secret_access_key), strict=True))
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        process's own AWS configuration chain applies unchanged). Every call of lakeops from Dagster
+        runs in this block, so it is also where errors leave masked
+        (:func:`lakeops.redaction.masked_errors`): Dagster records a failure with its whole cause
+        chain, and a driver's or an S3 client's error may quote a catalog URI or an endpoint."""
+        with masked_errors():
+            if self.access_key_id is None or self.secret_access_key is None:
+                yield
+                return
+            saved = {key: os.environ.get(key) for key in _AWS_KEYS}
+            os.environ.update(zip(_AWS_KEYS, (self.access_key_id, self.secret_access_key), strict=True))
+            try:
+                yield
+            finally:
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value

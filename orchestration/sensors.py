@@ -24,6 +24,7 @@ from lakeops.ops import partitions
 from lakeops.ops.icechunk import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport
 from lakeops.ops.report import Report
+from lakeops.redaction import mask_text
 from orchestration.assets import operation_key, partitions_name, pending_changes
 from orchestration.maintenance import table_target
 from orchestration.registry import Registry, TableEntry
@@ -142,7 +143,7 @@ def _sensor(
                 table_requests, table_adds, state = decide(entry, storage, context)
             except Exception as exc:  # noqa: BLE001 - one unreadable table must not stop the others
                 context.log.warning(
-                    f"{entry.name} ({entry.address}): skipped, cannot read it: {type(exc).__name__}: {exc}"
+                    mask_text(f"{entry.name} ({entry.address}): skipped, cannot read it: {type(exc).__name__}: {exc}")
                 )
                 continue
             adds += table_adds

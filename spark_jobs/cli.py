@@ -24,9 +24,10 @@ from rich.table import Table
 
 from lakeops.errors import LakeopsError
 from lakeops.ops.report import Report
+from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration, parse_size
-from spark_jobs.operations import audited, options_from_args
+from spark_jobs.operations import MaskedConsole, audited, options_from_args
 
 #: Command name -> module implementing it (``HELP``, ``USES_SPARK``, ``configure``, ``run``).
 COMMANDS: dict[str, str] = {
@@ -40,8 +41,9 @@ COMMANDS: dict[str, str] = {
     "purge-trash": "spark_jobs.purge_trash",
 }
 
-#: Progress and errors; messages hold paths and user values, never rich markup (errors add their own).
-stderr = Console(stderr=True, highlight=False, markup=False)
+#: Progress and errors; messages hold paths and user values, never rich markup (errors add their own),
+#: and never a secret (:class:`~spark_jobs.operations.MaskedConsole`).
+stderr = MaskedConsole(stderr=True, highlight=False, markup=False)
 
 
 class Command(Protocol):
@@ -124,9 +126,9 @@ def storage_options(args: argparse.Namespace) -> StorageOptions:
 
 def print_report(report: Report, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(report.model_dump_json() + "\n")
+        sys.stdout.write(report.to_json() + "\n")
         return
-    title = f"{report.operation} {report.format} {report.table}" + (" (dry run)" if report.dry_run else "")
+    title = mask_text(f"{report.operation} {report.format} {report.table}") + (" (dry run)" if report.dry_run else "")
     table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

@@ -26,6 +26,7 @@ from lakeops.deletion import BatchResult, DeleteBatch, delete_batch
 from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target, table_root
+from lakeops.redaction import mask_exception, mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_size
 
@@ -35,6 +36,7 @@ __all__ = [
     "DRIVER_MAX_BYTES_ENV",
     "DRIVER_MAX_UNITS",
     "DRIVER_MAX_UNITS_ENV",
+    "MaskedConsole",
     "SparkSettings",
     "audited",
     "options_from_args",
@@ -76,6 +78,15 @@ DRIVER_MAX_UNITS_ENV = "LAKEOPS_DRIVER_MAX_UNITS"
 
 #: Commands that change a table: their runs (not dry runs) leave an audit record (:func:`audited`).
 AUDITED = frozenset({"compact", "checkpoint", "expire", "orphans", "restore", "purge-trash"})
+
+
+class MaskedConsole(Console):
+    """A console that masks secrets (:func:`lakeops.redaction.mask_text`) in the text it prints: the
+    CLI's stderr and Dagster's run log. Masked before rich renders: rich wraps long lines, and a URL
+    split across two lines would slip past a mask applied to the output."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(mask_text(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
 class SparkSettings(BaseModel):
@@ -287,16 +298,20 @@ def audited(
     (:mod:`lakeops.audit`). The one place every run passes through: the CLI's ``main`` and
     :func:`run_operation` (Dagster) both call it. Only table-changing commands (:data:`AUDITED`) that
     are not dry runs are recorded: a read-only run writes nothing into the table, so it works with
-    read-only credentials. A record that cannot be written is a warning, never the run's outcome."""
-    if command not in AUDITED or getattr(options, "dry_run", False):
-        return call()
+    read-only credentials. A record that cannot be written is a warning, never the run's outcome.
+    An exception leaves with its whole chain masked (:func:`lakeops.redaction.mask_exception`): a
+    driver's or an S3 client's own error may quote the URI it was given."""
+    recorded = command in AUDITED and not getattr(options, "dry_run", False)
     started = datetime.now(UTC)
     try:
         report = call()
     except Exception as exc:
-        _record(command, table, options, storage_options, started, progress, error=exc)
+        mask_exception(exc)  # the CLI's traceback and Dagster's error report show the whole chain
+        if recorded:
+            _record(command, table, options, storage_options, started, progress, error=exc)
         raise
-    _record(command, table, options, storage_options, started, progress, report=report)
+    if recorded:
+        _record(command, table, options, storage_options, started, progress, report=report)
     return report
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from lakeops.errors import (
     AlreadyExists,
@@ -179,11 +180,46 @@ ICEBERG_NAMESPACE_PROPERTIES = sa.Table(
 _ENGINES: dict[str, sa.Engine] = {}
 
 
-def _engine(uri: str) -> sa.Engine:
-    """One engine (connection pool) per URI and process."""
-    if uri not in _ENGINES:
-        _ENGINES[uri] = sa.create_engine(uri, pool_pre_ping=True)
-    return _ENGINES[uri]
+#: DB-API modules SQLAlchemy dialects import -> the package that provides them.
+_DRIVER_PACKAGES = {
+    "psycopg2": "psycopg2-binary",
+    "psycopg": "psycopg[binary]",
+    "pg8000": "pg8000",
+    "asyncpg": "asyncpg",
+    "MySQLdb": "mysqlclient",
+    "pymysql": "PyMySQL",
+}
+
+
+def sql_engine(uri: str, *, option: str = "--catalog-uri") -> sa.Engine:
+    """One engine (connection pool) per URI and process. A URI SQLAlchemy cannot use is an
+    :class:`InvalidArgument` naming ``option`` (the table and how the user gave the URI), the URI
+    (its password masked) and the fix: malformed, an unknown dialect, or a driver that is not installed (which
+    SQLAlchemy imports when it creates the engine, as a bare ``ModuleNotFoundError``)."""
+    if uri in _ENGINES:
+        return _ENGINES[uri]
+    try:
+        engine = sa.create_engine(uri, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        dialect = make_url(uri).drivername
+        package = _DRIVER_PACKAGES.get(exc.name or "", exc.name)
+        raise InvalidArgument(
+            f"{option} {uri!r}: the {dialect} dialect needs the Python module {exc.name!r}, which is not "
+            f"installed (pip install {package}), or name another driver (postgresql+psycopg2://...)"
+        ) from None
+    except NoSuchModuleError:
+        raise InvalidArgument(
+            f"{option} {uri!r}: unknown database dialect {uri.partition(':')[0]!r}; expected a SQLAlchemy URL "
+            "such as sqlite:////path/catalog.db or postgresql+psycopg2://user@host/db"
+        ) from None
+    except (ArgumentError, ValueError) as exc:  # unparseable, a bad port, SQLite with a host or user
+        # A ValueError quotes the text SQLAlchemy took for the port, which may be part of a password.
+        problem = "its port is not a number" if isinstance(exc, ValueError) else str(exc).split("\n", 1)[0]
+        raise InvalidArgument(
+            f"{option} {uri!r}: not a usable SQLAlchemy URL ({problem}); expected e.g. sqlite:////path/catalog.db "
+            "or postgresql+psycopg2://user@host/db"
+        ) from None
+    return _ENGINES.setdefault(uri, engine)
 
 
 class SqlCatalog:
@@ -202,7 +238,7 @@ class SqlCatalog:
         self.identifier = identifier
         self.catalog_name = catalog_name
         self.table = f"{catalog_name}.{identifier}"
-        self.engine = _engine(uri)
+        self.engine = sql_engine(uri)
 
     def _where(self) -> sa.ColumnElement[bool]:
         t = ICEBERG_TABLES.c

@@ -1,11 +1,47 @@
 """Operation reports: what a run did, for people (CLI table, Dagster Markdown) and machines (JSON,
-numeric Dagster metadata that plots over time)."""
+numeric Dagster metadata that plots over time).
+
+Every rendering masks secrets (:mod:`lakeops.redaction`). File names that are not UTF-8 are kept as
+Python keeps them (``os.fsdecode``: each undecodable byte ``0xXX`` becomes the lone surrogate
+``U+DCXX``); :func:`to_json` writes those as the JSON escape ``\\udcXX``, which decodes back to the
+same string, and ``os.fsencode`` of that gives the original bytes.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
+from lakeops.redaction import mask_data, mask_text
 from lakeops.units import format_size
+
+__all__ = ["Report", "to_json"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with non-finite floats as None, as pydantic's JSON has them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(data: Any) -> str:
+    """One line of JSON of ``data`` (from ``model_dump(mode="json")``) as lakeops prints and records
+    it: secrets masked, and lone surrogates (file names that are not UTF-8) as ``\\udcXX`` escapes,
+    where pydantic's own JSON refuses them (``PydanticSerializationError: surrogates not allowed``).
+    Surrogates occur only inside strings, so each escape lands inside a JSON string."""
+    text = json.dumps(_finite(mask_data(data)), ensure_ascii=False, separators=(",", ":"))
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 class Report(BaseModel):
@@ -40,8 +76,12 @@ class Report(BaseModel):
             text = format_size(value) if name.endswith("bytes") and isinstance(value, int) else str(value)
             if isinstance(value, float):
                 text = f"{value:.2f}"
-            rows.append((name.replace("_", " "), text))
+            rows.append((name.replace("_", " "), mask_text(text)))
         return rows
+
+    def to_json(self) -> str:
+        """The report as one line of JSON (:func:`to_json`): what ``--json`` prints."""
+        return to_json(self.model_dump(mode="json"))
 
     def markdown(self) -> str:
         lines = ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in self.summary_lines()]

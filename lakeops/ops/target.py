@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, UnsupportedFeature
+from lakeops.iceberg.catalog import sql_engine
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
@@ -49,8 +50,10 @@ def _looks_like_name(table: str) -> bool:
 
 def resolve_target(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> Target:
     """Where ``table`` is and which format it has. A catalog URI makes it a catalog identifier; a
-    bare name found in the registry file resolves through its entry; anything else is a location."""
+    bare name found in the registry file resolves through its entry; anything else is a location.
+    A catalog URI SQLAlchemy cannot use is refused here, where it is known who gave it."""
     if catalog.catalog_uri is not None:
+        sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
         return Target(
             "iceberg",
             None,
@@ -58,6 +61,7 @@ def resolve_target(table: str, catalog: CatalogOptions, storage_options: Storage
         )
     entry = registry.lookup(table) if _looks_like_name(table) else None
     if entry is not None and entry.catalog is not None:
+        sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
         ref = TableRef(catalog_uri=entry.catalog.uri, identifier=entry.identifier, catalog_name=entry.catalog.name)
         return Target("iceberg", None, ref)
     location = normalize(entry.location if entry is not None and entry.location else table)
