@@ -41,7 +41,7 @@ from lakeops.quarantine import AUDIT_DIR, new_run_id
 from lakeops.redaction import mask_data, mask_text
 from lakeops.registry import registry_audit_location
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import join, normalize
+from lakeops.storage.uri import is_within, join, normalize
 
 __all__ = [
     "ACTOR_ENV",
@@ -159,8 +159,11 @@ def record_run(
     )
     name = f"{finished.strftime('%Y%m%dT%H%M%S')}{finished.microsecond:06d}Z-{run}.json"
     folder = audit_dir(root, audit_location)
+    # Confined to the table root (or the audit location), not to the folder: a folder that is a symlink
+    # out of the table would pass a check rooted at itself.
+    home = root if is_within(root, folder) else folder.rsplit("/", 1)[0]
     document = to_json(record.model_dump(mode="json")).encode()
-    open_storage(folder, storage_options).put_if_absent(join(folder, name), document)
+    open_storage(home, storage_options).put_if_absent(join(folder, name), document)
     return record
 
 

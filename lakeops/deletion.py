@@ -1,27 +1,25 @@
 """Deleting files in batches, one Spark task per batch, for every format's cleanup operation.
 
-A batch carries its own safety rules so a task can enforce them without the plan: every path must be
-inside the table root (DESIGN.md "Safety rules"), and none may be under a protected prefix (Delta's
-``_delta_log``) or be a protected file (Iceberg's current metadata file, ``version-hint.text``).
-A violation stops the task before it deletes anything. On local disk the check also resolves
-symlinks: a directory inside the root that is a link to elsewhere passes every lexical check, and
-unlinking a path through it deletes the file at the other end (issue 10, "Hostile and broken input").
-lakeops's own trash and audit directories (:func:`lakeops.quarantine.reserved_dirs`) are protected in
-every batch. A batch with ``quarantine_run`` set moves its files into that run's trash instead of
+A batch carries its own safety rules so a task can enforce them without the plan: no path may be
+under a protected prefix (Delta's ``_delta_log``) or be a protected file (Iceberg's current metadata
+file, ``version-hint.text``), and lakeops's own trash and audit directories
+(:func:`lakeops.quarantine.reserved_dirs`) are protected in every batch. Every path must also be inside
+the table root once symlinks are resolved (DESIGN.md "Safety rules"); the storage the batch deletes
+through enforces that (:mod:`lakeops.storage.confined`). A violation of either stops the task before it
+deletes anything. A batch with ``quarantine_run`` set moves its files into that run's trash instead of
 deleting them (:mod:`lakeops.quarantine`), after the same checks.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.errors import OutsideRoot, UnsafeOperation
+from lakeops.errors import UnsafeOperation
 from lakeops.quarantine import remove, reserved_dirs
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import LOCAL, is_within, normalize, relative_to, require_within, scheme
+from lakeops.storage.uri import is_within, normalize, relative_to
 
 __all__ = ["BatchResult", "Candidate", "DeleteBatch", "delete_batch", "make_batches"]
 
@@ -82,21 +80,12 @@ def make_batches(
 
 
 def delete_batch(batch: DeleteBatch) -> BatchResult:
-    """Delete one batch after checking every path against the root and the protected locations."""
+    """Delete one batch after checking every path against the protected locations (and, through its
+    confined storage, against the root)."""
     protected = [normalize(p) for p in [*batch.protected, *reserved_dirs(batch.table_root)]]
-    real_root = os.path.realpath(normalize(batch.table_root)) if scheme(batch.table_root) == LOCAL else None
-    real_dirs: dict[str, str] = {}
     paths = []
     for candidate in batch.files:
-        location = require_within(batch.table_root, candidate.path)
-        if real_root is not None:
-            directory = os.path.dirname(location)
-            real = real_dirs.setdefault(directory, os.path.realpath(directory))
-            if not is_within(real_root, real):
-                raise OutsideRoot(
-                    f"{batch.table_root}: refusing to delete {location}: its directory resolves through a "
-                    f"symlink to {real}, outside the root"
-                )
+        location = normalize(candidate.path)
         for guarded in protected:
             if is_within(guarded, location):
                 name = relative_to(batch.table_root, guarded) if is_within(batch.table_root, guarded) else guarded

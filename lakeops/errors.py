@@ -32,10 +32,6 @@ class AlreadyExists(StorageError):
     """A put-if-absent lost: the object already exists."""
 
 
-class OutsideRoot(StorageError):
-    """A path resolves outside the root an operation is confined to."""
-
-
 class NotATable(LakeopsError):
     """The location holds no table of a format lakeops knows."""
 
@@ -66,6 +62,12 @@ class CommitStateUnknown(LakeopsError):
 
 class UnsafeOperation(LakeopsError):
     """An operation would violate a safety rule (retention floor, deleting outside the root)."""
+
+
+class OutsideRoot(UnsafeOperation):
+    """A path resolves outside the root an operation is confined to (lexically or through a symlink).
+
+    Not a :class:`StorageError`: a refusal is a verdict, never an outcome to retry or to read back."""
 
 
 class InvalidArgument(LakeopsError):

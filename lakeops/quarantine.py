@@ -15,7 +15,10 @@ Why the layout is what it is:
   put-if-absent. Restore reads them all. The manifest is written *before* any file moves, so a run that
   dies half-way still leaves a manifest naming every file it may have moved.
 * A move is copy-then-delete on S3 (it has no rename; the copy is server-side and refuses an existing
-  target, :meth:`~lakeops.storage.base.Storage.copy_if_absent`) and a rename on local disk.
+  target) and a link-then-unlink on local disk (:meth:`~lakeops.storage.base.Storage.move_if_absent`).
+* Every move, purge and restore goes through a storage confined to the table root
+  (:mod:`lakeops.storage.confined`): a trash, a run or a restored path that is a symlink out of the
+  table is refused, and the whole run is checked before its first file moves.
 * The trash and audit prefixes start with ``_``: Delta VACUUM never lists ``_``-prefixed top-level
   directories (Delta's ``isHiddenDirectory``), Icechunk GC lists only its object directories, and
   Iceberg orphans skips them explicitly (:func:`is_reserved`). :func:`lakeops.deletion.delete_batch`
@@ -24,9 +27,7 @@ Why the layout is what it is:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -34,8 +35,9 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import AlreadyExists, CorruptFile, InvalidArgument, NotFound, StorageError
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import LOCAL, is_within, join, normalize, relative_to, require_within, scheme
+from lakeops.jsontext import dumps
+from lakeops.storage import ConfinedStorage, Storage, StorageOptions, open_storage
+from lakeops.storage.uri import is_within, join, normalize, relative_to
 
 __all__ = [
     "AUDIT_DIR",
@@ -120,32 +122,6 @@ def _run_dir(root: str, run_id: str) -> str:
     return join(root, TRASH_DIR, run_id)
 
 
-def _move(storage: Storage, source: str, target: str) -> None:
-    """Move one file; never overwrites ``target`` (AlreadyExists naming it)."""
-    if scheme(source) == LOCAL:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            os.link(source, target)  # fails if target exists: no silent overwrite
-        except FileExistsError:
-            raise AlreadyExists(f"{target} already exists") from None
-        except FileNotFoundError:
-            raise NotFound(f"{source} does not exist") from None
-        except OSError:  # a file system without hard links: check, then rename (a tiny race, no copy)
-            if os.path.lexists(target):
-                raise AlreadyExists(f"{target} already exists") from None
-            try:
-                os.rename(source, target)
-            except FileNotFoundError:
-                raise NotFound(f"{source} does not exist") from None
-            except OSError as exc:
-                raise StorageError(f"cannot move {source} to {target}: {exc}") from exc
-            return
-        os.unlink(source)
-        return
-    storage.copy_if_absent(source, target)  # server-side: a 1 GB file never passes through this process
-    storage.delete_many([source])
-
-
 def remove(
     storage: Storage,
     root: str,
@@ -155,21 +131,13 @@ def remove(
     operation: str,
     batch_id: int = 0,
 ) -> None:
-    """Delete ``files`` ((absolute path, size, kind), already checked), or with ``quarantine_run`` move
-    them into that run's trash: the one switch every destructive operation goes through."""
+    """Delete ``files`` ((absolute path, size, kind)), or with ``quarantine_run`` move them into that run's
+    trash: the one switch every destructive operation goes through. Whatever storage the caller holds,
+    it acts confined to ``root``, every path checked before the first is touched."""
     if quarantine_run is None:
-        storage.delete_many([path for path, _, _ in files])
+        ConfinedStorage(storage, root).delete_many([path for path, _, _ in files])
     elif files:
         quarantine_files(root, storage, files, run_id=quarantine_run, operation=operation, batch_id=batch_id)
-
-
-def _prune(directory: str) -> None:
-    """Remove the empty directories a run leaves behind on local disk (object stores have none)."""
-    if scheme(directory) != LOCAL or not os.path.isdir(directory):
-        return
-    for current, _, _ in sorted(os.walk(directory), key=lambda w: -len(w[0])):
-        with contextlib.suppress(OSError):  # not empty: something that is not ours is in it; leave it
-            os.rmdir(current)
 
 
 def quarantine_files(
@@ -181,12 +149,14 @@ def quarantine_files(
     operation: str,
     batch_id: int,
 ) -> None:
-    """Move ``files`` ((absolute path, size, kind), already checked against the root) into the run's trash.
+    """Move ``files`` ((absolute path, size, kind)) into the run's trash.
 
-    The batch's manifest is written first (put-if-absent: a batch id is moved once per run), then each
-    file moves. A file already gone is an error: the plan said it existed, so something else is acting
-    on the table."""
+    Every source is checked against the root first, then the batch's manifest is written (put-if-absent:
+    a batch id is moved once per run), then each file moves. A file already gone is an error: the plan
+    said it existed, so something else is acting on the table."""
     root = normalize(root)
+    confined = ConfinedStorage(storage, root)
+    confined.confine([path for path, _, _ in files], "move")
     run_dir = _run_dir(root, run_id)
     moved_at = datetime.now(UTC).isoformat()
     entries = [
@@ -195,15 +165,15 @@ def quarantine_files(
         )
         for path, size, kind in files
     ]
-    manifest = "".join(e.model_dump_json() + "\n" for e in entries).encode()
+    manifest = "".join(dumps(e.model_dump(mode="json")) + "\n" for e in entries).encode()  # non-UTF-8 names too
     name = join(run_dir, f"{_MANIFEST_PREFIX}-{batch_id:05d}.jsonl")
     retry = False
     try:
-        storage.put_if_absent(name, manifest)
+        confined.put_if_absent(name, manifest)
     except AlreadyExists:
         # A retried Spark task: the same batch of the same run wrote its manifest and may have moved
         # some files already. Go on only if it is the same list of files.
-        earlier = [json.loads(line)["path"] for line in storage.read(name).decode().splitlines() if line.strip()]
+        earlier = [json.loads(line)["path"] for line in confined.read(name).decode().splitlines() if line.strip()]
         if earlier != [e.path for e in entries]:
             raise StorageError(
                 f"{root}: {name} already lists other files; refusing to quarantine batch {batch_id}"
@@ -211,10 +181,10 @@ def quarantine_files(
         retry = True
     for entry in entries:
         source, target = join(root, entry.path), join(run_dir, entry.path)
-        if retry and not storage.exists(source) and storage.exists(target):
+        if retry and not confined.exists(source) and confined.exists(target):
             continue  # moved by the earlier attempt
         try:
-            _move(storage, source, target)
+            confined.move_if_absent(source, target)
         except (NotFound, AlreadyExists) as exc:
             raise StorageError(f"{root}: cannot quarantine {entry.path} in run {run_id}: {exc}") from exc
 
@@ -243,7 +213,6 @@ def read_manifest(root: str, run_id: str, storage_options: StorageOptions | None
                 entry = ManifestEntry.model_validate(json.loads(line))
             except ValueError as exc:
                 raise CorruptFile(f"{root}: {name} line {number} is not a manifest entry: {exc}") from None
-            require_within(root, join(root, entry.path))  # a doctored manifest cannot restore outside the root
             entries.append(entry)
     return sorted(entries, key=lambda e: e.path)
 
@@ -276,10 +245,14 @@ def restore(root: str, run_id: str, storage_options: StorageOptions | None = Non
             raise NotFound(
                 f"{root}: cannot restore {entry.path} of run {run_id}: it is neither in the trash nor in place"
             )
-    for entry in pending:
-        _move(storage, join(run_dir, entry.path), join(root, entry.path))
+    moves = [(join(run_dir, entry.path), join(root, entry.path)) for entry in pending]
+    # A doctored run (its directory, or an entry's, a symlink out of the table) is refused before any move.
+    storage.confine([source for source, _ in moves], "move")
+    storage.confine([target for _, target in moves], "move into")
+    for source, target in moves:
+        storage.move_if_absent(source, target)
     storage.delete_many([info.path for info in storage.list(run_dir)])
-    _prune(run_dir)
+    storage.prune(run_dir)
     return RestoreResult(run_id=run_id, files=len(pending), bytes=sum(e.size for e in pending), already_restored=done)
 
 
@@ -319,10 +292,11 @@ def purge(
             continue
         if started < cutoff:
             chosen.append(run_id)
-            paths += [require_within(join(root, TRASH_DIR), p) for p, _ in objects]
+            paths += [p for p, _ in objects]
             size += sum(s for _, s in objects)
     if paths and not dry_run:
-        open_storage(root, storage_options).delete_many(paths)
+        storage = open_storage(root, storage_options)
+        storage.delete_many(paths)
         for run_id in chosen:
-            _prune(join(root, TRASH_DIR, run_id))
+            storage.prune(join(root, TRASH_DIR, run_id))
     return PurgeResult(runs=chosen, files=len(paths), bytes=size)

@@ -41,8 +41,8 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.stats import DataSkippingConfig, delta_stats_json
 from lakeops.errors import InvalidArgument, LakeopsError, NotATable, StorageError
 from lakeops.parquet.statistics import nan_counts
-from lakeops.storage import Storage
-from lakeops.storage.uri import join, normalize, require_within
+from lakeops.storage import ConfinedStorage, Storage
+from lakeops.storage.uri import join, normalize
 
 __all__ = [
     "DataFileWriter",
@@ -211,8 +211,8 @@ class DataFileWriter:
         )
         name = f"{prefix}-{uuid.uuid4()}.zstd.parquet"
         path = f"{directory}/{name}" if directory else name
-        location = require_within(root, join(root, *(unquote(part) for part in path.split("/"))))
-        storage.put_if_absent(location, payload)
+        location = join(root, *(unquote(part) for part in path.split("/")))
+        ConfinedStorage(storage, root).put_if_absent(location, payload)  # never outside the table
         add = Add(
             path=path,
             partitionValues=partition_values or {},

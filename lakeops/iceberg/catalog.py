@@ -265,8 +265,10 @@ class SqlCatalog:
         return join(table_location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
 
     def swap(self, expected: str, new: str, payload: bytes) -> None:
-        # The table's files may live on another store than the catalog: open the one ``new`` is on.
-        storage = open_storage(new, self.storage_options)
+        # The table's files may live on another store than the catalog: open the one ``new`` is on, at the
+        # table location (``new`` is ``<location>/metadata/<name>``, see new_metadata_location), so a
+        # metadata directory that is a symlink out of the table is refused.
+        storage = open_storage(new.rsplit("/", 2)[0], self.storage_options)
         storage.put_if_absent(new, payload)
         statement = (
             sa.update(ICEBERG_TABLES)

@@ -16,21 +16,27 @@ metadata that references those files may be current.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from lakeops.errors import CommitConflict, StorageError
+from lakeops.errors import CommitConflict, LakeopsError
 from lakeops.iceberg.metadata import MetadataLogEntry, TableMetadata, serialize_metadata
 from lakeops.iceberg.table import IcebergTable
-from lakeops.storage.uri import is_within
+from lakeops.storage.uri import normalize
 
 __all__ = ["CommitOutcome", "RetryPolicy", "TableChange", "commit_change"]
 
 DEFAULT_PREVIOUS_VERSIONS_MAX = 100
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+#: A metadata file name: ``v<V>`` (file-system tables) or ``<V>-<uuid>`` (metastore tables), then
+#: ``.metadata.json``, ``.gz.metadata.json`` (GZIP) or the legacy ``.metadata.json.gz``.
+_METADATA_FILE = re.compile(rf"^(?:v\d+|\d+-{_UUID})(?:\.gz\.metadata\.json|\.metadata\.json(?:\.gz)?)$")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,47 @@ def commit_change(
         committed = IcebergTable(current.ref, current.catalog, current.storage_options, location, new)
         change.abandon(new)
         if trimmed and new.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true":
-            # Old metadata files the log no longer lists; best effort: orphan cleanup finds leftovers.
-            with contextlib.suppress(StorageError):
-                committed.storage.delete_many(path for path in trimmed if is_within(new.location, path))
+            _delete_trimmed(committed, trimmed)
         return CommitOutcome(committed, attempt)
+
+
+def _delete_trimmed(committed: IcebergTable, trimmed: list[str]) -> None:
+    """Delete the metadata files ``write.metadata.previous-versions-max`` trimmed off the log, as
+    ``write.metadata.delete-after-commit.enabled`` asks (https://iceberg.apache.org/docs/latest/configuration/).
+
+    The log's entries are whatever the previous writer put there, so an entry is deleted only if it is a
+    metadata file of this table: a metadata file name ("Table Metadata"; "File System Tables" and
+    "Metastore Tables" for ``v<V>`` / ``<V>-<uuid>``, https://iceberg.apache.org/spec/), in the directory
+    of the metadata file just committed (the table storage refuses it if that directory leads out of the
+    table through a symlink), and named nowhere in the new metadata. Any other entry (a data file, a file
+    behind a link, another table's metadata) is skipped with a warning; the commit has landed either way,
+    so a failed delete is only a warning too: orphan cleanup finds leftovers.
+    """
+    metadata = committed.metadata
+    current = _canonical(committed.metadata_location)
+    directory = current.rsplit("/", 1)[0]
+    referenced = {current, *(_canonical(e.metadata_file) for e in metadata.metadata_log)}
+    referenced |= {_canonical(s.manifest_list) for s in metadata.snapshots if s.manifest_list}
+    referenced |= {_canonical(f.statistics_path) for f in metadata.statistics}
+    referenced |= {_canonical(f.statistics_path) for f in metadata.partition_statistics}
+    doomed = []
+    for entry in dict.fromkeys(trimmed):
+        path = _canonical(entry)
+        folder, _, name = path.rpartition("/")
+        if folder != directory or not _METADATA_FILE.match(name) or path in referenced:
+            why = "it is still referenced" if path in referenced else f"it is not a metadata file in {directory}"
+            _log.warning("%s: metadata-log entry %s is not deleted after the commit: %s", committed.name, entry, why)
+            continue
+        doomed.append(path)
+    try:
+        committed.storage.delete_many(doomed)
+    except LakeopsError as exc:
+        _log.warning("%s: old metadata files were not deleted after the commit: %s", committed.name, exc)
+
+
+def _canonical(location: str) -> str:
+    """``location`` normalised for comparison, or as written when it is no location at all."""
+    try:
+        return normalize(location)
+    except LakeopsError:
+        return location

@@ -8,6 +8,7 @@ reported as such (the catalog row, the file), never as "no table".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -18,7 +19,10 @@ from lakeops.iceberg.metadata import TableMetadata, parse_metadata
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
-__all__ = ["IcebergTable", "TableRef", "load_table", "read_metadata"]
+__all__ = ["IcebergTable", "TableRef", "load_table", "read_metadata", "table_storage"]
+
+#: Table properties that may place data and metadata files outside the table location ("Write properties").
+PATH_PROPERTIES = ("write.data.path", "write.metadata.path")
 
 
 class TableRef(BaseModel):
@@ -72,8 +76,8 @@ class IcebergTable:
 
     @property
     def storage(self) -> Storage:
-        """The store the table's files (data, manifests, metadata) live on."""
-        return open_storage(self.metadata.location, self.storage_options)
+        """The store the table's files (data, manifests, metadata) live on, confined to them."""
+        return table_storage(self.metadata.location, self.metadata.properties, self.storage_options)
 
     def refresh(self) -> IcebergTable:
         """The table as its catalog points at it now; the table's UUID must not have changed
@@ -85,6 +89,12 @@ class IcebergTable:
                 "the table was dropped and re-created"
             )
         return fresh
+
+
+def table_storage(location: str, properties: Mapping[str, str], storage_options: StorageOptions) -> Storage:
+    """The storage of a table's files: deletes, moves and writes confined to its location and to the data
+    and metadata paths its properties name (:data:`PATH_PROPERTIES`), symlinks resolved."""
+    return open_storage(location, storage_options, also=[properties[p] for p in PATH_PROPERTIES if properties.get(p)])
 
 
 def read_metadata(storage: Storage, location: str, table: str) -> TableMetadata:

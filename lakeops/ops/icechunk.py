@@ -25,7 +25,7 @@ from lakeops.icechunk.maintenance.gc import GcPlan
 from lakeops.icechunk.maintenance.packing import PackingPlan, PackResult
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize
 from lakeops.ops.report import Report
-from lakeops.storage import Storage, StorageOptions, open_storage, require_within
+from lakeops.storage import Storage, StorageOptions, open_storage
 
 FORMAT = "icechunk"
 #: How a package-format repository is named in reports.
@@ -318,7 +318,7 @@ def packing_report(plan: PackingPlan, started: float, *, dry_run: bool) -> Icech
 
 def discard_packs(plan: PackingPlan, results: list[PackResult], storage_options: StorageOptions) -> int:
     """Delete the chunk files this attempt wrote (never anything else, never outside the root)."""
-    paths = [require_within(plan.table_root, p) for p in packing.written_locations(results)]
+    paths = packing.written_locations(results)
     return open_storage(plan.table_root, storage_options).delete_many(paths) if paths else 0
 
 
@@ -407,7 +407,7 @@ def require_output_writable(plan: DiffPlan, storage_options: StorageOptions) -> 
 
 def discard_diff(plan: DiffPlan, results: list[DiffResult], storage_options: StorageOptions) -> int:
     """Delete the files this attempt wrote (never anything else, never outside the output table)."""
-    paths = [require_within(plan.output_root, p) for p in diff.written_locations(results)]
+    paths = diff.written_locations(results)
     return open_storage(plan.output_root, storage_options).delete_many(paths) if paths else 0
 
 

@@ -1,6 +1,8 @@
 """Storage adapters: one protocol (:class:`Storage`), a local and an S3 implementation.
 
-:func:`open_storage` picks the implementation from a location's scheme. Connection settings
+:func:`open_storage` picks the implementation from a location's scheme and confines it to that
+location (:mod:`lakeops.storage.confined`): every delete, move and write through it is refused outside
+the root, symlinks resolved. Open a table's storage at the table's root. Connection settings
 travel as :class:`StorageOptions`, a small JSON-serialisable model the driver ships to Spark
 executors inside a plan; secrets are deliberately not part of it and come from each process's
 standard AWS credential chain (DESIGN.md, "Storage").
@@ -8,15 +10,19 @@ standard AWS credential chain (DESIGN.md, "Storage").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from lakeops.errors import InvalidArgument
 from lakeops.storage.base import FileInfo, Storage
+from lakeops.storage.confined import ConfinedStorage
 from lakeops.storage.local import LocalStorage
 from lakeops.storage.s3 import S3Storage
 from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme
 
 __all__ = [
+    "ConfinedStorage",
     "FileInfo",
     "LocalStorage",
     "S3Storage",
@@ -57,20 +63,25 @@ class StorageOptions(BaseModel):
 _LOCAL = LocalStorage()
 
 
-def open_storage(location: str, options: StorageOptions | None = None) -> Storage:
-    """The storage for ``location``'s scheme: local paths and ``file://`` or ``s3``/``s3a``/``s3n``.
+def open_storage(location: str, options: StorageOptions | None = None, *, also: Iterable[str] = ()) -> ConfinedStorage:
+    """The storage for ``location``'s scheme (local paths and ``file://``, or ``s3``/``s3a``/``s3n``),
+    confined to ``location`` and the roots in ``also``: a delete, move or write anywhere else raises
+    :class:`~lakeops.errors.OutsideRoot`, so open a table's storage at its root.
 
     Cheap to call repeatedly: S3 clients are shared per settings within a process.
     Raises :class:`~lakeops.errors.InvalidArgument` naming an unsupported scheme.
     """
     kind = scheme(location)
+    inner: Storage
     if kind == "file":
         normalize(location)  # rejects remote-host file URIs and empty locations early
-        return _LOCAL
-    if kind == "s3":
+        inner = _LOCAL
+    elif kind == "s3":
         normalize(location)
         opts = options or StorageOptions()
-        return S3Storage(endpoint_url=opts.endpoint_url, region=opts.region, force_path_style=opts.force_path_style)
-    raise InvalidArgument(
-        f"cannot open storage for {location!r}: unsupported scheme {kind!r} (supported: paths, file://, s3://)"
-    )
+        inner = S3Storage(endpoint_url=opts.endpoint_url, region=opts.region, force_path_style=opts.force_path_style)
+    else:
+        raise InvalidArgument(
+            f"cannot open storage for {location!r}: unsupported scheme {kind!r} (supported: paths, file://, s3://)"
+        )
+    return ConfinedStorage(inner, location, also=also)

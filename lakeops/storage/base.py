@@ -65,11 +65,27 @@ class Storage(Protocol):
         """
         ...
 
+    def move_if_absent(self, source: str, target: str) -> None:
+        """Move the object at ``source`` to ``target`` only if nothing exists at ``target``.
+
+        :class:`~lakeops.errors.NotFound` if ``source`` does not exist, :class:`~lakeops.errors.AlreadyExists`
+        if ``target`` does (``source`` is then left in place). Not atomic on every store: an interruption
+        may leave the object at both locations, never at neither.
+        """
+        ...
+
     def delete_many(self, paths: Iterable[str]) -> int:
         """Delete the objects, batching requests; missing objects are not an error (idempotent).
 
         Returns the number of paths submitted. Raises :class:`~lakeops.errors.StorageError` naming the
         first path that could not be deleted.
+        """
+        ...
+
+    def prune(self, prefix: str) -> None:
+        """Remove the empty directories at and below ``prefix`` (object stores have none: a no-op).
+
+        A directory that is not empty stays; so does a symlink, which is never followed.
         """
         ...
 

@@ -230,6 +230,43 @@ class LocalStorage:
                 os.unlink(tmp)
         _fsync_dir(os.path.dirname(local))
 
+    def move_if_absent(self, source: str, target: str) -> None:
+        """Hard-link ``source`` to ``target`` (``link`` refuses an existing target), then unlink
+        ``source``; on a file system without hard links, check then rename (a tiny race, no copy)."""
+        origin, local = _local(source), _local(target)
+        try:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            os.link(origin, local)
+        except FileExistsError:
+            raise AlreadyExists(f"cannot move {origin!r} to {local!r}: the target already exists") from None
+        except FileNotFoundError:
+            raise NotFound(f"cannot move {origin!r}: no such file") from None
+        except OSError:
+            if os.path.lexists(local):
+                raise AlreadyExists(f"cannot move {origin!r} to {local!r}: the target already exists") from None
+            try:
+                os.rename(origin, local)
+            except FileNotFoundError:
+                raise NotFound(f"cannot move {origin!r}: no such file") from None
+            except OSError as exc:
+                raise StorageError(f"cannot move {origin!r} to {local!r}: {exc.strerror or exc}") from exc
+            return
+        try:
+            os.unlink(origin)
+        except FileNotFoundError:
+            pass  # a concurrent mover unlinked it: the file is at the target either way
+        except OSError as exc:
+            raise StorageError(f"cannot unlink {origin!r} once linked to {local!r}: {exc.strerror or exc}") from exc
+
+    def prune(self, prefix: str) -> None:
+        """Remove empty directories at and below ``prefix``, deepest first; links are never followed."""
+        directory = _local(prefix)
+        if os.path.islink(directory) or not os.path.isdir(directory):
+            return
+        for current, _, _ in sorted(os.walk(directory), key=lambda walked: -len(walked[0])):
+            with contextlib.suppress(OSError):  # not empty: something that is not ours is in it; leave it
+                os.rmdir(current)
+
     def delete_many(self, paths: Iterable[str]) -> int:
         """Unlink each path in order; a missing one is fine. Stops at the first real failure."""
         count = 0

@@ -443,6 +443,14 @@ class S3Storage:
                 f"cannot create 's3://{bucket}/{key}': outcome unknown after a retried conditional put ({exc})"
             ) from exc
 
+    def move_if_absent(self, source: str, target: str) -> None:
+        """A server-side :meth:`copy_if_absent`, then a delete of ``source``: S3 has no rename."""
+        self.copy_if_absent(source, target)
+        self.delete_many([source])
+
+    def prune(self, prefix: str) -> None:
+        """Nothing to do: S3 has no directories."""
+
     def delete_many(self, paths: Iterable[str]) -> int:
         """DeleteObjects in batches of 1000 keys per bucket (quiet mode: only failures come back).
 

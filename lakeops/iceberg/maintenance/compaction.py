@@ -55,7 +55,7 @@ from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
 from lakeops.iceberg.scan import FileScanTask, LiveFile, PartitionFilter, ScanPlan, may_reference, plan_scan
 from lakeops.iceberg.single_values import from_json, to_json
 from lakeops.iceberg.snapshot_update import ReplaceFiles
-from lakeops.iceberg.table import IcebergTable, TableRef, load_table, read_metadata
+from lakeops.iceberg.table import IcebergTable, TableRef, load_table, read_metadata, table_storage
 from lakeops.iceberg.transforms import parse_transform
 from lakeops.iceberg.types import NestedField, Schema, StructType
 from lakeops.ops.predicate import parse_predicate
@@ -135,6 +135,9 @@ class RewriteGroup(BaseModel):
     extra_read_fields: list[dict[str, Any]] = []
     spec_id: int
     partition: dict[str, Any]  # partition field name -> JSON single value (Appendix D)
+    #: The table location: with ``properties`` it bounds where the task may write (never ``output_dir``
+    #: alone, which may itself be a symlink out of the table).
+    table_location: str
     output_dir: str
     target_file_size: int
     sort_order_json: dict[str, Any] | None = None
@@ -424,6 +427,7 @@ def _unit(
         ],
         spec_id=spec.spec_id,
         partition={f.name: to_json(f.type, values.get(f.name)) for f in ptype.fields},
+        table_location=metadata.location,
         output_dir="",
         target_file_size=0,
         sort_order_json=sort_order.to_json() if sort_order is not None and not sort_order.is_unsorted else None,
@@ -507,7 +511,7 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
     rows (sorting needs them all). A task that fails deletes what it already stored before it dies.
     """
     started = time.monotonic()
-    storage = open_storage(group.output_dir, group.storage)
+    storage = table_storage(group.table_location, group.properties, group.storage)
     schema = Schema.model_validate(group.table_schema)
     projection = StructType(fields=(*schema.fields, *(NestedField.model_validate(f) for f in group.extra_read_fields)))
     rows_per_file = estimate_rows_per_file(group.target_file_size, group.bytes, group.record_count)

@@ -52,7 +52,7 @@ from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
 from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.quarantine import is_reserved
-from lakeops.storage import FileInfo, LocalStorage, S3Storage, Storage, StorageOptions, open_storage
+from lakeops.storage import ConfinedStorage, FileInfo, LocalStorage, S3Storage, Storage, StorageOptions, open_storage
 from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
 
 __all__ = [
@@ -357,6 +357,8 @@ def _s3_children(storage: S3Storage, prefix: str) -> tuple[list[FileInfo], list[
 def _children(storage: Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
     """The files directly under ``prefix`` and its subdirectories (the storage protocol only lists
     recursively; a store without a one-level listing is listed whole, on the driver)."""
+    if isinstance(storage, ConfinedStorage):  # listing is not confined: list with the store itself
+        storage = storage.inner
     if isinstance(storage, LocalStorage):
         return _local_children(prefix)
     if isinstance(storage, S3Storage):

@@ -54,7 +54,7 @@ from lakeops.iceberg.snapshot_update import add_snapshot, metadata_dir, new_snap
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.iceberg.types import Schema, StructType
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within, require_within
+from lakeops.storage.uri import is_within
 
 __all__ = [
     "DEFAULT_TARGET_MANIFEST_SIZE",
@@ -110,6 +110,8 @@ class OutputManifest(BaseModel):
     unit_id: int
     table: str
     storage: StorageOptions
+    #: The table location: the task may write only below it or the manifest directory it was given.
+    table_location: str
     location: str
     format_version: int
     #: The snapshot the plan commits (manifest-list records are restamped if a retry needs another).
@@ -268,6 +270,7 @@ def plan_rewrite_manifests(
                     unit_id=len(outputs),
                     table=table.name,
                     storage=storage_options,
+                    table_location=metadata.location,
                     location=f"{directory}/{run}-r{len(outputs):05d}.avro",
                     format_version=metadata.format_version,
                     snapshot_id=planned_id,
@@ -300,7 +303,9 @@ def plan_rewrite_manifests(
 
 def write_output(unit: OutputManifest) -> WrittenManifest:
     """Write one new manifest: the unit's entries as EXISTING, numbers explicit, in clustering order."""
-    storage, started = open_storage(unit.location, unit.storage), time.monotonic()
+    # The manifest directory is a root of its own only when write.metadata.path puts it elsewhere.
+    directory = unit.location.rsplit("/", 1)[0]
+    storage, started = open_storage(unit.table_location, unit.storage, also=[directory]), time.monotonic()
     entries: list[ManifestEntry] = []
     for source in unit.sources:
         live = read_manifest(storage, source.manifest)
@@ -471,5 +476,5 @@ def commit_rewrite(
 
 def discard(plan: RewriteManifestsPlan, results: Sequence[WrittenManifest], storage_options: StorageOptions) -> int:
     """Delete manifests tasks wrote for a rewrite that will not commit (never outside the table)."""
-    paths = [require_within(plan.location, r.manifest.manifest_path) for r in results]
+    paths = [r.manifest.manifest_path for r in results]
     return open_storage(plan.location, storage_options).delete_many(paths) if paths else 0

@@ -133,7 +133,7 @@ def _parquet_columns(path: Path) -> dict[str, tuple[str, str, int]]:
 def test_parquet_physical_and_logical_types(tmp_path: Path) -> None:
     """Appendix A's table: what a Parquet reader sees in our files."""
     location = str(tmp_path / "types.parquet")
-    write_parquet(open_storage(location), location, to_arrow_schema(ALL_TYPES).empty_table(), ALL_TYPES)
+    write_parquet(open_storage(str(tmp_path)), location, to_arrow_schema(ALL_TYPES).empty_table(), ALL_TYPES)
     columns = _parquet_columns(tmp_path / "types.parquet")
     expected_physical = {
         "boolean": "BOOLEAN",
@@ -175,7 +175,7 @@ def test_parquet_physical_and_logical_types(tmp_path: Path) -> None:
 
 def test_three_level_lists_and_maps_with_ids(tmp_path: Path) -> None:
     location = str(tmp_path / "nested.parquet")
-    write_parquet(open_storage(location), location, to_arrow_schema(NESTED).empty_table(), NESTED)
+    write_parquet(open_storage(str(tmp_path)), location, to_arrow_schema(NESTED).empty_table(), NESTED)
     columns = _parquet_columns(tmp_path / "nested.parquet")
     assert {path: fid for path, (_, _, fid) in columns.items()} == {
         "id": 1,
@@ -195,6 +195,6 @@ def test_pyiceberg_reads_back_our_schema(tmp_path: Path) -> None:
     required), for every v2 type and nested types."""
     v2 = Schema(fields=tuple(f for f in ALL_TYPES.fields if not str(f.type).endswith("_ns")) + NESTED.fields[1:])
     location = str(tmp_path / "oracle.parquet")
-    write_parquet(open_storage(location), location, to_arrow_schema(v2).empty_table(), v2)
+    write_parquet(open_storage(str(tmp_path)), location, to_arrow_schema(v2).empty_table(), v2)
     theirs = pyarrow_to_schema(pq.ParquetFile(location).schema_arrow)
     assert theirs == PyIcebergSchema.model_validate_json(json.dumps(v2.to_json()))

@@ -123,7 +123,7 @@ def same(left: list[Any], right: list[Any]) -> bool:
 
 def write(tmp_path: Path, table: pa.Table, schema: StructType, name: str = "data.parquet", **props: str) -> WrittenFile:
     location = str(tmp_path / name)
-    return write_parquet(open_storage(location), location, table, schema, properties=props)
+    return write_parquet(open_storage(str(tmp_path)), location, table, schema, properties=props)
 
 
 # --- PyIceberg as the oracle -----------------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_our_counts_and_partition_summaries_match_pyiceberg(tmp_path: Path, spec
         ]
         file_metadata = read_manifest_metadata(storage, peer_manifest.manifest_path)
         ours = write_manifest(
-            storage,
+            open_storage(str(out)),
             str(out / f"m{n}.avro"),
             entries,
             format_version=format_version,

@@ -214,8 +214,7 @@ def test_iceberg_retained_files_missing_manifest_and_data_file(tmp_path: Path) -
     manifest = manifests_of(loaded.storage, oldest)[0].manifest_path
     first = {t.file.file_path for t in table.table.scan(snapshot_id=oldest.snapshot_id).plan_files()}
     data = sorted({t.file.file_path for t in table.table.scan().plan_files()} - first)[-1]  # not in `manifest`
-    storage = open_storage(manifest)
-    storage.delete_many([manifest, data])
+    loaded.storage.delete_many([manifest, data])
     broken = retained_files_exist(target)
     assert not broken.passed and broken.details["missing_files"] == 2
     assert manifest.rsplit("/", 1)[1] in broken.summary and data.rsplit("/", 1)[1] in broken.summary

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -389,7 +390,8 @@ def test_s3_storage_pickles_to_its_settings(s3_bucket: Any) -> None:
     storage = open_storage(s3_bucket.uri, s3_bucket.options)
     storage.write(f"{s3_bucket.uri}/p", b"v")
     clone = pickle.loads(pickle.dumps(storage))
-    assert isinstance(clone, S3Storage) and clone.client is storage.client  # type: ignore[attr-defined]
+    assert isinstance(clone.inner, S3Storage) and clone.inner.client is storage.inner.client  # type: ignore[attr-defined]
+    assert clone.roots == storage.roots  # a Spark task gets the same confinement
     assert clone.read(f"{s3_bucket.uri}/p") == b"v"
     with pytest.raises(InvalidArgument, match="cannot be pickled"):
         pickle.dumps(S3Storage(client=make_client(endpoint_url=s3_bucket.options.endpoint_url)))
@@ -418,6 +420,36 @@ def test_copy_if_absent_copies_once_and_never_over_an_object(any_storage_root: R
     with pytest.raises(NotFound, match="missing.parquet"):
         storage.copy_if_absent(join(root, "data/missing.parquet"), join(root, "elsewhere"))
     assert paths(storage, root) == [target, source]  # no temporaries, nothing at the refused target
+
+
+# -- move_if_absent and prune -------------------------------------------------------------------------
+
+
+def test_move_if_absent_moves_once_and_never_over_an_object(any_storage_root: Root) -> None:
+    root, storage = any_storage_root
+    source, target = join(root, "data/part-0.parquet"), join(root, "_lakeops_trash/run/data/part-0.parquet")
+    storage.write(source, b"rows")
+    storage.move_if_absent(source, target)
+    assert storage.read(target) == b"rows" and not storage.exists(source)
+    storage.write(source, b"other rows")
+    with pytest.raises(AlreadyExists, match="part-0.parquet"):
+        storage.move_if_absent(source, target)
+    assert storage.read(target) == b"rows" and storage.read(source) == b"other rows"
+    with pytest.raises(NotFound, match="missing.parquet"):
+        storage.move_if_absent(join(root, "data/missing.parquet"), join(root, "elsewhere"))
+    assert paths(storage, root) == [target, source]
+
+
+def test_prune_removes_only_empty_directories(any_storage_root: Root) -> None:
+    root, storage = any_storage_root
+    storage.write(join(root, "run/a/kept"), b"v")
+    storage.write(join(root, "run/b/c/gone"), b"v")
+    storage.delete_many([join(root, "run/b/c/gone")])
+    storage.prune(join(root, "run"))
+    storage.prune(join(root, "no/such/dir"))
+    assert paths(storage, root) == [join(root, "run/a/kept")]
+    if root.startswith("/"):
+        assert sorted(p.name for p in Path(root, "run").iterdir()) == ["a"]
 
 
 @pytest.mark.s3

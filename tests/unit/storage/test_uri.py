@@ -140,11 +140,12 @@ def test_relative_to() -> None:
         relative_to("/t", "/tt/x")
 
 
-def test_open_storage_by_scheme() -> None:
-    assert isinstance(open_storage("/tmp/x"), LocalStorage)
-    assert isinstance(open_storage("file:///tmp/x"), LocalStorage)
+def test_open_storage_by_scheme_confined_to_the_location() -> None:
+    assert isinstance(open_storage("/tmp/x").inner, LocalStorage)
+    assert isinstance(open_storage("file:///tmp/x").inner, LocalStorage)
+    assert open_storage("file:///tmp/x/", also=["/data"]).roots == ("/tmp/x", "/data")
     for location in ("s3://b/t", "s3a://b/t", "s3n://b/t"):
-        assert isinstance(open_storage(location, StorageOptions(region="us-east-1")), S3Storage)
+        assert isinstance(open_storage(location, StorageOptions(region="us-east-1")).inner, S3Storage)
     with pytest.raises(InvalidArgument, match="'abfss'"):
         open_storage("abfss://c@acct.dfs.core.windows.net/t")
 
