@@ -13,6 +13,7 @@ deleted once the commit landed.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from lakeops.delta.maintenance import compaction as delta_compaction
 from lakeops.delta.maintenance.compaction import DEFAULT_DV_PURGE_RATIO
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import CommitConflict, InvalidArgument
+from lakeops.errors import CommitConflict, InvalidArgument, StorageError
 from lakeops.iceberg.maintenance import compaction as iceberg_compaction
 from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
@@ -240,7 +241,7 @@ def commit(
 
     On a definite conflict the batch's new files are deleted and the error re-raised; on any other
     failure nothing is deleted (the outcome may be unknown; ``orphans`` removes unreferenced files
-    later, past its age floor).
+    later, past its age floor). Once the commit landed, the new files of groups it dropped are deleted.
     """
     report = previous or _base_report(plan, started, dry_run=False).model_copy(
         update={"files_removed": 0, "bytes_removed": 0}
@@ -257,7 +258,8 @@ def commit(
     except CommitConflict:
         discard(plan, results, storage_options)
         raise
-    discard(plan, [r for r in results if r.group_id in dropped], storage_options)
+    with contextlib.suppress(StorageError):  # the commit landed: orphan removal takes what is left
+        discard(plan, [r for r in results if r.group_id in dropped], storage_options)
     groups = [g for g in groups if g.group_id not in dropped]
     results = [r for r in results if r.group_id not in dropped]
     removed_files = sum(len(g.files) for g in groups)

@@ -13,12 +13,19 @@ what the change feed has not extracted yet (``keep_from_version``, as Dagster pa
 floor is longer than a slow writer's hold, so a file about to be committed is never taken, while the
 abandoned files are.
 
-Each loop runs ``$LAKEOPS_WRITERS_SECONDS`` seconds (default 10; ``make test-reliability`` runs longer).
+Each loop runs ``$LAKEOPS_WRITERS_SECONDS`` seconds (default 10; ``make test-reliability`` runs 120).
 On S3 (moto), delta-rs commits with conditional put (``If-None-Match``) and needs no locking provider.
 The Delta table is partitioned by id bucket and compaction takes the buckets the writer seldom changes,
 as a real schedule would, so compactions both commit (rebasing over the writer) and abort. Each test
 prints what happened: the writer's commits, lost conflicts, retries and dropped steps; per operation,
 runs, commit attempts, retries (attempts after a lost race) and aborts (the plan no longer applied).
+
+Compaction under steady ingestion (issue 19): a writer committing every second — appends, and deletes,
+merges and overwrites of mostly recent rows — against compaction of the whole table, run after run.
+The writer's changes really remove files a compaction rewrites, while its groups are rewritten by
+Spark tasks (seconds, as in production); each compaction must still land by rebasing over the writer's
+commits and dropping only the groups they touched: at least once per minute of writer time (once in a
+short run), the rows exact and every retained file there.
 """
 
 from __future__ import annotations
@@ -61,6 +68,13 @@ ORPHAN_FLOOR = "3s"
 HOLD_S = 1.0
 EXPIRE_AFTER = "2s"
 OPERATIONS = ("cdc", "compact", "checkpoint", "expire", "orphans")
+#: Steady ingestion: the writer commits a step a second; compaction must land at least once a minute.
+#: The checks pause the writer, so they run every CHECK_EVERY_S (and at the end), not after every run.
+#: The table starts with HISTORY appends (a table under ingestion has older, colder data too).
+PACE_S = 1.0
+LANDS_EVERY_S = 60.0
+CHECK_EVERY_S = 10.0
+HISTORY = 20
 #: What the plan units' tasks import, imported once per Python worker before the loops start.
 WORKER_MODULES = (
     "lakeops.delta.maintenance.cdf_export",
@@ -87,13 +101,16 @@ def spark_session(s3_server: Any) -> Any:
 
 @dataclass
 class Tally:
-    """Per operation: runs, commit attempts, retries (attempts after a lost race), aborts (a
-    ``CommitConflict`` raised: the plan no longer applied), files deleted."""
+    """Per operation: runs, runs that landed a commit, commit attempts, retries (attempts after a lost
+    race), aborts (a ``CommitConflict`` raised: the plan no longer applied), compaction groups dropped
+    because a concurrent commit touched their files, files deleted."""
 
     runs: Counter[str] = field(default_factory=Counter)
+    landed: Counter[str] = field(default_factory=Counter)
     attempts: Counter[str] = field(default_factory=Counter)
     retries: Counter[str] = field(default_factory=Counter)
     aborts: Counter[str] = field(default_factory=Counter)
+    dropped_groups: Counter[str] = field(default_factory=Counter)
     deleted: Counter[str] = field(default_factory=Counter)
     #: Orphans: files kept for being younger than the floor, and candidates the metadata (or, at the
     #: re-check just before deleting, a commit that landed meanwhile) still needed.
@@ -107,8 +124,11 @@ class Tally:
         self.runs[name] += 1
         metrics = report.metrics()
         attempts = int(metrics.get("commit_attempts", 0))
+        commits = int(metrics.get("commits", 1 if attempts else 0))
+        self.landed[name] += commits > 0
         self.attempts[name] += attempts
-        self.retries[name] += max(attempts - int(metrics.get("commits", 1 if attempts else 0)), 0)
+        self.retries[name] += max(attempts - commits, 0)
+        self.dropped_groups[name] += int(metrics.get("groups_dropped_by_conflict", 0))
         self.deleted[name] += int(metrics.get("deleted_files", 0))
         if name == "orphans":
             self.protected_young_files += int(metrics.get("files_too_recent", 0))
@@ -174,13 +194,13 @@ class Subject(ABC):
 class DeltaSubject(Subject):
     commit_column = "_commit_version"
 
-    def __init__(self, uri: str, output: str, options: StorageOptions) -> None:
+    def __init__(self, uri: str, output: str, options: StorageOptions, *, pace_s: float = 0.0) -> None:
         self.table = uri
         self.output = output
         self.options = options
         self.rs = delta_rs_options(options)
         self.files = RetainedFiles(options)
-        self.writer = DeltaWriter(uri, options, seed=10, hold_s=HOLD_S)
+        self.writer = DeltaWriter(uri, options, seed=10, hold_s=HOLD_S, pace_s=pace_s)
         self.next_version = 0
 
     def cdc_range(self) -> dict[str, object] | None:
@@ -223,7 +243,15 @@ class DeltaSubject(Subject):
 class IcebergSubject(Subject):
     commit_column = "_commit_sequence_number"
 
-    def __init__(self, tmp_path: Path, output: str, options: StorageOptions, s3: tuple[str, str] | None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        output: str,
+        options: StorageOptions,
+        s3: tuple[str, str] | None,
+        *,
+        pace_s: float = 0.0,
+    ) -> None:
         catalog, uri = sql_catalog(tmp_path, s3=s3)
         self.catalog = catalog
         self.table = "db.events"
@@ -231,7 +259,7 @@ class IcebergSubject(Subject):
         self.output = output
         self.options = options
         self.files = RetainedFiles(options)
-        self.writer = IcebergWriter(catalog, self.table, options, seed=20, hold_s=HOLD_S)
+        self.writer = IcebergWriter(catalog, self.table, options, seed=20, hold_s=HOLD_S, pace_s=pace_s)
         self.watermark = "0"
         self.watermark_seq: int | None = None
         self.previous: tuple[str, int | None] = ("0", None)  # the watermark before, with its sequence number
@@ -273,8 +301,9 @@ class IcebergSubject(Subject):
         return {"older_than": ORPHAN_FLOOR, "force_short_retention": True}
 
 
-def run_step(subject: Subject, name: str, tally: Tally) -> None:
-    """One maintenance operation through ``run_operation``; a ``CommitConflict`` is an abort."""
+def run_step(subject: Subject, name: str, tally: Tally, *, whole_table: bool = False) -> None:
+    """One maintenance operation through ``run_operation``; a ``CommitConflict`` is an abort.
+    ``whole_table``: compaction takes every partition, the ones the writer is changing too."""
     options: dict[str, object] = dict(subject.extra)
     if name == "cdc":
         cdc_range = subject.cdc_range()
@@ -282,7 +311,7 @@ def run_step(subject: Subject, name: str, tally: Tally) -> None:
             return
         options |= cdc_range
     elif name == "compact":
-        options |= {"min_input_files": 2} | subject.compact_options()
+        options |= {"min_input_files": 2} | ({} if whole_table else subject.compact_options())
     elif name == "expire":
         options |= subject.expire_options()
     elif name == "orphans":
@@ -389,6 +418,63 @@ def test_pyiceberg_writer_local(spark_session: Any, tmp_path: Path) -> None:
 @pytest.mark.s3
 def test_delta_rs_writer_s3(spark_session: Any, s3_bucket: Any) -> None:
     exercise("delta s3", DeltaSubject(f"{s3_bucket.uri}/events", f"{s3_bucket.uri}/changes", s3_bucket.options))
+
+
+def compact_under_ingestion(label: str, subject: Subject) -> None:
+    """Compaction of the whole table, run after run for ``SECONDS``, against a writer committing every
+    ``PACE_S``: it lands at least once per ``LANDS_EVERY_S`` of writer time (once in a short run); every
+    ``CHECK_EVERY_S`` and at the end the peer reads the writer's rows exactly and every retained file
+    exists."""
+    tally = Tally()
+    for _ in range(HISTORY):
+        subject.writer.step("append")
+    stats = subject.writer.stats
+    history = stats.committed.copy()
+    subject.writer.start()
+    started = last_check = time.monotonic()
+    try:
+        while time.monotonic() < started + SECONDS:
+            subject.writer.check_alive()
+            done = tally.landed["compact"] + tally.aborts["compact"]
+            run_step(subject, "compact", tally, whole_table=True)
+            if tally.landed["compact"] + tally.aborts["compact"] == done:
+                time.sleep(PACE_S)  # nothing to compact: wait for the writer's next files
+            if time.monotonic() - last_check >= CHECK_EVERY_S:
+                check_invariants(subject, tally)
+                last_check = time.monotonic()
+    finally:
+        subject.writer.stop()
+    elapsed = time.monotonic() - started
+    check_invariants(subject, tally)
+    committed = stats.committed - history
+    landed, runs, aborts = tally.landed["compact"], tally.runs["compact"], tally.aborts["compact"]
+    print(
+        f"[{label}] writer: {committed.total()} commits in {elapsed:.0f} s {dict(committed)}, "
+        f"{stats.conflicts} lost conflicts\n"
+        f"  compact: {landed} landed of {runs} runs ({aborts} aborted, {runs - landed - aborts} had nothing to do); "
+        f"{tally.attempts['compact']} commit attempts, {tally.retries['compact']} retries, "
+        f"{tally.dropped_groups['compact']} groups dropped by conflict; {tally.checks} invariant checks, "
+        f"{len(subject.writer.model)} rows at the end"
+    )
+    assert committed.total() >= elapsed / PACE_S / 2, "the writer did not keep its pace"
+    assert landed >= max(1, int(elapsed // LANDS_EVERY_S)), f"compaction landed {landed} times in {elapsed:.0f} s"
+
+
+def test_compaction_lands_under_a_delta_rs_writer(spark_session: Any, tmp_path: Path) -> None:
+    subject = DeltaSubject(str(tmp_path / "events"), str(tmp_path / "changes"), StorageOptions(), pace_s=PACE_S)
+    compact_under_ingestion("delta local, steady writer", subject)
+
+
+def test_compaction_lands_under_a_pyiceberg_writer(spark_session: Any, tmp_path: Path) -> None:
+    subject = IcebergSubject(tmp_path, str(tmp_path / "changes"), StorageOptions(), None, pace_s=PACE_S)
+    compact_under_ingestion("iceberg local, steady writer", subject)
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_compaction_lands_under_a_delta_rs_writer_s3(spark_session: Any, s3_bucket: Any) -> None:
+    subject = DeltaSubject(f"{s3_bucket.uri}/events", f"{s3_bucket.uri}/changes", s3_bucket.options, pace_s=PACE_S)
+    compact_under_ingestion("delta s3, steady writer", subject)
 
 
 @pytest.mark.s3

@@ -2,8 +2,9 @@
 that the table stays whole while they do.
 
 Each writer is a thread that commits one step at a time (append, delete, merge or predicate overwrite,
-and a slow append whose data file waits a while before its commit) on rows with unique ids, and keeps
-its own model of the rows it committed: a step changes the model only once its commit returned, and a
+and a slow append whose data file waits a while before its commit) on rows with unique ids, back to
+back or at a steady pace (``pace_s``: one step a second is steady ingestion), and keeps its own model
+of the rows it committed: a step changes the model only once its commit returned, and a
 commit that lost a conflict is retried on a re-read table or dropped. The maintenance loop pauses the
 writer between two steps (:meth:`Writer.paused`) to compare the table with the model.
 
@@ -94,17 +95,19 @@ class WriterStats:
 
 
 class Writer(threading.Thread, ABC):
-    """A writer thread: :meth:`step` until stopped; pausable between steps."""
+    """A writer thread: :meth:`step` until stopped, a step every ``pace_s`` seconds (0: back to back);
+    pausable between steps."""
 
     #: The step kinds, drawn uniformly (repeat one to make it likelier).
     kinds: tuple[str, ...] = ()
     #: What the peer raises when its commit lost a conflict (nothing was committed).
     conflict_errors: tuple[type[BaseException], ...] = ()
 
-    def __init__(self, *, seed: int, hold_s: float) -> None:
+    def __init__(self, *, seed: int, hold_s: float, pace_s: float = 0.0) -> None:
         super().__init__(daemon=True, name=type(self).__name__)
         self.random = random.Random(seed)
         self.hold_s = hold_s
+        self.pace_s = pace_s
         self.model: Rows = {}
         self.stats = WriterStats()
         self.error: BaseException | None = None
@@ -126,7 +129,9 @@ class Writer(threading.Thread, ABC):
                     self._paused.clear()
                     continue
                 self._step += 1
+                started = time.monotonic()
                 self.step(self.random.choice(self.kinds))
+                self._stop_requested.wait(self.pace_s - (time.monotonic() - started))
         except BaseException as exc:  # reported by check_alive, in the test's thread
             self.error = exc
             self._paused.set()
@@ -238,8 +243,8 @@ class DeltaWriter(Writer):
     kinds = ("append", "append", "delete", "merge", "overwrite", "slow_append", "abandon")
     conflict_errors = (CommitFailedError,)
 
-    def __init__(self, uri: str, options: StorageOptions, *, seed: int, hold_s: float) -> None:
-        super().__init__(seed=seed, hold_s=hold_s)
+    def __init__(self, uri: str, options: StorageOptions, *, seed: int, hold_s: float, pace_s: float = 0.0) -> None:
+        super().__init__(seed=seed, hold_s=hold_s, pace_s=pace_s)
         self.uri = uri
         self.options = options
         self.rs_options = delta_rs_options(options)
@@ -322,9 +327,16 @@ class IcebergWriter(Writer):
     conflict_errors = (CommitFailedException, ValidationException)
 
     def __init__(
-        self, catalog: SqlCatalog, identifier: str, options: StorageOptions, *, seed: int, hold_s: float
+        self,
+        catalog: SqlCatalog,
+        identifier: str,
+        options: StorageOptions,
+        *,
+        seed: int,
+        hold_s: float,
+        pace_s: float = 0.0,
     ) -> None:
-        super().__init__(seed=seed, hold_s=hold_s)
+        super().__init__(seed=seed, hold_s=hold_s, pace_s=pace_s)
         self.catalog = catalog
         self.identifier = identifier
         self.options = options
