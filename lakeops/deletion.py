@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from lakeops.errors import UnsafeOperation
 from lakeops.quarantine import remove, reserved_dirs
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within, normalize, relative_to
+from lakeops.storage.uri import is_within, normalize, relative_to, storage_location
 
 __all__ = ["BatchResult", "Candidate", "DeleteBatch", "delete_batch", "make_batches"]
 
@@ -32,6 +32,15 @@ class Candidate(BaseModel):
     path: str
     size: int
     kind: str
+
+    @field_validator("path")
+    @classmethod
+    def _unambiguous(cls, path: str) -> str:
+        """The planner names each file by the canonical location it compared, never by a ``file:`` URI
+        with escapes: the task would read it again, and an Iceberg path percent-decoded there is
+        another, live file (issue 19)."""
+        storage_location(path)
+        return path
 
 
 class DeleteBatch(BaseModel):

@@ -99,15 +99,18 @@ def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple((value is None, str(value)) for value in row.values())
 
 
-def catalog(tmp_path: Path, name: str = "default", *, s3: tuple[str, str] | None = None) -> tuple[SqlCatalog, str]:
-    """A SQLite ``SqlCatalog`` with its warehouse under ``tmp_path`` (or, with ``s3`` = (bucket URI,
-    endpoint URL), in that bucket), and its SQLAlchemy URI."""
+def catalog(
+    tmp_path: Path, name: str = "default", *, s3: tuple[str, str] | None = None, warehouse_dir: str = "warehouse"
+) -> tuple[SqlCatalog, str]:
+    """A SQLite ``SqlCatalog`` with its warehouse ``warehouse_dir`` under ``tmp_path`` (or, with ``s3``
+    = (bucket URI, endpoint URL), in that bucket), and its SQLAlchemy URI. PyIceberg spells the
+    warehouse into every path literally, so a ``warehouse_dir`` with ``%`` gives literal ``%`` paths."""
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
-    warehouse = tmp_path / "warehouse"
+    warehouse = tmp_path / warehouse_dir
     warehouse.mkdir(parents=True, exist_ok=True)
     if s3 is not None:
         bucket, endpoint = s3
-        cat = SqlCatalog(name, uri=uri, warehouse=f"{bucket}/warehouse", **{"s3.endpoint": endpoint})
+        cat = SqlCatalog(name, uri=uri, warehouse=f"{bucket}/{warehouse_dir}", **{"s3.endpoint": endpoint})
     else:
         cat = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
     cat.create_namespace_if_not_exists(NAMESPACE)
@@ -139,9 +142,10 @@ def create_table(
     properties: dict[str, str] | None = None,
     sort_order: SortOrder | None = None,
     s3: tuple[str, str] | None = None,
+    warehouse_dir: str = "warehouse",
 ) -> PyIcebergTable:
     """An empty PyIceberg table with :data:`SCHEMA`, the named partitioning and ``sort_order``."""
-    cat, uri = catalog(tmp_path, s3=s3)
+    cat, uri = catalog(tmp_path, s3=s3, warehouse_dir=warehouse_dir)
     identifier = f"{NAMESPACE}.{name}"
     table = cat.create_table(
         identifier,

@@ -40,6 +40,7 @@ from lakeops.iceberg.types import (
     StructType,
 )
 from lakeops.storage import Storage
+from lakeops.storage.uri import normalize
 
 __all__ = [
     "AvroFile",
@@ -370,9 +371,10 @@ def _guarded(records: Iterator[dict[str, Any]], what: str) -> Iterator[dict[str,
 def read_avro(storage: Storage, location: str, what: str) -> AvroFile:
     """Open the Avro file at ``location``. ``what`` names it in errors ("manifest s3://…/m0.avro
     (listed in …)"): :class:`NotFound` if it is missing, :class:`CorruptFile` if its bytes do not
-    decode (raised while iterating :attr:`AvroFile.records` for damage past the header)."""
+    decode (raised while iterating :attr:`AvroFile.records` for damage past the header). ``location``
+    is an Iceberg path: literal, never percent-decoded."""
     try:
-        payload = storage.read(location)
+        payload = storage.read(normalize(location, literal=True))
     except NotFound as exc:
         raise NotFound(f"{what} does not exist ({exc})") from exc
     try:
@@ -416,5 +418,5 @@ def write_avro(
     buffer = io.BytesIO()
     fastavro.writer(buffer, fastavro.parse_schema(schema), records, metadata=metadata, codec="deflate")
     payload = buffer.getvalue()
-    storage.put_if_absent(location, payload)
+    storage.put_if_absent(normalize(location, literal=True), payload)  # an Iceberg path: literal
     return len(payload)

@@ -35,7 +35,7 @@ from lakeops.errors import (
     StorageError,
 )
 from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import join
+from lakeops.storage.uri import join, normalize
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -262,7 +262,8 @@ class SqlCatalog:
     def new_metadata_location(self, table_location: str, current: str) -> str:
         version = metadata_version(current)
         next_version = 0 if version is None else version + 1
-        return join(table_location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
+        location = normalize(table_location, literal=True)  # the metadata's ``location``: an Iceberg path
+        return join(location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
 
     def swap(self, expected: str, new: str, payload: bytes) -> None:
         # The table's files may live on another store than the catalog: open the one ``new`` is on, at the

@@ -186,8 +186,9 @@ def _delete_trimmed(committed: IcebergTable, trimmed: list[str]) -> None:
 
 
 def _canonical(location: str) -> str:
-    """``location`` normalised for comparison, or as written when it is no location at all."""
+    """``location`` normalised for comparison (an Iceberg path: literal, never percent-decoded), or as
+    written when it is no location at all."""
     try:
-        return normalize(location)
+        return normalize(location, literal=True)
     except LakeopsError:
         return location

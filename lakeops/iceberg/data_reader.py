@@ -38,6 +38,7 @@ from lakeops.iceberg.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
 from lakeops.iceberg.single_values import from_json
 from lakeops.iceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 from lakeops.storage import Storage
+from lakeops.storage.uri import normalize
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -226,9 +227,10 @@ class ParquetDataFile:
 
     def __init__(self, storage: Storage, path: str, *, name_mapping: Sequence[Any] | None = None) -> None:
         self.path = path
-        size = storage.stat(path).size
+        location = normalize(path, literal=True)  # an Iceberg path: never percent-decoded
+        size = storage.stat(location).size
         try:
-            self._file = pq.ParquetFile(_StorageFile(storage, path, size))
+            self._file = pq.ParquetFile(_StorageFile(storage, location, size))
             file_fields = list(self._file.schema_arrow)
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFile(f"{path}: not a readable Parquet file ({exc})") from exc

@@ -42,6 +42,7 @@ from lakeops.iceberg.single_values import canonical, to_bytes, truncate_lower, t
 from lakeops.iceberg.types import IcebergType, ListType, MapType, PrimitiveType, StructType
 from lakeops.parquet.statistics import ColumnStatistics, file_statistics, nan_counts
 from lakeops.storage import Storage
+from lakeops.storage.uri import normalize
 
 __all__ = [
     "MetricsMode",
@@ -395,7 +396,8 @@ class ParquetDataWriter:
         payload = self._sink.getvalue()
         footer = pq.ParquetFile(pa.BufferReader(payload)).metadata
         metrics = _metrics(footer, self._schema, self._modes, self._nans)
-        self._storage.put_if_absent(self.location, payload.to_pybytes())
+        # ``location`` is recorded as the file's Iceberg path, which readers take literally
+        self._storage.put_if_absent(normalize(self.location, literal=True), payload.to_pybytes())
         return WrittenFile(
             location=self.location,
             record_count=footer.num_rows,

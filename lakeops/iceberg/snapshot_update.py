@@ -34,9 +34,9 @@ from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, SnapshotLogEntry, Sn
 from lakeops.iceberg.scan import LiveFile, may_reference
 from lakeops.iceberg.table import IcebergTable
 from lakeops.storage import Storage
-from lakeops.storage.uri import is_within
+from lakeops.storage.uri import is_within, normalize
 
-__all__ = ["ReplaceFiles", "add_snapshot", "metadata_dir", "new_snapshot_id", "summarize_changes"]
+__all__ = ["ReplaceFiles", "add_snapshot", "inside_location", "metadata_dir", "new_snapshot_id", "summarize_changes"]
 
 
 def new_snapshot_id(metadata: TableMetadata) -> int:
@@ -47,6 +47,13 @@ def new_snapshot_id(metadata: TableMetadata) -> int:
         candidate = ((value >> 64) ^ value) & (2**63 - 1)
         if candidate and candidate not in taken:
             return candidate
+
+
+def inside_location(location: str, paths: Iterable[str]) -> list[str]:
+    """The canonical locations of those ``paths`` inside the table ``location`` (Iceberg paths, taken
+    literally): what a change that wrote them may delete again."""
+    root = normalize(location, literal=True)
+    return [p for p in (normalize(path, literal=True) for path in paths) if is_within(root, p)]
 
 
 def metadata_dir(metadata: TableMetadata) -> str:
@@ -266,7 +273,7 @@ class ReplaceFiles:
         if committed is None:
             self._added_manifests = None
             self._snapshot_id = None
-        doomed = [p for p in self._written if p not in keep and is_within(self.start.metadata.location, p)]
+        doomed = inside_location(self.start.metadata.location, [p for p in self._written if p not in keep])
         if doomed:
             self.start.storage.delete_many(doomed)
         self._written = [p for p in self._written if p in keep]
@@ -293,7 +300,7 @@ class ReplaceFiles:
         if self._snapshot_id is not None and all(s.snapshot_id != self._snapshot_id for s in base.snapshots):
             return self._snapshot_id
         if self._added_manifests is not None:  # written for the id that was taken: write them again
-            self.start.storage.delete_many([m.manifest_path for m in self._added_manifests])
+            self.start.storage.delete_many([normalize(m.manifest_path, literal=True) for m in self._added_manifests])
             self._written = [p for p in self._written if p not in {m.manifest_path for m in self._added_manifests}]
             self._added_manifests = None
         self._snapshot_id = new_snapshot_id(base)

@@ -93,14 +93,16 @@ class IcebergTable:
 
 def table_storage(location: str, properties: Mapping[str, str], storage_options: StorageOptions) -> Storage:
     """The storage of a table's files: deletes, moves and writes confined to its location and to the data
-    and metadata paths its properties name (:data:`PATH_PROPERTIES`), symlinks resolved."""
-    return open_storage(location, storage_options, also=[properties[p] for p in PATH_PROPERTIES if properties.get(p)])
+    and metadata paths its properties name (:data:`PATH_PROPERTIES`), symlinks resolved. All are Iceberg
+    paths, taken literally (:mod:`lakeops.storage.uri`)."""
+    also = [normalize(properties[p], literal=True) for p in PATH_PROPERTIES if properties.get(p)]
+    return open_storage(normalize(location, literal=True), storage_options, also=also)
 
 
 def read_metadata(storage: Storage, location: str, table: str) -> TableMetadata:
     """Parse the metadata file at ``location``; a missing file names the table that points at it."""
     try:
-        payload = storage.read(location)
+        payload = storage.read(normalize(location, literal=True))  # an Iceberg path: literal
     except NotFound as exc:
         raise NotFound(f"{table}: the current metadata file {location} does not exist") from exc
     return parse_metadata(payload, location)
@@ -110,5 +112,5 @@ def load_table(ref: TableRef, storage_options: StorageOptions, *, catalog: Catal
     """The table's current metadata, as its catalog names it."""
     catalog = catalog or ref.catalog(storage_options)
     location = catalog.current()
-    metadata = read_metadata(open_storage(location, storage_options), location, str(ref))
+    metadata = read_metadata(open_storage(normalize(location, literal=True), storage_options), location, str(ref))
     return IcebergTable(ref, catalog, storage_options, location, metadata)

@@ -30,6 +30,7 @@ from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import normalize
 from lakeops.units import parse_duration
 
 __all__ = [
@@ -173,8 +174,8 @@ def batches(plan: Plan, partial_progress: int | None) -> list[list[Any]]:
 
 
 def _table_location(plan: Plan, storage_options: StorageOptions) -> str:
-    if isinstance(plan, iceberg_compaction.CompactionPlan):
-        return load_table(plan.table, storage_options).metadata.location
+    if isinstance(plan, iceberg_compaction.CompactionPlan):  # an Iceberg path: literal
+        return normalize(load_table(plan.table, storage_options).metadata.location, literal=True)
     return plan.table_root
 
 

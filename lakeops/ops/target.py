@@ -77,4 +77,4 @@ def table_root(target: Target, storage_options: StorageOptions) -> str:
     if target.location is not None:
         return normalize(target.location)
     assert target.iceberg is not None
-    return normalize(load_table(target.iceberg, storage_options).metadata.location)
+    return normalize(load_table(target.iceberg, storage_options).metadata.location, literal=True)  # Iceberg: literal

@@ -430,7 +430,7 @@ def retained_files_exist(target: Target, storage_options: StorageOptions | None 
     if target.format == "iceberg":
         assert target.iceberg is not None
         table = load_table(target.iceberg, options)
-        name, storage, root = table.name, table.storage, table.metadata.location
+        name, storage, root = table.name, table.storage, normalize(table.metadata.location, literal=True)
         referenced, missing, versions = _iceberg_referenced(storage, table.metadata)
     else:
         root = name = _location(target)
@@ -485,14 +485,20 @@ def _delta_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
 
 
 def _iceberg_referenced(storage: Storage, metadata: TableMetadata) -> tuple[set[str], set[str], int]:
-    """(files reachable from every snapshot, those already known missing, snapshots). A missing
-    manifest list or manifest is reported, and its entries cannot be read (the rest still are)."""
-    missing = {s.manifest_list for s in metadata.snapshots if s.manifest_list and not storage.exists(s.manifest_list)}
+    """(files reachable from every snapshot, those already known missing, snapshots), as canonical
+    locations (Iceberg paths are literal). A missing manifest list or manifest is reported, and its
+    entries cannot be read (the rest still are)."""
+
+    def gone(path: str) -> bool:
+        return not storage.exists(normalize(path, literal=True))
+
+    missing = {s.manifest_list for s in metadata.snapshots if s.manifest_list and gone(s.manifest_list)}
     readable = [s for s in metadata.snapshots if s.manifest_list not in missing]
     manifests = snapshot_manifests(storage, readable)
-    missing |= {path for path in manifests if not storage.exists(path)}
+    missing |= {path for path in manifests if gone(path)}
     reach = reachable_files(storage, metadata, readable, skip_manifests=missing)
-    return reach.all() - missing, missing, len(metadata.snapshots)
+    found = {normalize(p, literal=True) for p in reach.all() - missing}
+    return found, {normalize(p, literal=True) for p in missing}, len(metadata.snapshots)
 
 
 def _icechunk_referenced(storage: Storage, location: str) -> tuple[set[str], int]:

@@ -19,7 +19,7 @@ from lakeops.storage.base import FileInfo, Storage
 from lakeops.storage.confined import ConfinedStorage
 from lakeops.storage.local import LocalStorage
 from lakeops.storage.s3 import S3Storage
-from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme
+from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme, storage_location
 
 __all__ = [
     "ConfinedStorage",
@@ -74,7 +74,7 @@ def open_storage(location: str, options: StorageOptions | None = None, *, also: 
     kind = scheme(location)
     inner: Storage
     if kind == "file":
-        normalize(location)  # rejects remote-host file URIs and empty locations early
+        storage_location(location)  # rejects remote-host and ambiguous file URIs and empty locations early
         inner = _LOCAL
     elif kind == "s3":
         normalize(location)

@@ -48,10 +48,11 @@ _UMASK = _current_umask()
 
 
 def _local(path: str) -> str:
-    """The normalised absolute path, refusing locations of other schemes."""
+    """The normalised absolute path, refusing locations of other schemes and ``file:`` URIs whose
+    percent signs only the table format knows how to read (:func:`lakeops.storage.uri.storage_location`)."""
     if uri.scheme(path) != uri.LOCAL:
         raise InvalidArgument(f"local storage cannot handle {path!r}: not a local path or file:// URI")
-    return uri.normalize(path)
+    return uri.storage_location(path)
 
 
 def _fsync_dir(directory: str) -> None:

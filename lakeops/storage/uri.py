@@ -14,6 +14,27 @@ Canonical forms:
 * S3: ``s3://bucket/key`` without trailing slash. Keys are kept literally: S3 has no ``..`` and
   no percent-decoding, so ``%20`` in an ``s3://`` location is part of the key. Callers that hold
   a URI-encoded path (Delta ``add.path``) decode it before building an ``s3://`` location.
+
+Whether ``%2520`` in a ``file:`` location is an escape depends on who wrote it, and guessing wrong
+makes live files look unreferenced (issue 19: ``orphans`` deleted them):
+
+* Delta action paths are URIs ("The path is a URI as specified by RFC 2396 URI Generic Syntax,
+  which needs to be decoded to get the data file path",
+  https://github.com/delta-io/delta/blob/master/PROTOCOL.md#add-file-and-remove-file): the Delta
+  reader decodes them exactly once, and :func:`normalize` decodes a ``file:`` URI by default;
+* Iceberg paths (``location``, ``metadata-log``, ``manifest-list``, ``manifest_path``,
+  ``file_path``, ``statistics-path``; https://iceberg.apache.org/spec/) are strings the table's
+  FileIO opens as spelled: PyIceberg writes the partition directory of ``ü`` literally as
+  ``s=%C3%BC`` and records ``file:///…/s=%C3%BC/…``, as Java's Hadoop ``Path`` does. Iceberg code
+  normalises with ``normalize(path, literal=True)``;
+* Icechunk object keys are ids lakeops builds itself: never escaped;
+* user input (a table location on the command line, a registry entry) is a path or a URI and is
+  normalised by default, once, where it enters.
+
+Storage calls take the canonical form. :func:`storage_location` (what the adapters and
+:func:`lakeops.storage.open_storage` apply) refuses a ``file:`` URI holding a ``%``: only the table
+format that recorded it knows what it means, so code that forgot to convert fails loudly instead of
+reading, writing or deleting the wrong file.
 """
 
 from __future__ import annotations
@@ -24,7 +45,7 @@ from urllib.parse import unquote
 
 from lakeops.errors import InvalidArgument, OutsideRoot
 
-__all__ = ["is_within", "join", "normalize", "relative_to", "require_within", "scheme"]
+__all__ = ["is_within", "join", "normalize", "relative_to", "require_within", "scheme", "storage_location"]
 
 LOCAL = "file"
 S3 = "s3"
@@ -45,9 +66,11 @@ def scheme(location: str) -> str:
     return S3 if raw in _S3_ALIASES else raw
 
 
-def normalize(location: str) -> str:
+def normalize(location: str, *, literal: bool = False) -> str:
     """The canonical spelling of ``location`` (see the module docstring).
 
+    ``literal``: the path of a ``file:`` URI is taken as spelled, not percent-decoded (Iceberg
+    paths). Plain paths and S3 keys are literal either way.
     Raises :class:`~lakeops.errors.InvalidArgument` for an empty location, an unsupported scheme,
     a ``file://`` URI naming a remote host, or an S3 URI without a bucket.
     """
@@ -55,15 +78,31 @@ def normalize(location: str) -> str:
         raise InvalidArgument(f"storage location {location!r} is empty")
     kind = scheme(location)
     if kind == LOCAL:
-        return _normalize_local(location)
+        return _normalize_local(location, literal=literal)
     if kind == S3:
         return _normalize_s3(location)
     raise InvalidArgument(f"storage location {location!r} has unsupported scheme {kind!r} (use a path or s3://)")
 
 
-def _normalize_local(location: str) -> str:
+def storage_location(location: str) -> str:
+    """The canonical ``location`` for a storage call; :class:`~lakeops.errors.InvalidArgument` for a
+    ``file:`` URI holding a ``%``, whose meaning depends on the table format that recorded it (see
+    the module docstring): the caller converts it with :func:`normalize` as that format says."""
+    if _is_file_uri(location) and "%" in location:
+        raise InvalidArgument(
+            f"storage location {location!r} is a file: URI with percent signs, which Delta decodes and Iceberg "
+            "takes literally; the caller must pass the normalised path"
+        )
+    return normalize(location)
+
+
+def _is_file_uri(location: str) -> bool:
+    return location[:5].lower() == "file:"
+
+
+def _normalize_local(location: str, *, literal: bool) -> str:
     path = location
-    if location[:5].lower() == "file:":
+    if _is_file_uri(location):
         rest = location[5:]
         if rest.startswith("//"):
             authority, sep, tail = rest[2:].partition("/")
@@ -73,7 +112,7 @@ def _normalize_local(location: str) -> str:
         if not rest.startswith("/"):
             raise InvalidArgument(f"file URI {location!r} is not absolute")
         try:
-            path = unquote(rest, errors="strict")
+            path = rest if literal else unquote(rest, errors="strict")
         except UnicodeDecodeError as exc:
             raise InvalidArgument(f"file URI {location!r} has percent-escapes that are not UTF-8") from exc
     # abspath joins the working directory and resolves "." and ".." lexically; normpath keeps a
@@ -101,7 +140,7 @@ def join(base: str, *relative: str) -> str:
     """
     result = normalize(base)
     for part in relative:
-        if part.startswith("/") or _SCHEME_RE.match(part) or part[:5].lower() == "file:":
+        if part.startswith("/") or _SCHEME_RE.match(part) or _is_file_uri(part):
             raise InvalidArgument(f"cannot join absolute location {part!r} onto {base!r}")
         stripped = part.strip("/")
         if stripped:

@@ -81,6 +81,7 @@ from lakeops.iceberg.table import IcebergTable, TableRef
 from lakeops.iceberg.types import NestedField, Schema, StructType
 from lakeops.packing import first_fit_decreasing
 from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.uri import normalize
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -446,7 +447,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
             f"{name}: snapshot {unordered.snapshot_id} was written before the table's upgrade to format-version 2 "
             f"(sequence number 0), so the changelog cannot order its changes; use a later --from snapshot"
         )
-    source_root = metadata.location.rstrip("/")
+    source_root = normalize(metadata.location, literal=True)  # an Iceberg path: literal
     target = open_output(source_root, options.output, storage_options)
     schema = metadata.schema_by_id(end.schema_id) if end.schema_id is not None else metadata.current_schema()
     source_id = f"iceberg:{metadata.table_uuid}"

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote_plus
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,6 +62,7 @@ from lakeops.ops.predicate import parse_predicate
 from lakeops.packing import first_fit_decreasing, split_into_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import normalize
 
 __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
@@ -224,14 +225,16 @@ def _sizes(metadata: TableMetadata, options: IcebergCompactionOptions) -> tuple[
 
 
 def _partition_path(spec: PartitionSpec, ptype: StructType, values: dict[str, Any], source: Schema) -> str:
-    """``name=human-value/...`` as Iceberg writers name partition directories."""
+    """``name=human-value/...`` as Iceberg writers name partition directories: form-encoded, as Java's
+    ``URLEncoder`` and PyIceberg's ``quote_plus`` do (``a b`` -> ``a+b``, ``100%`` -> ``100%25``). The
+    result is part of an Iceberg path, which readers take literally."""
     types = dict(source.fields_by_id())
     parts = []
     for pfield, tfield in zip(spec.fields, ptype.fields, strict=True):
         value = values.get(pfield.name)
         source_type = types[pfield.source_id][1] if pfield.source_id in types else tfield.type
         human = "null" if value is None else parse_transform(pfield.transform).to_human(source_type, value)
-        parts.append(f"{quote(pfield.name, safe='')}={quote(human, safe='')}")
+        parts.append(f"{quote_plus(pfield.name, safe='')}={quote_plus(human, safe='')}")
     return "/".join(parts)
 
 
@@ -442,7 +445,7 @@ def _live_batches(
     group: RewriteGroup, schema: Schema, projection: StructType
 ) -> Iterator[tuple[pa.RecordBatch | pa.Table, int, int]]:
     """Each input file's rows with its deletes applied, batch by batch: (rows, rows read, rows deleted)."""
-    storage = open_storage(group.output_dir, group.storage)
+    storage = open_storage(normalize(group.output_dir, literal=True), group.storage)  # Iceberg paths: literal
     positions: dict[int, dict[str, pa.Array]] = {}
     equality: dict[int, tuple[list[int], pa.Table]] = {}
     for i, delete in enumerate(group.deletes):
@@ -554,7 +557,7 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
             writer.abort()
     except BaseException:
         writer.abort()
-        storage.delete_many([w.location for w in written])
+        storage.delete_many([normalize(w.location, literal=True) for w in written])
         raise
     return RewriteResult(
         group_id=group.group_id,
@@ -678,11 +681,14 @@ def _start_state(plan: CompactionPlan, current: IcebergTable, storage_options: S
     if current.metadata_location == plan.metadata_location:
         return current
     metadata = read_metadata(
-        open_storage(plan.metadata_location, storage_options), plan.metadata_location, plan.table_name
+        open_storage(normalize(plan.metadata_location, literal=True), storage_options),
+        plan.metadata_location,
+        plan.table_name,
     )
     return IcebergTable(plan.table, current.catalog, storage_options, plan.metadata_location, metadata)
 
 
 def written_locations(results: Sequence[RewriteResult]) -> list[str]:
-    """Every file these results wrote: the only data files an abort may delete."""
-    return [w.location for r in results for w in r.written]
+    """Every file these results wrote, as canonical locations (Iceberg paths are literal): the only data
+    files an abort may delete."""
+    return [normalize(w.location, literal=True) for r in results for w in r.written]

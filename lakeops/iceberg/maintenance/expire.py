@@ -337,7 +337,7 @@ def _content_candidates(storage: Storage, manifest: ManifestFile) -> list[Candid
     that wrote the manifest removed, which only its parents still reached)."""
     return [
         Candidate(
-            path=entry.data_file.file_path,
+            path=normalize(entry.data_file.file_path, literal=True),
             size=entry.data_file.file_size_in_bytes,
             kind=DATA_FILE if entry.data_file.content == FileContent.DATA else DELETE_FILE,
         )
@@ -350,7 +350,8 @@ def _sized(storage: Storage, paths: Iterable[str], kind: str) -> list[Candidate]
 
     def stat(path: str) -> Candidate | None:
         try:
-            return Candidate(path=path, size=storage.stat(path).size, kind=kind)
+            location = normalize(path, literal=True)
+            return Candidate(path=location, size=storage.stat(location).size, kind=kind)
         except NotFound:
             return None
 
@@ -379,7 +380,12 @@ def files_to_delete(storage: Storage, base: TableMetadata, committed: TableMetad
     ]
     if manifests:
         retained = reachable_files(storage, committed, committed.snapshots)
-    found: list[Candidate] = [Candidate(path=m.manifest_path, size=m.manifest_length, kind=MANIFEST) for m in manifests]
+    # Candidates carry canonical locations (Iceberg paths are literal, never percent-decoded), so the
+    # delete batch deletes exactly the file compared here.
+    found = [
+        Candidate(path=normalize(m.manifest_path, literal=True), size=m.manifest_length, kind=MANIFEST)
+        for m in manifests
+    ]
     if manifests:
         threads = min(MANIFEST_READ_THREADS, len(manifests))
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="manifest") as pool:
@@ -389,17 +395,18 @@ def files_to_delete(storage: Storage, base: TableMetadata, committed: TableMetad
     statistics: list[StatisticsFile | PartitionStatisticsFile] = [*base.statistics, *base.partition_statistics]
     for stats in statistics:
         if stats.snapshot_id in expired_ids:
-            found.append(Candidate(path=stats.statistics_path, size=stats.file_size_in_bytes, kind=STATISTICS_FILE))
-    keep = {normalize(p) for p in retained.all()}
+            location = normalize(stats.statistics_path, literal=True)
+            found.append(Candidate(path=location, size=stats.file_size_in_bytes, kind=STATISTICS_FILE))
+    keep = {normalize(p, literal=True) for p in retained.all()}
+    root = normalize(base.location, literal=True)
     inside: dict[str, Candidate] = {}
     outside: set[str] = set()
     lists = {s.manifest_list for s in expired if s.manifest_list}
     for candidate in [*found, *_sized(storage, lists - retained.manifest_lists, MANIFEST_LIST)]:
-        location = normalize(candidate.path)
-        if location in keep:
+        if candidate.path in keep:
             continue
-        if is_within(base.location, location):
-            inside.setdefault(location, candidate)
+        if is_within(root, candidate.path):
+            inside.setdefault(candidate.path, candidate)
         else:
             outside.add(candidate.path)
     return DeletionSet(files=sorted(inside.values(), key=lambda c: c.path), outside_location=sorted(outside))
@@ -429,7 +436,7 @@ def plan_expiry(table: IcebergTable, options: ExpireOptions, *, now_ms: int) -> 
     return ExpirePlan(
         table=table.ref,
         table_name=table.name,
-        table_location=table.metadata.location,
+        table_location=normalize(table.metadata.location, literal=True),
         metadata_location=table.metadata_location,
         sequence_number=table.metadata.last_sequence_number,
         now_ms=now_ms,
@@ -482,10 +489,10 @@ def commit_expiry(plan: ExpirePlan, storage_options: StorageOptions, *, batch_si
         decision=change.decision,
         deletion=deletion,
         batches=make_batches(
-            outcome.metadata.location,
+            normalize(outcome.metadata.location, literal=True),
             storage_options,
             deletion.files,
             batch_size or DELETE_BATCH_SIZE,
-            protected=[outcome.table.metadata_location],
+            protected=[normalize(outcome.table.metadata_location, literal=True)],
         ),
     )

@@ -17,7 +17,9 @@ computed as *listed minus referenced*, never guessed:
 * **Listed**: everything under the table location, nothing outside it. Large trees are listed as
   Spark tasks, one per second-level directory (``data/<partition>``), see :func:`plan_listing`.
 * **Compared normalised** (:func:`lakeops.storage.uri.normalize`: ``s3a``/``s3n`` are ``s3``,
-  trailing slashes, ``file:`` spellings). A referenced path whose scheme or authority differs from
+  trailing slashes, ``file:`` spellings), and literally: Iceberg paths are strings, never
+  percent-decoded (PyIceberg's directory for ``a%20b`` is ``s=a%2520b``; decoding it made live files
+  look unreferenced, issue 19). A referenced path whose scheme or authority differs from
   the location's but whose path equals a listed file's is ambiguous (a bucket alias? another
   store?): by default the run stops naming it; ``ignore`` keeps such files, ``delete`` treats them
   as unreferenced (the reference implementation's ``prefix_mismatch_mode``).
@@ -125,7 +127,7 @@ def check_older_than(options: OrphanOptions, table: str) -> None:
 def _split(location: str) -> tuple[str, str, str]:
     """(scheme, authority, path without leading slash) of a location, for any scheme."""
     try:
-        canonical = normalize(location)
+        canonical = normalize(location, literal=True)
     except InvalidArgument:  # schemes lakeops cannot open, remote file:// hosts: still comparable
         parts = urlsplit(location)
         return scheme(location), parts.netloc, parts.path.strip("/")
@@ -169,12 +171,12 @@ class ReferencedFiles:
         for path in referenced:
             kind, authority, key = _split(path)
             if (kind, authority) == home:
-                paths.add(normalize(path))
+                paths.add(normalize(path, literal=True))
             else:
                 foreign.setdefault(key, path)
         return cls(
             table,
-            normalize(location),
+            normalize(location, literal=True),
             metadata_location,
             frozenset(paths),
             foreign,
@@ -185,7 +187,7 @@ class ReferencedFiles:
 
     def keeps(self, path: str, mode: PrefixMismatchMode) -> bool:
         """Whether the listed file at ``path`` is referenced (see the module docstring for ``mode``)."""
-        if normalize(path) in self.paths:
+        if normalize(path, literal=True) in self.paths:
             return True
         reference = self.foreign.get(_split(path)[2])
         if reference is None or mode is PrefixMismatchMode.DELETE:
@@ -204,7 +206,7 @@ def _read_log(storage: Storage, metadata: TableMetadata) -> list[TableMetadata |
 
     def read(location: str) -> TableMetadata | None:
         try:
-            return parse_metadata(storage.read(location), location)
+            return parse_metadata(storage.read(normalize(location, literal=True)), location)
         except NotFound:
             return None
 
@@ -261,7 +263,7 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
     }
     referenced = {
         table.metadata_location,
-        join(metadata.location, METADATA_DIR, VERSION_HINT),
+        join(normalize(metadata.location, literal=True), METADATA_DIR, VERSION_HINT),
         *(entry.metadata_file for entry in metadata.metadata_log),
         *reached.all(),
         *expired,
@@ -316,7 +318,7 @@ def list_unit(unit: ListingUnit) -> UnitListing:
 
 
 def _local_children(prefix: str) -> tuple[list[FileInfo], list[str]]:
-    directory = normalize(prefix)
+    directory = normalize(prefix, literal=True)
     try:
         with os.scandir(directory) as it:
             entries = sorted(it, key=lambda e: e.name)
@@ -336,7 +338,7 @@ def _local_children(prefix: str) -> tuple[list[FileInfo], list[str]]:
 
 
 def _s3_children(storage: S3Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
-    bucket, _, key = normalize(prefix)[5:].partition("/")
+    bucket, _, key = normalize(prefix, literal=True)[5:].partition("/")
     files: list[FileInfo] = []
     dirs: list[str] = []
     try:
@@ -382,7 +384,7 @@ def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
     ``listing_threshold``, else they become Spark tasks (:func:`list_unit`)."""
     check_older_than(options, table.name)
     table.metadata.check_writable()  # deleting acts as a writer: only format versions whose layout is known
-    location = normalize(table.metadata.location)
+    location = normalize(table.metadata.location, literal=True)
     storage = table.storage
     files, top = _children(storage, location)
     # lakeops's own trash and audit (lakeops.quarantine) are never orphans: not listed at all
@@ -450,7 +452,7 @@ def _kind(location: str, path: str) -> str:
 def _batches(
     location: str, storage_options: StorageOptions, candidates: list[Candidate], size: int, protected: Sequence[str]
 ) -> list[DeleteBatch]:
-    guarded = [*(normalize(p) for p in protected), join(location, METADATA_DIR, VERSION_HINT)]
+    guarded = [*(normalize(p, literal=True) for p in protected), join(location, METADATA_DIR, VERSION_HINT)]
     return make_batches(location, storage_options, candidates, size, protected=guarded)
 
 
@@ -461,7 +463,7 @@ def plan_orphans(
     if sorted(u.unit_id for u in unit_listings) != [u.unit_id for u in listing.units]:
         raise InvalidArgument(f"{listing.table.name}: listing results do not match the planned listing tasks")
     table = listing.table
-    location = normalize(table.metadata.location)
+    location = normalize(table.metadata.location, literal=True)
     referenced = referenced_files(table)
     cutoff_ms = now_ms - int(options.older_than.total_seconds() * 1000)
     listed = [*listing.files, *(f for u in unit_listings for f in u.files)]
@@ -509,7 +511,7 @@ def recheck(plan: OrphanPlan) -> OrphanPlan:
     if table.metadata_location == plan.metadata_location:
         return plan
     uuid = str(table.metadata.table_uuid) if table.metadata.table_uuid else None
-    if uuid != plan.table_uuid or normalize(table.metadata.location) != plan.table_location:
+    if uuid != plan.table_uuid or normalize(table.metadata.location, literal=True) != plan.table_location:
         raise UnsafeOperation(
             f"{plan.table_name}: the table was replaced since planning (table-uuid {plan.table_uuid} -> {uuid}, "
             f"location {plan.table_location} -> {table.metadata.location}); nothing deleted, run again"

@@ -50,11 +50,17 @@ from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, manifes
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec
 from lakeops.iceberg.scan import LiveFile, read_live_files
-from lakeops.iceberg.snapshot_update import add_snapshot, metadata_dir, new_snapshot_id, summarize_changes
+from lakeops.iceberg.snapshot_update import (
+    add_snapshot,
+    inside_location,
+    metadata_dir,
+    new_snapshot_id,
+    summarize_changes,
+)
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.iceberg.types import Schema, StructType
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within
+from lakeops.storage.uri import normalize
 
 __all__ = [
     "DEFAULT_TARGET_MANIFEST_SIZE",
@@ -304,8 +310,9 @@ def plan_rewrite_manifests(
 def write_output(unit: OutputManifest) -> WrittenManifest:
     """Write one new manifest: the unit's entries as EXISTING, numbers explicit, in clustering order."""
     # The manifest directory is a root of its own only when write.metadata.path puts it elsewhere.
-    directory = unit.location.rsplit("/", 1)[0]
-    storage, started = open_storage(unit.table_location, unit.storage, also=[directory]), time.monotonic()
+    directory = normalize(unit.location.rsplit("/", 1)[0], literal=True)  # Iceberg paths: literal
+    root = normalize(unit.table_location, literal=True)
+    storage, started = open_storage(root, unit.storage, also=[directory]), time.monotonic()
     entries: list[ManifestEntry] = []
     for source in unit.sources:
         live = read_manifest(storage, source.manifest)
@@ -426,7 +433,7 @@ class RewriteManifests:
         doomed = [p for p in self._written if p != used]
         if used is None:
             doomed += [m.manifest_path for m in self.added]
-        doomed = [p for p in doomed if is_within(self.table.metadata.location, p)]
+        doomed = inside_location(self.table.metadata.location, doomed)
         if doomed:
             self.table.storage.delete_many(doomed)
         self._written = [used] if used is not None else []
@@ -476,5 +483,5 @@ def commit_rewrite(
 
 def discard(plan: RewriteManifestsPlan, results: Sequence[WrittenManifest], storage_options: StorageOptions) -> int:
     """Delete manifests tasks wrote for a rewrite that will not commit (never outside the table)."""
-    paths = [r.manifest.manifest_path for r in results]
-    return open_storage(plan.location, storage_options).delete_many(paths) if paths else 0
+    paths = [normalize(r.manifest.manifest_path, literal=True) for r in results]  # Iceberg paths: literal
+    return open_storage(normalize(plan.location, literal=True), storage_options).delete_many(paths) if paths else 0

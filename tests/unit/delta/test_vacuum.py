@@ -199,6 +199,33 @@ def test_percent_encoded_partition_paths_are_decoded(tmp_path: Path) -> None:
     assert table.to_pyarrow_table().sort_by("id").equals(rows)
 
 
+def test_absolute_file_uri_paths_are_decoded_exactly_once(tmp_path: Path) -> None:
+    """Delta paths are URIs (PROTOCOL.md "Add File and Remove File"), absolute ones too: delta-rs
+    writes the directory of ``a%20b`` as ``p=a%2520b`` and the path as ``p=a%252520b``; rewritten as
+    ``file://<root>/p=a%252520b/…`` it still names that directory, decoded once, never twice."""
+    root = tmp_path / "t"
+    data = pa.table({"id": [1, 2, 3], "p": ["a%20b", "100%", "ü"]})
+    write_deltalake(str(root), data, partition_by=["p"])
+    write_deltalake(str(root), data, partition_by=["p"], mode="append")
+    DeltaTable(str(root)).delete("id = 2")
+    live = {Path(uri) for uri in DeltaTable(str(root)).file_uris()}
+    for commit in (root / "_delta_log").glob("*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        for action in actions:
+            for kind in ("add", "remove"):
+                if kind in action:
+                    action[kind]["path"] = f"file://{root}/{action[kind]['path']}"
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    _age_all(root)
+
+    plan = _plan(root, now_ms=NOW_MS + 10 * DAY_MS)
+    _execute(plan)
+
+    assert {c.kind for c in plan.candidates} == {"tombstoned"} and len(plan.candidates) == 2
+    assert all(path.exists() for path in live) and len(live) == 4
+    assert {Path(c.path).parent.name for c in plan.candidates} == {"p=100%25"}
+
+
 def test_deletion_vector_files_of_live_files_and_unexpired_tombstones_stay(tmp_path: Path) -> None:
     root = _copy("dv-partitioned-with-checkpoint", tmp_path, kernel=True)
     _age_all(root)

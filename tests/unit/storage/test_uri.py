@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from lakeops.deletion import Candidate
 from lakeops.errors import InvalidArgument, LakeopsError, OutsideRoot
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.local import LocalStorage
@@ -38,6 +40,53 @@ from lakeops.storage.uri import is_within, join, normalize, relative_to, require
 )
 def test_normalize(location: str, expected: str) -> None:
     assert normalize(location) == expected
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("file:///tmp/wh/data/s=a%2520b/f.parquet", "/tmp/wh/data/s=a%2520b/f.parquet"),
+        ("file:/tmp/wh/data/s=%C3%BC/", "/tmp/wh/data/s=%C3%BC"),  # Hadoop spelling
+        ("file://localhost/tmp/100%/x+y z:w", "/tmp/100%/x+y z:w"),
+        ("file:///tmp/%ff/./a/../b", "/tmp/%ff/b"),  # not an escape at all: still no error
+        ("/tmp/s=100%25", "/tmp/s=100%25"),
+        ("s3a://bucket/s=a%2520b/", "s3://bucket/s=a%2520b"),
+    ],
+)
+def test_normalize_literal_keeps_percent_signs(location: str, expected: str) -> None:
+    """Iceberg paths are literal strings: PyIceberg writes a directory named ``s=%C3%BC``."""
+    assert normalize(location, literal=True) == expected
+
+
+def test_literal_and_decoded_differ_only_for_file_uris_with_escapes() -> None:
+    for location in ("/tmp/a%20b", "s3://b/a%20b", "file:///tmp/plain"):
+        assert normalize(location, literal=True) == normalize(location)
+    assert normalize("file:///tmp/a%20b", literal=True) == "/tmp/a%20b" != normalize("file:///tmp/a%20b")
+
+
+@pytest.mark.parametrize(("location", "needle"), [("file://otherhost/x", "otherhost"), ("file:x%20", "not absolute")])
+def test_normalize_literal_rejects_like_normalize(location: str, needle: str) -> None:
+    with pytest.raises(InvalidArgument, match=needle):
+        normalize(location, literal=True)
+
+
+def test_local_storage_refuses_a_file_uri_whose_escapes_are_ambiguous(tmp_path: Path) -> None:
+    """Whether ``%2520`` in a ``file:`` URI is an escape depends on the format that wrote it, so the
+    storage takes canonical paths and refuses to guess; a plain path is taken literally."""
+    literal = tmp_path / "s=a%2520b" / "f.parquet"
+    literal.parent.mkdir()
+    literal.write_bytes(b"live")
+    storage = LocalStorage()
+    for call in (storage.read, storage.stat, storage.exists, lambda p: storage.delete_many([p])):
+        with pytest.raises(InvalidArgument, match="percent"):
+            call(f"file://{literal}")
+    assert storage.read(str(literal)) == b"live" and literal.exists()
+    assert [f.path for f in storage.list(f"file://{tmp_path}")] == [str(literal)]  # no escapes: fine
+    with pytest.raises(InvalidArgument, match="percent"):
+        open_storage(f"file://{literal.parent}")
+    with pytest.raises(InvalidArgument, match="percent"):  # a delete batch would decode it in the task
+        Candidate(path=f"file://{literal}", size=4, kind="untracked")
+    assert Candidate(path=str(literal), size=4, kind="untracked").path == str(literal)
 
 
 def test_normalize_relative_path_is_made_absolute() -> None:
