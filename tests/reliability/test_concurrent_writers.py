@@ -378,11 +378,13 @@ def finish(subject: Subject, tally: Tally) -> None:
 
 def summary(label: str, subject: Subject, tally: Tally) -> str:
     """What the run did, for the log: the writer's commits and lost conflicts, each operation's runs,
-    commit attempts, retries and aborts, what expiry and orphans deleted and kept, the checks."""
+    runs that landed a commit, commit attempts, retries, aborts and (compaction) groups dropped by
+    conflict, what expiry and orphans deleted and kept, the checks."""
     stats = subject.writer.stats
     ops = "\n".join(
-        f"  {n:<10} {tally.runs[n]:>3} runs {tally.attempts[n]:>3} commit attempts {tally.retries[n]:>3} retries "
-        f"{tally.aborts[n]:>3} aborts {tally.deleted[n]:>5} files deleted {tally.seconds[n]:>6.1f} s"
+        f"  {n:<10} {tally.runs[n]:>3} runs {tally.landed[n]:>3} landed {tally.attempts[n]:>3} commit attempts "
+        f"{tally.retries[n]:>3} retries {tally.aborts[n]:>3} aborts {tally.dropped_groups[n]:>3} groups dropped "
+        f"{tally.deleted[n]:>5} files deleted {tally.seconds[n]:>6.1f} s"
         for n in OPERATIONS
     )
     return (
