@@ -17,7 +17,8 @@ non-hidden subdirectories), "Deletion Vector Files" and "Change Data Files", in 
 * **Never looked at**: ``_delta_log`` and every hidden file or directory (name starting with ``_``
   or ``.``), except the top-level ``_change_data`` directory and partition directories
   ``<partition column>=<value>`` (Delta's ``isHiddenDirectory``). Nothing outside the table root is
-  listed, and every delete is re-checked with :func:`~lakeops.storage.uri.require_within`.
+  listed, and every delete is re-checked against the root, symlinks resolved
+  (:mod:`lakeops.storage.confined`).
 * **lakeops' own temporary files** (``.<name>.<random>.lakeops-tmp``, the staging file of a local
   write; see :mod:`lakeops.storage.local`) are the one exception to the hidden rule, in
   ``_delta_log`` too: a process killed mid-write leaves one behind, no Delta writer or reader ever

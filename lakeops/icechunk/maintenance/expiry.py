@@ -38,7 +38,7 @@ from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.repository import Repository
 from lakeops.quarantine import remove
-from lakeops.storage import FileInfo, Storage, is_within, join, require_within
+from lakeops.storage import FileInfo, Storage, is_within, join, normalize
 
 __all__ = ["ExpiredBranchFile", "IcechunkExpiryPlan", "execute_expiry", "plan_expiry", "require_repository"]
 
@@ -145,13 +145,13 @@ def execute_expiry(plan: IcechunkExpiryPlan, storage: Storage, *, quarantine_run
     """Delete the planned branch files (``quarantine_run``: move them to that run's trash,
     :mod:`lakeops.quarantine`); returns how many.
 
-    Each file is re-checked first: inside its branch directory under the root, and still superseded
-    by a newer file of its branch (files are only ever added, so a plan never removes a tip; a
-    branch whose newer files vanished is refused).
+    Each file is re-checked first: inside its branch directory (and, in :func:`lakeops.quarantine.remove`,
+    inside the root with symlinks resolved), and still superseded by a newer file of its branch (files
+    are only ever added, so a plan never removes a tip; a branch whose newer files vanished is refused).
     """
     paths: list[tuple[str, int, str]] = []
     for item in plan.files:
-        location = require_within(plan.table_root, item.path)
+        location = normalize(item.path)
         directory = refs.branch_dir(plan.table_root, item.branch)
         if not is_within(directory, location):
             raise UnsafeOperation(
