@@ -18,7 +18,7 @@ from lakeops.ops.target import resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
-from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 from spark_jobs.runner import TaskFailed
 
 HELP = (
@@ -121,6 +121,17 @@ def execute(
     target = resolve_target(table, options, storage_options)
     if target.format == "icechunk":
         assert target.location is not None
+        refuse_options(
+            target.location,
+            options,
+            "where",
+            "min_file_size",
+            "max_file_size",
+            "delete_file_threshold",
+            "partial_progress",
+            "commit_retries",
+            "commit_timeout",
+        )
         return icechunk.compact(
             target.location,
             branch=options.branch,

@@ -219,3 +219,25 @@ def test_a_broken_ref_stops_every_destructive_command_and_deletes_nothing(
     # Deletes nothing; each failed run leaves only its audit record (issue 10).
     assert sorted(p for p in Path(location).rglob("*") if p.is_file() and "_lakeops_audit" not in p.parts) == files
     assert len(list(Path(location, "_lakeops_audit").iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--where", "day = '2024-01-01'"],
+        ["--partial-progress", "2"],
+        ["--commit-retries", "3"],
+        ["--commit-timeout", "10m"],
+        ["--min-file-size", "1MB"],
+    ],
+)
+def test_compaction_options_of_other_formats_are_refused_not_ignored(
+    flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    location = str(tmp_path / "repo")
+    storage = open_storage(location)
+    _build(storage, location, commits=2)
+    files = sorted(p for p in Path(location).rglob("*") if p.is_file())
+    assert lakeops(["compact", location, *flags]) == 1
+    assert f"{flags[0]} does not apply to this table's format" in capsys.readouterr().err
+    assert sorted(p for p in Path(location).rglob("*") if p.is_file() and "_lakeops_audit" not in p.parts) == files
