@@ -112,7 +112,7 @@ def test_vacuum_on_s3(spark: Any, s3_bucket: Any, capsys: pytest.CaptureFixture[
     table = DeltaTable(location, storage_options=delta_rs)
     rows = table.to_pyarrow_table().sort_by("id")
     live = set(table.file_uris())
-    storage = open_storage(location, s3_bucket.options)
+    storage = open_storage(s3_bucket.uri, s3_bucket.options)  # the bucket: it writes another table too
     sibling = f"{s3_bucket.uri}/warehouse/events2/part-0.parquet"  # same key prefix, other table
     storage.write(sibling, b"other table")
 

@@ -164,7 +164,7 @@ def test_orphans_on_s3(spark: Any, s3_bucket: Any, tmp_path: Path, capsys: pytes
     table.table.delete("id < 4")
     snapshots = _every_snapshot(table)
     location = table.table.location()
-    storage = open_storage(location, s3_bucket.options)
+    storage = open_storage(s3_bucket.uri, s3_bucket.options)  # the bucket: it writes beside the table too
     orphans = [f"{location}/data/category=a/orphan.parquet", f"{location}/metadata/orphan-m0.avro"]
     for path in orphans:
         storage.write(path, b"left behind")
