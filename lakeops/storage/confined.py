@@ -9,7 +9,10 @@ remember was forgotten in most of them. :func:`lakeops.storage.open_storage` is 
 code gets a storage, and it returns a :class:`ConfinedStorage` bound to the location it was opened for
 (a table's root): its ``write``, ``put_if_absent``, ``copy_if_absent``, ``move_if_absent``,
 ``delete_many`` and ``prune`` refuse any path outside that root before touching anything, whatever the
-caller checked or forgot. Reads are not confined: a table may legitimately read files elsewhere.
+caller checked or forgot. Functions handed a storage and a root by their caller (quarantine's
+``remove``, the Delta data file writer, an Icechunk commit's cleanup) bind it to that root again with
+``ConfinedStorage(storage, root)``, so even a bare storage is confined there. Reads are not confined:
+a table may legitimately read files elsewhere.
 Consequence for callers: open a table's storage at the table root (or, for an Iceberg table, also at
 the data and metadata paths its properties name), never at a subdirectory or a file, since a link at
 the opened location itself is indistinguishable from a table reached through a symlink.
