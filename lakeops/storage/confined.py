@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator
 
 from lakeops.errors import OutsideRoot
 from lakeops.storage.base import FileInfo, Storage
-from lakeops.storage.uri import LOCAL, is_within, normalize, relative_to, scheme
+from lakeops.storage.uri import LOCAL, is_within, normalize, relative_to, scheme, storage_location
 
 __all__ = ["ConfinedStorage"]
 
@@ -66,7 +66,7 @@ class _Check:
         """The normalised ``path``, or OutsideRoot if ``verb``-ing it would act outside the roots.
 
         ``directory``: ``path`` is a directory the operation walks into, so it is resolved itself."""
-        location = normalize(path)
+        location = storage_location(path)
         table = self.roots[0]
         containing = [r for r in self.roots if r != location and is_within(r, location)]
         if not containing:
