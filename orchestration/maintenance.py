@@ -16,6 +16,7 @@ from typing import Any, TextIO, cast
 
 import dagster as dg
 
+from lakeops.jsontext import printable
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.redaction import mask_text
@@ -86,7 +87,7 @@ def report_metadata(report: Report) -> dict[str, dg.MetadataValue]:
     rows = next((getattr(report, f) for f in _ROW_COUNT_FIELDS if isinstance(getattr(report, f, None), int)), None)
     if rows is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
-    table = mask_text(report.table)
+    table = printable(mask_text(report.table))
     title = f"**{report.operation}** of `{table}` ({report.format})" + (" — dry run" if report.dry_run else "")
     metadata["summary"] = dg.MetadataValue.md(f"{title}\n\n{report.markdown()}")
     return metadata

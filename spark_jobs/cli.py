@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lakeops.errors import LakeopsError
+from lakeops.jsontext import printable
 from lakeops.ops.report import Report
 from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
@@ -128,7 +129,8 @@ def print_report(report: Report, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(report.to_json() + "\n")
         return
-    title = mask_text(f"{report.operation} {report.format} {report.table}") + (" (dry run)" if report.dry_run else "")
+    title = printable(mask_text(f"{report.operation} {report.format} {report.table}"))
+    title += " (dry run)" if report.dry_run else ""
     table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

@@ -24,6 +24,7 @@ from rich.console import Console
 from lakeops.audit import record_run
 from lakeops.deletion import BatchResult, DeleteBatch, delete_batch
 from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.jsontext import printable
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target, table_root
 from lakeops.redaction import mask_exception, mask_text
@@ -83,10 +84,11 @@ AUDITED = frozenset({"compact", "checkpoint", "expire", "orphans", "restore", "p
 class MaskedConsole(Console):
     """A console that masks secrets (:func:`lakeops.redaction.mask_text`) in the text it prints: the
     CLI's stderr and Dagster's run log. Masked before rich renders: rich wraps long lines, and a URL
-    split across two lines would slip past a mask applied to the output."""
+    split across two lines would slip past a mask applied to the output. File names that are not
+    UTF-8 are shown escaped (:func:`lakeops.jsontext.printable`), which every log can store."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        super().print(*(mask_text(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        super().print(*(printable(mask_text(o)) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
 class SparkSettings(BaseModel):

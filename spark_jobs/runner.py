@@ -25,6 +25,7 @@ pyspark is imported only by :func:`run_units`, so a driver-only run never loads 
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import os
 import threading
@@ -38,9 +39,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.jsontext import dumps
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -124,7 +127,21 @@ def _task_name(task: Callable[..., object]) -> str:
 def _dump(model: BaseModel) -> str:
     # by_alias: models mirror spec field names through aliases (pyiceberg style) and validate by
     # alias, so only an aliased dump round-trips.
-    return model.model_dump_json(by_alias=True, round_trip=True)
+    try:
+        return model.model_dump_json(by_alias=True, round_trip=True)
+    except PydanticSerializationError:  # a file name that is not UTF-8: lone surrogates (lakeops.jsontext)
+        return dumps(model.model_dump(mode="json", by_alias=True, round_trip=True))
+
+
+def _load(model_type: type[Unit], payload: str) -> Unit:
+    """The model :func:`_dump` wrote. Text with escaped lone surrogates, which pydantic's JSON parser
+    refuses, is parsed by :func:`json.loads` (such models hold listed file names, never base64 bytes)."""
+    try:
+        return model_type.model_validate_json(payload)
+    except ValidationError as exc:
+        if not any(e["type"] == "json_invalid" and "surrogate" in e["msg"] for e in exc.errors()):
+            raise
+    return model_type.model_validate(json.loads(payload))
 
 
 def _run_one(task: Callable[[Unit], BaseModel], unit_type: type[Unit], idx: int, payload: str) -> pa.RecordBatch:
@@ -137,7 +154,7 @@ def _run_one(task: Callable[[Unit], BaseModel], unit_type: type[Unit], idx: int,
         "error_traceback": [None],
     }
     try:
-        result = task(unit_type.model_validate_json(payload))
+        result = task(_load(unit_type, payload))
         if not isinstance(result, BaseModel):
             raise TypeError(f"task returned {type(result).__name__}, expected a pydantic model")
         row["result"] = [_dump(result)]
@@ -290,9 +307,7 @@ def _collect(label: str, rows: list[dict[str, object]], count: int, result_type:
         raise LakeopsError(f"{label}: Spark returned no result for units {missing[:10]}")
     failed = [i for i in range(count) if by_index[i]["error_type"] is not None]
     failed_set = set(failed)
-    completed = {
-        i: result_type.model_validate_json(str(by_index[i]["result"])) for i in range(count) if i not in failed_set
-    }
+    completed = {i: _load(result_type, str(by_index[i]["result"])) for i in range(count) if i not in failed_set}
     if failed:
         first = by_index[failed[0]]
         more = f" ({len(failed) - 1} more of {count} units failed)" if len(failed) > 1 else ""

@@ -1,27 +1,22 @@
 """Operation reports: what a run did, for people (CLI table, Dagster Markdown) and machines (JSON,
 numeric Dagster metadata that plots over time).
 
-Every rendering masks secrets (:mod:`lakeops.redaction`). File names that are not UTF-8 are kept as
-Python keeps them (``os.fsdecode``: each undecodable byte ``0xXX`` becomes the lone surrogate
-``U+DCXX``); :func:`to_json` writes those as the JSON escape ``\\udcXX``, which decodes back to the
-same string, and ``os.fsencode`` of that gives the original bytes.
+Every rendering masks secrets (:mod:`lakeops.redaction`) and keeps file names that are not UTF-8
+(:mod:`lakeops.jsontext`).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from lakeops.jsontext import dumps, printable
 from lakeops.redaction import mask_data, mask_text
 from lakeops.units import format_size
 
 __all__ = ["Report", "to_json"]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _finite(value: Any) -> Any:
@@ -37,11 +32,9 @@ def _finite(value: Any) -> Any:
 
 def to_json(data: Any) -> str:
     """One line of JSON of ``data`` (from ``model_dump(mode="json")``) as lakeops prints and records
-    it: secrets masked, and lone surrogates (file names that are not UTF-8) as ``\\udcXX`` escapes,
-    where pydantic's own JSON refuses them (``PydanticSerializationError: surrogates not allowed``).
-    Surrogates occur only inside strings, so each escape lands inside a JSON string."""
-    text = json.dumps(_finite(mask_data(data)), ensure_ascii=False, separators=(",", ":"))
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    it: secrets masked, non-finite floats as null (as pydantic writes them), and file names that are
+    not UTF-8 kept (:func:`lakeops.jsontext.dumps`)."""
+    return dumps(_finite(mask_data(data)))
 
 
 class Report(BaseModel):
@@ -76,7 +69,7 @@ class Report(BaseModel):
             text = format_size(value) if name.endswith("bytes") and isinstance(value, int) else str(value)
             if isinstance(value, float):
                 text = f"{value:.2f}"
-            rows.append((name.replace("_", " "), mask_text(text)))
+            rows.append((name.replace("_", " "), printable(mask_text(text))))
         return rows
 
     def to_json(self) -> str:
