@@ -11,16 +11,15 @@ Icechunk repositories.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 from icechunk_repos import build_history
+from lakeops_cli import run_json
 from pyiceberg_tables import small_file_table
 
 from lakeops import audit, quarantine
@@ -37,14 +36,6 @@ def _odd_file(directory: bytes, name: bytes) -> bytes:
     os.close(fd)
     os.utime(path, (0, 0))
     return path
-
-
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code = lakeops([*argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    report: dict[str, Any] = json.loads(captured.out)
-    return report
 
 
 def _human(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -71,19 +62,19 @@ def test_delta_orphans_report_and_record_names_that_are_not_utf8(
 ) -> None:
     table, odd = _delta_table(tmp_path, folder)
 
-    report = _json(capsys, "orphans", table, "--dry-run")
+    report = run_json(capsys, "orphans", table, "--dry-run")
     assert [os.fsencode(p) for p in report["paths"]] == [odd]
     assert report["table"] == table
     assert "\\udcff.parquet" in _human(capsys, "orphans", table, "--dry-run")
     assert "inspect" in _human(capsys, "inspect", table)
 
-    report = _json(capsys, "orphans", table, "--older-than", "8d", "--quarantine")
+    report = run_json(capsys, "orphans", table, "--older-than", "8d", "--quarantine")
     assert not os.path.exists(odd) and report["deleted_files"] == 1
     (record,) = audit.read_records(table)
     assert record.table_root == table and record.status == "succeeded"
     (entry,) = quarantine.read_manifest(table, report["quarantine_run"])
     assert os.fsencode(entry.path) == b"\xff.parquet"
-    _json(capsys, "restore", table, report["quarantine_run"])
+    run_json(capsys, "restore", table, report["quarantine_run"])
     assert Path(os.fsdecode(odd)).read_bytes() == b"x"
 
 
@@ -95,10 +86,10 @@ def test_iceberg_orphans_list_names_that_are_not_utf8_on_the_driver_and_in_plan_
     odd = {_odd_file(data, b"\xff.parquet"), _odd_file(data + b"/sub\xfe", b"x.parquet")}
     argv = ("orphans", table.identifier, "--catalog-uri", table.catalog_uri, "--dry-run")
     for listing in ([], ["--listing-threshold", "0"]):  # 0: every directory listed by a plan unit
-        report = _json(capsys, *argv, *listing)
+        report = run_json(capsys, *argv, *listing)
         assert {os.fsencode(p) for p in report["paths"]} == odd
     assert "\\udcfe" in _human(capsys, *argv, "--listing-threshold", "0")
-    report = _json(capsys, "orphans", table.identifier, "--catalog-uri", table.catalog_uri, "--listing-threshold", "0")
+    report = run_json(capsys, *argv[:-1], "--listing-threshold", "0")  # argv without --dry-run
     assert report["deleted_files"] == 2 and not any(os.path.exists(p) for p in odd)
 
 
@@ -109,6 +100,6 @@ def test_icechunk_reports_unrecognised_names_that_are_not_utf8(
     build_history(open_storage(root), root, commits=2)
     for folder in (b"chunks", b"manifests", b"snapshots"):
         _odd_file(os.fsencode(root) + b"/" + folder, b"\xff")
-    report = _json(capsys, "orphans", root, "--dry-run")
+    report = run_json(capsys, "orphans", root, "--dry-run")
     assert report["unrecognised_files"] == 3
     assert "unrecognised" in _human(capsys, "orphans", root, "--dry-run")
