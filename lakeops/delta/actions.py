@@ -2,7 +2,9 @@
 
 Field names mirror the protocol through aliases; unknown fields are kept (``extra="allow"``) because
 the protocol says readers must ignore unrecognised fields, and a rewrite (checkpoint, compaction)
-must not silently drop what a newer writer recorded.
+must not silently drop what a newer writer recorded. Fields the protocol types ``long`` or ``int``
+are bounded as those types are (:data:`Long`, :data:`Int`): a larger number in a log is corrupt, and
+is refused when the line is read, not later by Arrow, naming nothing.
 """
 
 from __future__ import annotations
@@ -11,13 +13,20 @@ import gc
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.errors import CorruptFile
 
 _A = TypeVar("_A", bound="_Action")
+
+#: The protocol's ``long`` and ``int``: signed 64- and 32-bit integers (checked by pydantic-core, no
+#: Python call per value: a replay validates millions of them).
+Long = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+Int = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+#: The bounds by kind, for messages (:func:`lakeops.delta.commit_file.parse_commit`).
+BOUNDS = {"long": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
 
 
 class _Action(BaseModel):
@@ -33,9 +42,9 @@ class DeletionVectorDescriptor(_Action):
 
     storage_type: Literal["u", "i", "p"] = Field(alias="storageType")
     path_or_inline_dv: str = Field(alias="pathOrInlineDv")
-    offset: int | None = None
-    size_in_bytes: int = Field(alias="sizeInBytes")
-    cardinality: int
+    offset: Int | None = None
+    size_in_bytes: Int = Field(alias="sizeInBytes")
+    cardinality: Long
 
     @property
     def unique_id(self) -> str:
@@ -58,15 +67,15 @@ class Metadata(_Action):
     format: Format = Field(default_factory=Format)
     schema_string: str = Field(alias="schemaString")
     partition_columns: list[str] = Field(alias="partitionColumns", default_factory=list)
-    created_time: int | None = Field(alias="createdTime", default=None)
+    created_time: Long | None = Field(alias="createdTime", default=None)
     configuration: dict[str, str] = Field(default_factory=dict)
 
 
 class Protocol(_Action):
     """The ``protocol`` action: reader/writer versions and, from 3/7, the table feature lists."""
 
-    min_reader_version: int = Field(alias="minReaderVersion")
-    min_writer_version: int = Field(alias="minWriterVersion")
+    min_reader_version: Int = Field(alias="minReaderVersion")
+    min_writer_version: Int = Field(alias="minWriterVersion")
     reader_features: list[str] | None = Field(alias="readerFeatures", default=None)
     writer_features: list[str] | None = Field(alias="writerFeatures", default=None)
 
@@ -76,8 +85,8 @@ class Add(_Action):
 
     path: str
     partition_values: dict[str, str | None] = Field(alias="partitionValues", default_factory=dict)
-    size: int
-    modification_time: int = Field(alias="modificationTime")
+    size: Long
+    modification_time: Long = Field(alias="modificationTime")
     data_change: bool = Field(alias="dataChange")
     stats: str | None = None
     tags: dict[str, str | None] | None = None
@@ -95,22 +104,26 @@ class Add(_Action):
             return None
         try:
             value = json.loads(self.stats).get("numRecords")
-            return int(value) if value is not None else None
+            count = int(value) if value is not None else None
         except (ValueError, TypeError, AttributeError, OverflowError, RecursionError) as exc:  # hostile stats
             raise CorruptFile(
                 f"add {self.path}: stats {self.stats[:80]!r} hold no readable numRecords ({type(exc).__name__})"
             ) from None
+        low, high = BOUNDS["long"]
+        if count is not None and not low <= count <= high:
+            raise CorruptFile(f"add {self.path}: stats numRecords {count} is outside the protocol's long range")
+        return count
 
 
 class Remove(_Action):
     """The ``remove`` action: a tombstone for a logical file no longer in the table."""
 
     path: str
-    deletion_timestamp: int | None = Field(alias="deletionTimestamp", default=None)
+    deletion_timestamp: Long | None = Field(alias="deletionTimestamp", default=None)
     data_change: bool = Field(alias="dataChange")
     extended_file_metadata: bool | None = Field(alias="extendedFileMetadata", default=None)
     partition_values: dict[str, str | None] | None = Field(alias="partitionValues", default=None)
-    size: int | None = None
+    size: Long | None = None
     stats: str | None = None
     tags: dict[str, str | None] | None = None
     deletion_vector: DeletionVectorDescriptor | None = Field(alias="deletionVector", default=None)
@@ -125,7 +138,7 @@ class AddCDCFile(_Action):
 
     path: str
     partition_values: dict[str, str | None] = Field(alias="partitionValues", default_factory=dict)
-    size: int
+    size: Long
     data_change: bool = Field(alias="dataChange", default=False)
     tags: dict[str, str | None] | None = None
 
@@ -134,14 +147,14 @@ class Txn(_Action):
     """The ``txn`` action: an application's idempotency marker."""
 
     app_id: str = Field(alias="appId")
-    version: int
-    last_updated: int | None = Field(alias="lastUpdated", default=None)
+    version: Long
+    last_updated: Long | None = Field(alias="lastUpdated", default=None)
 
 
 class CommitInfo(_Action):
     """The ``commitInfo`` action: free-form provenance; only the fields lakeops reads are typed."""
 
-    timestamp: int | None = None
+    timestamp: Long | None = None
     operation: str | None = None
     operation_parameters: dict[str, Any] | None = Field(alias="operationParameters", default=None)
     operation_metrics: dict[str, Any] | None = Field(alias="operationMetrics", default=None)

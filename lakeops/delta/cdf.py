@@ -39,7 +39,7 @@ from lakeops.delta.actions import Add, DeletionVectorDescriptor, Metadata, Remov
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path, read_deletion_vector, row_indexes
 from lakeops.delta.features import check_readable
-from lakeops.delta.log_segment import LogListing, commit_timestamps, list_log, read_log_file
+from lakeops.delta.log_segment import LogListing, commit_timestamps, first_missing, list_log, read_log_file
 from lakeops.delta.scan import with_partition_columns
 from lakeops.delta.schema import (
     LONG,
@@ -326,13 +326,13 @@ def _check_range(listing: LogListing, table_root: str, from_version: int, end: i
         raise InvalidArgument(
             f"{table_root}: the change range {from_version}..{end} is empty (it ends before it starts)"
         )
-    missing = [v for v in range(from_version, end + 1) if v not in listing.commits]
-    if missing:
+    missing = first_missing(listing, from_version, end)
+    if missing is not None:
         kept = [v for v in listing.commits if v <= end]
         earliest = min(kept) if kept else None
         raise VersionNotFound(
             f"{table_root}: the changes of versions {from_version}..{end} cannot be read: commit file "
-            f"{missing[0]:020d}.json has expired from the log (delta.logRetentionDuration); "
+            f"{missing:020d}.json has expired from the log (delta.logRetentionDuration); "
             f"the earliest commit kept is {earliest}, start the range there or later"
         )
 

@@ -7,12 +7,14 @@ keys are the action keys): no intermediate Python ``dict`` per action, which mad
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from lakeops.delta.actions import (
+    BOUNDS,
     Add,
     AddCDCFile,
     CommitInfo,
@@ -57,7 +59,16 @@ class _Line(TypedDict, total=False):
 _LINE = TypeAdapter(_Line)
 
 
-def _line_error(location: str, number: int, exc: ValidationError) -> CorruptFile:
+def _action_path(line: str, key: object) -> str | None:
+    """The ``path`` of the line's action, for messages (the line is known to be JSON)."""
+    try:
+        path = json.loads(line)[key]["path"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return path if isinstance(path, str) else None
+
+
+def _line_error(location: str, number: int, exc: ValidationError, line: str) -> CorruptFile:
     first = exc.errors(include_url=False)[0]
     loc = first["loc"]
     if first["type"] == "json_invalid":
@@ -67,10 +78,17 @@ def _line_error(location: str, number: int, exc: ValidationError) -> CorruptFile
         )
     if not loc:  # the line is JSON but not an object
         return CorruptFile(f"{location}: line {number} is not a single action object")
-    key, rest = loc[0], loc[1:]
-    return CorruptFile(
-        f"{location}: line {number}: invalid {key} action: {first['msg']} at {'.'.join(str(p) for p in rest)}"
-    )
+    key, field = loc[0], ".".join(str(p) for p in loc[1:])
+    path = _action_path(line, key)
+    of = f" (path {path})" if path is not None else ""
+    bound = first.get("ctx", {}).get("le", first.get("ctx", {}).get("ge"))
+    kind = next((name for name, limits in BOUNDS.items() if bound in limits), None)
+    if kind is not None and first["type"] in ("less_than_equal", "greater_than_equal"):
+        return CorruptFile(
+            f"{location}: line {number}: invalid {key} action{of}: {field} {first['input']} is outside the "
+            f"protocol's {kind} range ({first['msg']})"
+        )
+    return CorruptFile(f"{location}: line {number}: invalid {key} action: {first['msg']} at {field}{of}")
 
 
 def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
@@ -89,7 +107,7 @@ def parse_commit(raw: bytes, version: int, location: str) -> CommitActions:
             try:
                 parsed = _LINE.validate_json(line)
             except ValidationError as exc:
-                raise _line_error(location, number, exc) from None
+                raise _line_error(location, number, exc, line) from None
             except (ValueError, RecursionError) as exc:  # defensive: the parser's own limits
                 raise CorruptFile(
                     f"{location}: line {number} is not valid JSON ({type(exc).__name__}: {exc}); "

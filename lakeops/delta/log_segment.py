@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint
-from lakeops.errors import NotATable, NotFound, UnsupportedFeature, VersionNotFound
+from lakeops.errors import CorruptFile, NotATable, NotFound, UnsupportedFeature, VersionNotFound
 from lakeops.storage import FileInfo, Storage
 from lakeops.storage.uri import join
 
@@ -79,6 +79,14 @@ class LogSegment:
         return self.checkpoint.version if self.checkpoint else None
 
 
+def _version(digits: str, path: str) -> int:
+    """A log file's version: the protocol's versions are longs (20 digits hold more)."""
+    version = int(digits)
+    if version > 2**63 - 1:
+        raise CorruptFile(f"{path}: version {version} is outside the protocol's long range; not a log file")
+    return version
+
+
 def list_log(storage: Storage, table_root: str) -> LogListing:
     """List ``_delta_log`` once and classify its files; raises :class:`NotATable` if there is no log."""
     log_dir = join(table_root, LOG_DIR)
@@ -93,11 +101,11 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
         if "/" in name:
             continue  # _sidecars/, _staged_commits/ and the like
         if match := _COMMIT.match(name):
-            commits[int(match.group(1))] = info
+            commits[_version(match.group(1), info.path)] = info
         elif match := _CHECKPOINT_SINGLE.match(name):
-            singles[int(match.group(1))] = info
+            singles[_version(match.group(1), info.path)] = info
         elif match := _CHECKPOINT_PART.match(name):
-            version, index, total = (int(g) for g in match.groups())
+            version, index, total = _version(match.group(1), info.path), int(match.group(2)), int(match.group(3))
             parts.setdefault((version, total), {})[index] = info
         elif _CHECKPOINT_V2.match(name):
             v2.append(info)
@@ -129,6 +137,12 @@ def _v2_checkpoint_error(listing: LogListing, table_root: str, version: int) -> 
     )
 
 
+def first_missing(listing: LogListing, start: int, end: int) -> int | None:
+    """The first version in ``start..end`` without a commit file, or None: found within the first
+    ``len(commits) + 1`` versions, never by listing a gap (a doctored file name can open one of 2^63)."""
+    return next((v for v in range(start, end + 1) if v not in listing.commits), None)
+
+
 def segment_for_version(listing: LogListing, table_root: str, version: int | None = None) -> LogSegment:
     """The log segment reconstructing ``version`` (default: the latest)."""
     latest = listing.latest_version
@@ -143,15 +157,15 @@ def segment_for_version(listing: LogListing, table_root: str, version: int | Non
     usable = [v for v in listing.checkpoints if v <= target]
     checkpoint = listing.checkpoints[max(usable)] if usable else None
     start = checkpoint.version + 1 if checkpoint else 0
-    missing = [v for v in range(start, target + 1) if v not in listing.commits]
-    if missing:
+    missing = first_missing(listing, start, target)
+    if missing is not None:
         if listing.v2_checkpoints and any(
             int(f.path.rsplit("/", 1)[-1][:20]) <= target for f in listing.v2_checkpoints
         ):
             raise _v2_checkpoint_error(listing, table_root, target)
         earliest = min(listing.commits) if listing.commits else None
         raise VersionNotFound(
-            f"{table_root}: cannot reconstruct version {target}: commit {missing[0]:020d}.json is missing "
+            f"{table_root}: cannot reconstruct version {target}: commit {missing:020d}.json is missing "
             "and no complete checkpoint covers it "
             f"(the log was expired or is damaged; earliest commit kept: {earliest})"
         )

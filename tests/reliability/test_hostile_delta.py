@@ -161,7 +161,8 @@ def test_hostile_deletion_vectors(data: st.DataObject, dv_root: Path) -> None:
 @pytest.mark.parametrize("offset", [1, 2**62])
 def test_deletion_vector_with_huge_size_is_refused_without_reading_gigabytes(dv_root: Path, offset: int) -> None:
     (dv_root / DV_FILE.name).write_bytes(DV_FILE.read_bytes())
-    descriptor = DeletionVectorDescriptor.model_validate({**DV_DESCRIPTOR, "sizeInBytes": 2**62, "offset": offset})
+    # Beyond the Int a log line may hold (parse_commit refuses it): built without validation.
+    descriptor = DeletionVectorDescriptor.model_construct(**{**DV_DESCRIPTOR, "sizeInBytes": 2**62, "offset": offset})
     error = must_hold(lambda: read_deletion_vector(descriptor, STORAGE, str(dv_root)), "read_deletion_vector")
     assert names(error, DV_FILE.name)
 
