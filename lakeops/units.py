@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from lakeops.errors import InvalidArgument
 
@@ -28,6 +28,8 @@ _SIZE_UNITS = {
     "tb": 1024**4,
     "tib": 1024**4,
 }
+#: Sizes are file and byte counts stored as signed 64-bit integers (Parquet, Arrow, the table formats).
+MAX_SIZE = 2**63 - 1
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -43,7 +45,15 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         raise InvalidArgument(
             f"bad duration {text!r}: expected a number and one of {', '.join(_DURATION_UNITS)} (e.g. '7d')"
         )
-    return timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[unit or "s"])
+    return _timedelta(float(match.group(1)) * _DURATION_UNITS[unit or "s"], f"bad duration {text!r}")
+
+
+def _timedelta(seconds: float, what: str) -> timedelta:
+    """``seconds`` as a timedelta; NaN, or longer than a timedelta holds (about 2.7 million years), is an error."""
+    try:
+        return timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        raise InvalidArgument(f"{what}: not a duration of at most {timedelta.max.days:,} days") from None
 
 
 def parse_delta_interval(text: str) -> timedelta:
@@ -70,7 +80,7 @@ def parse_delta_interval(text: str) -> timedelta:
         seconds = None
     if seconds is None:
         raise InvalidArgument(f"bad interval {text!r}: unknown unit or number")
-    return timedelta(seconds=value * seconds)
+    return _timedelta(value * seconds, f"bad interval {text!r}")
 
 
 def parse_size(text: str | int) -> int:
@@ -81,7 +91,21 @@ def parse_size(text: str | int) -> int:
     unit = match.group(2).lower() if match else None
     if match is None or unit is None or unit not in _SIZE_UNITS:
         raise InvalidArgument(f"bad size {text!r}: expected a number and a unit such as MB or GiB")
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size > MAX_SIZE:
+        raise InvalidArgument(f"bad size {text!r}: larger than {format_size(MAX_SIZE)}, the largest a file can be")
+    return size
+
+
+#: The earliest instant a datetime holds (0001-01-01), in milliseconds since the epoch.
+_EARLIEST_MS = int((datetime.min.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(milliseconds=1))
+
+
+def instant(ms: int) -> datetime:
+    """The UTC time ``ms`` milliseconds after the epoch. A cutoff of "now minus a retention" longer
+    than the years since year 1 (``--older-than 800000d``: keep everything) is the earliest datetime
+    instead of an error: nothing predates it either."""
+    return datetime.fromtimestamp(max(ms, _EARLIEST_MS) / 1000, UTC)
 
 
 def format_size(n: int) -> str:

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from lakeops.delta.retention import parse_retention
 from lakeops.errors import LakeopsError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
@@ -76,8 +77,16 @@ def _checked(parse: Callable[[str], object]) -> Callable[[str], object]:
     return convert
 
 
+def _retention(text: str) -> str:
+    """``--older-than`` checked when parsed (a bad or negative one is a usage error), kept as written:
+    the options, and so the audit record, hold what the user typed."""
+    parse_retention(text)
+    return text
+
+
 size_arg = _checked(parse_size)
 duration_arg = _checked(parse_duration)
+retention_arg = _checked(_retention)
 timestamp_arg = _checked(datetime.fromisoformat)
 
 

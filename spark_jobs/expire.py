@@ -55,8 +55,11 @@ class Options(CatalogOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.cli import retention_arg
+
     parser.add_argument(
         "--older-than",
+        type=retention_arg,
         metavar="DURATION",
         help="retention, e.g. 30d (default: Delta delta.logRetentionDuration, else 30 days; Iceberg each "
         "branch's max-snapshot-age-ms, else history.expire.max-snapshot-age-ms, else 5 days); "

@@ -54,8 +54,11 @@ class Options(CatalogOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.cli import retention_arg
+
     parser.add_argument(
         "--older-than",
+        type=retention_arg,
         metavar="DURATION",
         help="retention, e.g. 7d (default: Delta delta.deletedFileRetentionDuration, else 7 days; Iceberg "
         f"{DEFAULT_OLDER_THAN.days} days); nothing newer than this is deleted",

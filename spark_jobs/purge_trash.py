@@ -32,8 +32,11 @@ class Options(CatalogOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.cli import retention_arg
+
     parser.add_argument(
         "--older-than",
+        type=retention_arg,
         metavar="DURATION",
         help=f"purge runs quarantined longer ago than this (default {DEFAULT_PURGE_AFTER.days}d)",
     )

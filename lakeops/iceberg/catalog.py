@@ -194,8 +194,8 @@ _DRIVER_PACKAGES = {
 def sql_engine(uri: str, *, option: str = "--catalog-uri") -> sa.Engine:
     """One engine (connection pool) per URI and process. A URI SQLAlchemy cannot use is an
     :class:`InvalidArgument` naming ``option`` (the table and how the user gave the URI), the URI
-    (its password masked) and the fix: malformed, an unknown dialect, or a driver that is not installed (which
-    SQLAlchemy imports when it creates the engine, as a bare ``ModuleNotFoundError``)."""
+    (its password masked) and the fix: malformed, an unknown dialect, or a driver that is not
+    installed (which SQLAlchemy imports when it creates the engine, as a bare ``ModuleNotFoundError``)."""
     if uri in _ENGINES:
         return _ENGINES[uri]
     try:
@@ -213,8 +213,14 @@ def sql_engine(uri: str, *, option: str = "--catalog-uri") -> sa.Engine:
             "such as sqlite:////path/catalog.db or postgresql+psycopg2://user@host/db"
         ) from None
     except (ArgumentError, ValueError) as exc:  # unparseable, a bad port, SQLite with a host or user
-        # A ValueError quotes the text SQLAlchemy took for the port, which may be part of a password.
-        problem = "its port is not a number" if isinstance(exc, ValueError) else str(exc).split("\n", 1)[0]
+        # Not SQLAlchemy's own words: they quote the URL re-encoded (a password's "=" as %3D, past any
+        # mask) or what it took for the port, which may be part of a password.
+        if isinstance(exc, ValueError):
+            problem = "its port is not a number"
+        elif uri.startswith("sqlite"):
+            problem = "a SQLite URL names only a file: no user, password or host"
+        else:
+            problem = "SQLAlchemy cannot parse it"
         raise InvalidArgument(
             f"{option} {uri!r}: not a usable SQLAlchemy URL ({problem}); expected e.g. sqlite:////path/catalog.db "
             "or postgresql+psycopg2://user@host/db"

@@ -10,7 +10,7 @@ expiry lives in :mod:`lakeops.ops.icechunk`.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from lakeops.deletion import BatchResult
 from lakeops.delta.maintenance import log_expiry
@@ -25,6 +25,7 @@ from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
+from lakeops.units import instant
 
 __all__ = [
     "ExpireOptions",
@@ -85,7 +86,7 @@ def _report(plan: ExpiryPlan, started: float, *, dry_run: bool) -> ExpiryReport:
         dry_run=dry_run,
         read_version=plan.read_version,
         retention=format_duration(plan.retention),
-        cutoff=datetime.fromtimestamp(plan.cutoff_ms / 1000, UTC).isoformat(timespec="seconds"),
+        cutoff=instant(plan.cutoff_ms).isoformat(timespec="seconds"),
         cutoff_version=plan.cutoff_version,
         checkpoint_kept=plan.checkpoint_version,
         floor_version=plan.floor_version,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from lakeops.deletion import BatchResult
 from lakeops.delta.retention import format_duration
@@ -26,6 +26,7 @@ from lakeops.icechunk.maintenance.packing import PackingPlan, PackResult
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize
 from lakeops.ops.report import Report
 from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.units import instant
 
 FORMAT = "icechunk"
 #: How a package-format repository is named in reports.
@@ -33,7 +34,7 @@ PACKAGE_FORMAT = "icechunk (package format)"
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+    return instant(ms).isoformat(timespec="seconds")
 
 
 def _refuse_package_format(storage: Storage, location: str, operation: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from lakeops.delta.maintenance import vacuum
@@ -26,6 +25,7 @@ from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
+from lakeops.units import instant
 
 __all__ = [
     "BatchResult",
@@ -160,7 +160,7 @@ def _common(plan: Plan, started: float, *, dry_run: bool) -> dict[str, Any]:
     return {
         "dry_run": dry_run,
         "retention": format_duration(older_than),
-        "cutoff": datetime.fromtimestamp(plan.cutoff_ms / 1000, UTC).isoformat(timespec="seconds"),
+        "cutoff": instant(plan.cutoff_ms).isoformat(timespec="seconds"),
         "files_scanned": plan.files_scanned,
         "directories_scanned": plan.directories_scanned,
         "files_too_recent": plan.files_too_recent,

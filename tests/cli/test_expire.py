@@ -71,8 +71,9 @@ def test_retention_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     _table(location, config={"delta.logRetentionDuration": "interval 60 days"})
     before = _log(location)
 
-    assert lakeops(["expire", str(location), "--older-than=-1d"]) == 1
-    assert "retention '-1d' is negative" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a malformed option value: a usage error (README)
+        lakeops(["expire", str(location), "--older-than=-1d"])
+    assert usage.value.code == 2 and "retention '-1d' is negative" in capsys.readouterr().err
     assert lakeops(["expire", str(location), "--older-than", "0s"]) == 1
     assert "retention must be longer than zero" in capsys.readouterr().err
     assert lakeops(["expire", str(location), "--older-than", "30d"]) == 1

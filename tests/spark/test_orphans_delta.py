@@ -119,8 +119,9 @@ def test_vacuum_on_s3(spark: Any, s3_bucket: Any, capsys: pytest.CaptureFixture[
     # moto dates every object "now", so only a zero retention makes anything old enough.
     assert lakeops(["orphans", location, "--endpoint-url", endpoint, "--older-than", "0s"]) == 1
     assert "shorter than the table's delta.deletedFileRetentionDuration (7d)" in capsys.readouterr().err
-    assert lakeops(["orphans", location, "--endpoint-url", endpoint, "--older-than=-1s"]) == 1
-    assert "retention '-1s' is negative" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a malformed option value: a usage error (README)
+        lakeops(["orphans", location, "--endpoint-url", endpoint, "--older-than=-1s"])
+    assert usage.value.code == 2 and "retention '-1s' is negative" in capsys.readouterr().err
     time.sleep(0.01)
 
     report = run_json(

@@ -21,7 +21,7 @@ every branch and tag (snapshots written before the cutoff, neither a ref's tip n
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -33,6 +33,7 @@ from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
 from lakeops.storage import Storage, StorageOptions, join, normalize, relative_to, scheme
+from lakeops.units import instant
 
 if TYPE_CHECKING:
     import icechunk
@@ -97,7 +98,7 @@ class DelegatedPlan(BaseModel):
 
     @property
     def cutoff(self) -> datetime:
-        return datetime.fromtimestamp(self.cutoff_ms / 1000, UTC)
+        return instant(self.cutoff_ms)
 
 
 class DelegatedOutcome(BaseModel):
