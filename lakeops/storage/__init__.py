@@ -18,7 +18,7 @@ from lakeops.errors import InvalidArgument
 from lakeops.storage.base import FileInfo, Storage
 from lakeops.storage.confined import ConfinedStorage
 from lakeops.storage.local import LocalStorage
-from lakeops.storage.s3 import S3Storage
+from lakeops.storage.s3 import S3Storage, endpoint_problem
 from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme, storage_location
 
 __all__ = [
@@ -55,8 +55,8 @@ class StorageOptions(BaseModel):
     @field_validator("endpoint_url")
     @classmethod
     def _http_endpoint(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"endpoint_url {value!r} must start with http:// or https://")
+        if value is not None and (problem := endpoint_problem(value)):
+            raise ValueError(f"endpoint_url {value!r} {problem}")
         return value
 
 

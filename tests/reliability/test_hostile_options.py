@@ -4,7 +4,8 @@ malformed durations, sizes, versions, timestamps, predicates, catalog URIs and e
 
 The runs are in-process, as a user's: an exception escaping ``main`` fails the property. Catalog URIs
 point at 127.0.0.1:1 (refused at once) or SQLite files under the test's folder, never elsewhere.
-Budget: ``LAKEOPS_FUZZ_EXAMPLES`` / 4 (see :mod:`reliability.hostile`); each example is a CLI run.
+Endpoints given in ``$AWS_ENDPOINT_URL`` are malformed or refuse connections at once. Budget:
+``LAKEOPS_FUZZ_EXAMPLES`` / 4 (see :mod:`reliability.hostile`); each example is a CLI run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reliability.hostile import EXAMPLES, FUZZ, must_hold
 
+from lakeops.storage import s3
 from spark_jobs.cli import main as lakeops
 
 _NUMBER = st.one_of(
@@ -40,6 +42,19 @@ predicates = st.one_of(
 endpoints = st.one_of(
     st.sampled_from(["localhost:9000", "ftp://x", "http://", "http://[::1", "http://h:port", "https://u:p@@h"]),
     st.builds(lambda s, h: f"{s}{h}", st.sampled_from(["http://", "https://", "", "s3://"]), st.text(max_size=12)),
+)
+
+#: Endpoints in the environment are used: only malformed ones, or one refusing connections at once.
+env_endpoints = st.sampled_from(
+    [
+        "localhost:9000",
+        "ftp://x",
+        "http://",
+        "http://[::1",
+        "http://h:port",
+        "http://127.0.0.1:1",
+        "https://u:p@@127.0.0.1:1",
+    ]
 )
 
 
@@ -108,9 +123,18 @@ def test_hostile_option_values_end_in_a_message(
     options = OPTIONS[command]
     chosen = data.draw(st.lists(st.sampled_from(sorted(options)), min_size=1, max_size=2, unique=True))
     argv = [command, table, *(f"{name}={data.draw(options[name])}" for name in chosen)]
-    if data.draw(st.booleans()):
+    endpoint = data.draw(st.sampled_from(["none", "option", "AWS_ENDPOINT_URL"]))
+    if endpoint == "option":
         argv.append(f"--endpoint-url={data.draw(endpoints)}")
-    _run([*argv, "--dry-run"] if command in DRY_RUN else argv, capsys)
+    with pytest.MonkeyPatch.context() as env:
+        if endpoint == "AWS_ENDPOINT_URL":  # read only for S3 locations: the table is one here
+            env.setenv(endpoint, data.draw(env_endpoints))
+            env.setattr(s3, "MAX_ATTEMPTS", 1)  # a refused connection fails at once
+            env.setenv("AWS_ACCESS_KEY_ID", "fake")
+            env.setenv("AWS_SECRET_ACCESS_KEY", "fake")
+            argv[1] = "s3://lakeops-hostile/t"
+        _run([*argv, "--dry-run"] if command in DRY_RUN else argv, capsys)
+        s3.clear_client_cache()
 
 
 @settings(FUZZ, max_examples=max(10, EXAMPLES // 4))
