@@ -20,7 +20,7 @@ twice and a later day never leaves an earlier one out. A compaction with ``parti
 partition per table partition, kept current by the small-file sensor.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,11 +36,13 @@ from orchestration.resources import SparkResource, StorageResource
 __all__ = [
     "CHECKS",
     "MAINTENANCE",
+    "check_key",
     "compaction_partitions",
     "maintenance_assets",
     "operation_key",
     "partitions_name",
     "pending_changes",
+    "run_request",
     "table_asset",
     "table_key",
 ]
@@ -70,6 +72,32 @@ def table_key(entry: TableEntry) -> dg.AssetKey:
 
 def operation_key(entry: TableEntry, operation: str) -> dg.AssetKey:
     return dg.AssetKey([entry.name, operation])
+
+
+def check_key(entry: TableEntry, operation: str) -> dg.AssetCheckKey:
+    """The blocking check of ``entry``'s ``operation`` asset."""
+    return dg.AssetCheckKey(operation_key(entry, operation), CHECKS[operation][0])
+
+
+def run_request(
+    entry: TableEntry,
+    operations: Sequence[str],
+    *,
+    run_key: str | None = None,
+    partition_key: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> dg.RunRequest:
+    """A run of ``entry``'s ``operations`` assets (``table``: the observation) with their blocking
+    checks, tagged ``lakeops/table``. Sensors and schedules request one table's assets from jobs
+    and selections that hold many; an asset with checks cannot be launched without them, and the
+    UI's "Apply requests" launches exactly the request's selection."""
+    return dg.RunRequest(
+        run_key=run_key,
+        asset_selection=[operation_key(entry, op) for op in operations],
+        asset_check_keys=[check_key(entry, op) for op in operations if op in CHECKS],
+        partition_key=partition_key,
+        tags={"lakeops/table": entry.name, **(tags or {})},
+    )
 
 
 def partitions_name(entry: TableEntry) -> str:

@@ -16,7 +16,7 @@ import dagster as dg
 from orchestration.assets import maintenance_assets, table_asset
 from orchestration.registry import Registry, load_registry
 from orchestration.resources import SparkResource, StorageResource
-from orchestration.schedules import maintenance_jobs_and_schedules
+from orchestration.schedules import maintenance_schedules
 from orchestration.sensors import maintenance_sensors
 
 __all__ = ["build_definitions", "defs"]
@@ -37,15 +37,15 @@ def build_definitions(registry: Registry) -> dg.Definitions:
     assets: list[dg.AssetsDefinition | dg.SourceAsset] = []
     for entry in registry.tables:
         assets += [table_asset(entry), *maintenance_assets(entry)]
-    return dg.Definitions(
+    maintenance = dg.Definitions(
         assets=assets,
-        schedules=maintenance_jobs_and_schedules(registry),
         sensors=maintenance_sensors(registry),
         resources={
             "spark": SparkResource(master=registry.spark.master, conf=registry.spark.conf),
             "storage": _storage(registry),
         },
     )
+    return dg.Definitions.merge(maintenance, maintenance_schedules(registry))
 
 
 defs = build_definitions(load_registry())

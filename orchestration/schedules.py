@@ -2,63 +2,77 @@
 registry's cron overrides for compaction, checkpoint and CDC (next to the sensors that already run
 them when needed). Cron strings are UTC.
 
-Jobs are per table and per purpose, so a table's runs carry its name (``<table>_nightly``) and the
-per-table concurrency pool keeps them from overlapping other maintenance of the same table.
+Each table has its own schedules, but the jobs behind them are shared by purpose (``lakeops_nightly``,
+``lakeops_health``, ``lakeops_compaction``, ``lakeops_checkpoint``): Dagster resolves every job
+against every asset of the code location, so a job per table made loading quadratic in the tables
+(500 tables: a minute). A tick requests only its table's assets and their checks from the shared
+job, tagged ``lakeops/table``; the per-table concurrency pool keeps it from overlapping other
+maintenance of the same table. CDC on a cron is the exception: each table's days are partitions of
+its own, which one job cannot mix, so that table gets its own job ``<table>_cdc``.
 """
 
 from datetime import UTC
-from typing import Any
 
 import dagster as dg
 
-from orchestration.assets import operation_key, table_key
+from orchestration.assets import operation_key, run_request
 from orchestration.registry import Registry, TableEntry
 
-__all__ = ["maintenance_jobs_and_schedules"]
+__all__ = ["maintenance_schedules"]
+
+#: Schedule kind -> the operations (asset names) of a table a tick runs, and what for.
+_KINDS: dict[str, tuple[list[str], str]] = {
+    "nightly": (["expiry", "orphans"], "Expiry and orphan removal"),
+    "health": (["table"], "Health observation"),
+    "compaction": (["compaction"], "Compaction"),
+    "checkpoint": (["checkpoint"], "Checkpoint"),
+    "cdc": (["cdc"], "CDC"),
+}
 
 
-def _schedule(name: str, cron: str, job: dg.JobDefinition | Any, description: str) -> dg.ScheduleDefinition:
-    return dg.ScheduleDefinition(
-        name=name, cron_schedule=cron, job=job, execution_timezone="UTC", description=description
+def _cron(entry: TableEntry, kind: str) -> str | None:
+    """The table's cron for ``kind``: nightly and health always, the others when overridden."""
+    if kind == "cdc" and not entry.cdc.enabled:
+        return None
+    cron: str | None = getattr(entry.schedules, kind)
+    return cron
+
+
+def _job_name(entry: TableEntry, kind: str) -> str:
+    return f"{entry.name}_cdc" if kind == "cdc" else f"lakeops_{kind}"
+
+
+def _schedule(entry: TableEntry, kind: str, cron: str) -> dg.ScheduleDefinition:
+    """``kind`` of ``entry`` on ``cron``: a run of the table's assets only. CDC runs the partition of
+    the tick's day (it extracts everything pending up to that day's end), none before ``start_date``."""
+    operations, what = _KINDS[kind]
+
+    @dg.schedule(
+        name=f"{entry.name}_{kind}_schedule",
+        cron_schedule=cron,
+        job_name=_job_name(entry, kind),
+        execution_timezone="UTC",
+        description=f"{what} of {entry.name}.",
     )
-
-
-def _cdc_schedule(entry: TableEntry, cron: str) -> dg.ScheduleDefinition:
-    """CDC on a cron: the partition of the tick's day (it extracts everything pending up to that day's end)."""
-    job = dg.define_asset_job(f"{entry.name}_cdc", selection=[operation_key(entry, "cdc")])
-
-    @dg.schedule(name=f"{entry.name}_cdc_schedule", cron_schedule=cron, job=job, execution_timezone="UTC")
-    def tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        day = context.scheduled_execution_time.astimezone(UTC).strftime("%Y-%m-%d")
-        return dg.RunRequest(
-            run_key=f"{entry.name}:cdc:{day}:{context.scheduled_execution_time.isoformat()}", partition_key=day
-        )
+    def tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        if kind != "cdc":
+            return run_request(entry, operations)
+        day = context.scheduled_execution_time.astimezone(UTC).date()
+        if entry.cdc.start_date is not None and day < entry.cdc.start_date:  # no partition for that day
+            return dg.SkipReason(f"{entry.name}: CDC starts on {entry.cdc.start_date}")
+        run_key = f"{entry.name}:cdc:{day}:{context.scheduled_execution_time.isoformat()}"
+        return run_request(entry, operations, run_key=run_key, partition_key=day.isoformat())
 
     return tick
 
 
-def _table_schedules(entry: TableEntry) -> list[dg.ScheduleDefinition]:
-    cron = entry.schedules
-    nightly = dg.define_asset_job(
-        f"{entry.name}_nightly", selection=[operation_key(entry, "expiry"), operation_key(entry, "orphans")]
+def maintenance_schedules(registry: Registry) -> dg.Definitions:
+    """Every table's schedules, and the jobs they run (a job only when some schedule uses it)."""
+    scheduled = [(entry, kind, cron) for entry in registry.tables for kind in _KINDS if (cron := _cron(entry, kind))]
+    selections: dict[str, list[dg.AssetKey]] = {}
+    for entry, kind, _ in scheduled:
+        selections.setdefault(_job_name(entry, kind), []).extend(operation_key(entry, op) for op in _KINDS[kind][0])
+    return dg.Definitions(
+        jobs=[dg.define_asset_job(name, selection=keys) for name, keys in selections.items()],
+        schedules=[_schedule(entry, kind, cron) for entry, kind, cron in scheduled],
     )
-    health = dg.define_asset_job(f"{entry.name}_health", selection=[table_key(entry)])
-    schedules = [
-        _schedule(
-            f"{entry.name}_nightly_schedule", cron.nightly, nightly, f"Expiry and orphan removal of {entry.name}."
-        ),
-        _schedule(f"{entry.name}_health_schedule", cron.health, health, f"Health observation of {entry.name}."),
-    ]
-    for operation, override in (("compaction", cron.compaction), ("checkpoint", cron.checkpoint)):
-        if override is not None:
-            job = dg.define_asset_job(f"{entry.name}_{operation}", selection=[operation_key(entry, operation)])
-            schedules.append(
-                _schedule(f"{entry.name}_{operation}_schedule", override, job, f"{operation} of {entry.name}.")
-            )
-    if cron.cdc is not None and entry.cdc.enabled:
-        schedules.append(_cdc_schedule(entry, cron.cdc))
-    return schedules
-
-
-def maintenance_jobs_and_schedules(registry: Registry) -> list[dg.ScheduleDefinition]:
-    return [schedule for entry in registry.tables for schedule in _table_schedules(entry)]

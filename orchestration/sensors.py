@@ -9,9 +9,16 @@
   today's partition, which extracts everything pending.
 
 Each keeps, in its cursor, the table state (version or snapshot) it last requested a run for, so an
-unchanged table is not requested twice; run keys carry the same state, so Dagster drops a duplicate
-request even if the cursor is lost. A table that cannot be read is logged and skipped — one broken
-table never stops the sensor for the others, nor crashes the daemon.
+unchanged table is not requested twice; run keys carry the table and the same state, so Dagster
+drops a duplicate request even if the cursor is lost. A table that cannot be read is logged and
+skipped — one broken table never stops the sensor for the others, nor crashes the daemon.
+
+A sensor targets the asset selection of its tables, not a job: one job cannot hold assets of
+different partitions (each table's CDC days start on its own date, each partitioned compaction has
+its own dynamic partitions), while Dagster's implicit asset job, where selection runs go, can. Each
+request selects one table's asset *and* its blocking check (an asset with checks cannot be launched
+without them: the UI's "Apply requests" sends exactly the request's selection) and is tagged
+``lakeops/table``.
 """
 
 import json
@@ -25,7 +32,7 @@ from lakeops.ops.icechunk import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport
 from lakeops.ops.report import Report
 from lakeops.redaction import mask_text
-from orchestration.assets import operation_key, partitions_name, pending_changes
+from orchestration.assets import operation_key, partitions_name, pending_changes, run_request
 from orchestration.maintenance import table_target
 from orchestration.registry import Registry, TableEntry
 from orchestration.resources import StorageResource
@@ -54,10 +61,18 @@ def table_state(report: Report) -> str:
     return str(report.read_version)
 
 
+def _request(
+    entry: TableEntry, operation: str, state: list[str], tags: dict[str, str], partition_key: str | None = None
+) -> dg.RunRequest:
+    """A run of ``entry``'s ``operation``, keyed by the table, the operation and ``state`` (the
+    partition and table state it is for)."""
+    run_key = ":".join([entry.name, operation, *state])
+    return run_request(entry, [operation], run_key=run_key, partition_key=partition_key, tags=tags)
+
+
 def _small_files(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
     report = _inspect(entry, storage)
     state = table_state(report)
-    key = operation_key(entry, "compaction")
     policy = entry.compaction
     if policy.partitioned:
         target = table_target(entry, storage)
@@ -68,9 +83,7 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
         new = [p.key for p in health if p.key not in known]
         adds = [dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=new)] if new else []
         requests = [
-            dg.RunRequest(
-                run_key=f"{entry.name}:compaction:{p.key}:{state}", asset_selection=[key], partition_key=p.key
-            )
+            _request(entry, "compaction", [p.key, state], {"lakeops/small_files": str(p.small_files)}, p.key)
             for p in health
             # The table's own min_input_files decides what compaction merges, not the default.
             if p.small_files >= max(policy.small_file_trigger, policy.min_input_files)
@@ -82,11 +95,7 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
         policy.fragment_ratio_trigger is not None and small > 1 and ratio >= policy.fragment_ratio_trigger
     )
     tags = {"lakeops/small_files": str(small)}
-    return (
-        ([dg.RunRequest(run_key=f"{entry.name}:compaction:{state}", asset_selection=[key], tags=tags)] if due else []),
-        [],
-        state,
-    )
+    return ([_request(entry, "compaction", [state], tags)] if due else []), [], state
 
 
 def _small_and_live(report: Report) -> tuple[int, int]:
@@ -105,9 +114,8 @@ def _checkpoints(entry: TableEntry, storage: StorageResource, context: dg.Sensor
     state = table_state(report)
     if lag is None or lag < entry.checkpoint.interval:  # Icechunk has no checkpoints: lag is None
         return [], [], state
-    key = operation_key(entry, "checkpoint")
     tags = {"lakeops/commits_since_checkpoint": str(lag)}
-    return [dg.RunRequest(run_key=f"{entry.name}:checkpoint:{state}", asset_selection=[key], tags=tags)], [], state
+    return [_request(entry, "checkpoint", [state], tags)], [], state
 
 
 def _cdc(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
@@ -115,13 +123,8 @@ def _cdc(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluati
     pending = pending_changes(entry, storage, now)
     if pending is None:
         return [], [], None
-    request = dg.RunRequest(
-        run_key=f"{entry.name}:cdc:{pending.last}",
-        asset_selection=[operation_key(entry, "cdc")],
-        partition_key=now.strftime("%Y-%m-%d"),
-        tags={"lakeops/pending_versions": f"{pending.first}..{pending.last}"},
-    )
-    return [request], [], str(pending.last)
+    tags = {"lakeops/pending_versions": f"{pending.first}..{pending.last}"}
+    return [_request(entry, "cdc", [str(pending.last)], tags, now.strftime("%Y-%m-%d"))], [], str(pending.last)
 
 
 def _sensor(
@@ -133,7 +136,7 @@ def _sensor(
 ) -> dg.SensorDefinition:
     keys = [operation_key(t, operation) for t in tables]
 
-    @dg.sensor(name=name, description=description, minimum_interval_seconds=INTERVAL_S, target=keys)
+    @dg.sensor(name=name, description=description, minimum_interval_seconds=INTERVAL_S, asset_selection=keys)
     def evaluate(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult:
         cursor: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         requests: list[dg.RunRequest] = []
@@ -149,6 +152,8 @@ def _sensor(
             adds += table_adds
             if state is not None and cursor.get(entry.name) == state:
                 continue  # requested for this very state already
+            for request in table_requests:
+                context.log.info(f"{entry.name}: requesting {request.run_key} {request.tags}")
             requests += table_requests
             if table_requests and state is not None:
                 cursor[entry.name] = state

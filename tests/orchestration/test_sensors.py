@@ -5,7 +5,7 @@ an unchanged table is not requested again, and logs and skips a table it cannot 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -108,3 +108,72 @@ def test_cdc_sensor_requests_todays_partition_for_unextracted_versions(tables: d
     assert request.partition_key == datetime.now(UTC).strftime("%Y-%m-%d")
     assert request.tags["lakeops/pending_versions"] == "0..5"
     assert _evaluate(sensor, result.cursor).run_requests == []
+
+
+def test_requests_resolve_as_the_daemon_resolves_them_to_runs_of_one_table(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """Evaluated with the repository and a persistent instance, as the daemon and the UI's dry run
+    evaluate: each request names its table, and its selection (the asset and its check) with its
+    partition is a valid run of the job it resolves to. The UI's "Apply requests" once failed with
+    InvalidSubsetError (an asset selected without its check), and the location did not load at all
+    with two CDC tables starting on different days."""
+    parted = tmp_path / "parted"
+    for i in range(6):
+        rows = pa.table({"id": pa.array([i], pa.int64()), "day": pa.array([f"d{i % 2}"])})
+        write_deltalake(str(parted), rows, mode="append", partition_by=["day"])
+    today = datetime.now(UTC).date()
+    registry = parse_registry(
+        f"""
+tables:
+  - name: busy
+    location: {tables["busy"]}
+    compaction: {{small_file_trigger: 4}}
+    checkpoint: {{interval: 5}}
+    cdc: {{enabled: true, output: {tmp_path / "busy_changes"}, start_date: {today - timedelta(days=40)}}}
+  - name: quiet
+    location: {tables["quiet"]}
+    compaction: {{small_file_trigger: 2}}
+    cdc: {{enabled: true, output: {tmp_path / "quiet_changes"}, start_date: {today}}}
+  - name: parted
+    location: {parted}
+    compaction: {{small_file_trigger: 2, min_input_files: 2, partitioned: true}}
+"""
+    )
+    repo = build_definitions(registry).get_repository_def()
+    requested = set()
+    with dg.instance_for_test() as instance:
+        for sensor in repo.sensor_defs:
+            context = dg.build_sensor_context(
+                instance=instance,
+                instance_ref=instance.get_ref(),
+                repository_def=repo,
+                resources={"storage": StorageResource()},
+            )
+            tick = sensor.evaluate_tick(context)
+            added = {key for add in tick.dynamic_partitions_requests or [] for key in add.partition_keys or []}
+            for request in tick.run_requests or []:
+                table = request.tags["lakeops/table"]
+                (key,) = request.asset_selection or []
+                assert (
+                    key.path[0] == table and request.run_key and request.run_key.startswith(f"{table}:{key.path[1]}:")
+                )
+                assert [c.asset_key for c in request.asset_check_keys or []] == [key]
+                job = repo.get_job(request.job_name or "")
+                job.get_subset(asset_selection={key}, asset_check_selection=set(request.asset_check_keys or []))
+                partitions = repo.asset_graph.get(key).partitions_def
+                if isinstance(partitions, dg.DynamicPartitionsDefinition):
+                    assert request.partition_key in added
+                elif partitions is not None:
+                    assert partitions.has_partition_key(request.partition_key or "")
+                assert request.tags.get("dagster/partition") == request.partition_key
+                requested.add(request.run_key)
+    assert requested == {
+        "busy:compaction:5",
+        "quiet:compaction:1",
+        "parted:compaction:day=d0:5",
+        "parted:compaction:day=d1:5",
+        "busy:checkpoint:5",
+        "busy:cdc:5",
+        "quiet:cdc:1",
+    }
