@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -300,8 +301,10 @@ def test_every_generated_uri_secret_is_masked_in_text_and_records(uri: str, befo
     _no_mark("an error", repr(InvalidArgument(text)))
 
 
-#: Catalog URIs that fail fast: refused connection, missing driver, bad SQLite URL, unknown dialect.
+#: Catalog URIs that fail fast: refused connection, missing driver, bad SQLite URL, unknown dialect,
+#: a database without the catalog's tables (SQLite creates the empty file).
 FAILING_CATALOGS = [
+    f"sqlite:///{tempfile.gettempdir()}/lakeops-secrets-no-catalog.db",
     "postgresql+psycopg2://{userinfo}127.0.0.1:1/catalog",
     "postgresql+pg8000://{userinfo}127.0.0.1:1/catalog",
     "mysql://{userinfo}127.0.0.1:1/catalog",
