@@ -3,7 +3,8 @@
 Used by ``make ui`` (through the Makefile), by the UI test and by ``make screenshot``: the webserver
 and daemon start on 127.0.0.1 with ``DAGSTER_HOME`` and ``LAKEOPS_REGISTRY`` set, and
 :func:`served` lists the asset keys, schedules and sensors of the loaded code location, as the UI's
-own pages query them.
+own pages query them. A code location that failed to load is an error, with Dagster's message: the
+webserver still serves then, with no assets, and an empty graph must never pass for a loaded one.
 """
 
 import json
@@ -22,11 +23,23 @@ from pathlib import Path
 from lakeops.errors import LakeopsError
 
 PROJECT = Path(__file__).resolve().parent.parent
+#: What ``make demo`` builds and ``make screenshot`` shows: the registry and the Dagster instance.
+DEMO = PROJECT / ".lakeops-demo"
 #: The code location ``workspace.yaml`` defines.
 LOCATION = "orchestration.definitions:defs"
 
 QUERY = """
 {
+  workspaceOrError {
+    ... on Workspace {
+      locationEntries {
+        name
+        loadStatus
+        locationOrLoadError { __typename ... on PythonError { message errorChain { error { message } } } }
+      }
+    }
+    ... on PythonError { message }
+  }
   assetNodes { assetKey { path } }
   repositoriesOrError {
     ... on RepositoryConnection { nodes { name schedules { name } sensors { name } } }
@@ -37,7 +50,11 @@ QUERY = """
 
 
 class UiNotServing(LakeopsError):
-    """``dagster dev`` exited or did not answer in time."""
+    """``dagster dev`` exited, did not answer in time, or does not serve what was asked for."""
+
+
+class LocationFailed(UiNotServing):
+    """The webserver answers, but the code location failed to load (waiting does not help)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +79,20 @@ def graphql(url: str, query: str) -> dict:
 
 
 def served(url: str) -> Served:
+    """What the loaded code location serves; :class:`LocationFailed` with Dagster's error when it
+    failed to load, :class:`UiNotServing` while it is still loading."""
     data = graphql(url, QUERY)
+    workspace = data["workspaceOrError"]
+    if "locationEntries" not in workspace:
+        raise LocationFailed(f"{url}: the workspace failed to load: {workspace.get('message')}")
+    entry = next((e for e in workspace["locationEntries"] if e["name"] == LOCATION), None)
+    if entry is None or entry["loadStatus"] != "LOADED":
+        raise UiNotServing(f"{url}: the code location {LOCATION} has not loaded yet")
+    error = entry["locationOrLoadError"]
+    if error["__typename"] == "PythonError":  # the registry's own message is in the cause chain
+        messages = [error["message"], *(link["error"]["message"] for link in error["errorChain"])]
+        because = "; caused by: ".join(m.strip() for m in messages)
+        raise LocationFailed(f"{url}: the code location {LOCATION} failed to load: {because}")
     repositories = data["repositoriesOrError"]
     if "nodes" not in repositories:
         raise UiNotServing(f"{url}: the code location failed to load: {repositories.get('message')}")
@@ -113,6 +143,8 @@ def _wait_until_loaded(url: str, process: subprocess.Popen, log: Path, timeout_s
         try:
             served(url)
             return
+        except LocationFailed:
+            raise
         except (OSError, KeyError, UiNotServing):
             time.sleep(1)
     raise UiNotServing(f"dagster dev did not serve {url} within {timeout_s:.0f} s (log {log})")
@@ -156,22 +188,35 @@ def screenshot(url: str, out: Path, *, chromium: str = "chromium", size: tuple[i
         raise UiNotServing(f"{out}: Chromium wrote no screenshot of {url}")
 
 
+def capture(registry: Path, home: Path, group: str, out: Path) -> None:
+    """A screenshot of ``group``'s asset graph as ``dagster dev`` serves ``registry``; raises
+    :class:`UiNotServing` (before Chromium starts) when the location or the group is not there."""
+    with dagster_dev(registry, home) as url:
+        assets = served(url).assets
+        if not any(asset.startswith(f"{group}/") for asset in assets):
+            groups = sorted({asset.split("/")[0] for asset in assets})
+            raise UiNotServing(f"{registry}: group {group!r} has no assets; the location serves {groups or 'none'}")
+        screenshot(f"{url}/locations/{LOCATION}/asset-groups/{group}", out)
+
+
 def main(argv: list[str]) -> int:
     """``python -m orchestration.ui screenshot OUT.png [GROUP]``: the asset graph of one table of the
-    demo registry (default ``events``)."""
+    demo registry (default ``events``). Exits 1, saying why, when there is nothing true to show."""
     if argv[:1] != ["screenshot"] or len(argv) not in (2, 3):
         print("usage: python -m orchestration.ui screenshot OUT.png [GROUP]", file=sys.stderr)
         return 2
     group = argv[2] if len(argv) == 3 else "events"
-    demo = PROJECT / ".lakeops-demo"
-    registry = demo / "lakeops.yaml"
+    registry = DEMO / "lakeops.yaml"
     if not registry.is_file():
         print(f"{registry}: missing; run `make demo` first", file=sys.stderr)
         return 1
     out = Path(argv[1]).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    with dagster_dev(registry, demo / "dagster_home") as url:
-        screenshot(f"{url}/locations/{LOCATION}/asset-groups/{group}", out)
+    try:
+        capture(registry, DEMO / "dagster_home", group, out)
+    except LakeopsError as exc:
+        print(f"screenshot failed: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {out}")
     return 0
 
