@@ -328,9 +328,8 @@ class _Marker:
                 self._enter("files-written")
 
 
-def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = setattr) -> _Marker:
-    """Put the markers of ``spec`` in place through ``patch`` (a ``MonkeyPatch.setattr`` in a test's
-    own process, for a recorded clean run; plain ``setattr`` in the wrapper). The caller enters
+def install(spec: dict[str, Any]) -> _Marker:
+    """Put the markers of ``spec`` in place (in the wrapper's process only). The caller enters
     ``planning`` on the returned marker when it calls ``main``."""
     from lakeops.storage import local
 
@@ -352,7 +351,7 @@ def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = se
             if when == "after":
                 _die()
 
-        patch(storage_cls, name, patched)
+        setattr(storage_cls, name, patched)
 
     storage_method("put_if_absent")
     storage_method("write")
@@ -365,7 +364,7 @@ def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = se
                 _die()
             return original(self, path, *args)
 
-        patch(storage_cls, name, patched)
+        setattr(storage_cls, name, patched)
 
     for name in ("read", "read_range", "list", "stat", "exists"):
         reading(name)
@@ -383,7 +382,7 @@ def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = se
             _die()
         return results
 
-    patch(SparkSettings, "run_units", units)
+    SparkSettings.run_units = units
 
     delete = SparkSettings.delete
 
@@ -391,7 +390,7 @@ def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = se
         marker.enter("deleting")
         return delete(self, *args, **kwargs)
 
-    patch(SparkSettings, "delete", deleting_batches)
+    SparkSettings.delete = deleting_batches
 
     from lakeops.iceberg.catalog import SqlCatalog
 
@@ -403,7 +402,7 @@ def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = se
         if marker.hit("swap", new):
             _die()
 
-    patch(SqlCatalog, "swap", swapped)
+    SqlCatalog.swap = swapped
 
     delete_many = storage_cls.delete_many
 
@@ -417,7 +416,7 @@ def install(spec: dict[str, Any], patch: Callable[[object, str, Any], None] = se
             _die()
         return delete_many(self, paths)
 
-    patch(storage_cls, "delete_many", deleting)
+    storage_cls.delete_many = deleting
 
     if spec.get("slow_worker"):
         _slow_compaction(spec["slow_worker"])

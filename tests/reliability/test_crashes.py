@@ -9,7 +9,7 @@ deleting, audit. Every kill reports the phase it hit (the session summary counts
 interpreter's start.
 
 For each operation and format a reference is computed once: the table *before* (an untouched build)
-and *after* (a clean, recorded run on another build, :func:`crashing.install` in this process). Each
+and *after* (a clean run on another build, recorded through the same wrapper in a subprocess). Each
 kill point then draws N among the matching calls the clean run made (seeded: ``LAKEOPS_CRASH_ROUNDS``
 seeds per point, one by default) and kills a fresh build's run there (:mod:`crashing`). Afterwards:
 
@@ -47,7 +47,7 @@ from icechunk_repos import build_history, contents, missing_objects
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.serializers import FromInputFile
 from pyiceberg_tables import rows_of, small_file_table
-from reliability.crashing import PHASES_HIT, ROUNDS, Call, Point, descendants, install, read_calls, run
+from reliability.crashing import PHASES_HIT, ROUNDS, Call, Point, descendants, run
 
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import new_id
@@ -408,30 +408,30 @@ class Reference:
     after: Any
     readable: Any
     calls: list[Call]
-    #: Seconds of the clean run from ``planning`` to its end.
-    seconds: float
+    #: (phase, seconds spent in it) from ``planning`` on.
+    phases: list[tuple[str, float]]
 
 
 _REFERENCES: dict[str, Reference] = {}
 
 
 def reference(case: Case, factory: pytest.TempPathFactory) -> Reference:
-    """Before and after a clean run of ``case`` (recorded in this process), computed once per case."""
+    """Before and after a clean run of ``case``, computed once per case. The clean run goes through the
+    wrapper in a subprocess, recorded, as a killed run does: it runs its units where a killed run does
+    (driver threads, not a Spark session this process may hold) and spends its phases as one does
+    (module imports inside the operation included)."""
     if case.id not in _REFERENCES:
         base = factory.mktemp(f"reference-{case.id}")
         untouched = build(case, base / "before")
         clean = build(case, base / "after")
-        record = base / "calls.tsv"
-        with pytest.MonkeyPatch.context() as patcher:
-            marker = install({"record": str(record)}, patcher.setattr)
-            started = time.monotonic()
-            marker.enter("planning")
-            assert lakeops(clean.argv()) == 0
-            seconds = time.monotonic() - started
+        outcome = run(clean.argv(), record=True, workdir=base)
+        assert outcome.returncode == 0, outcome.stderr
         readable = None
         if case.fmt == "delta":
             readable = Delta.readable(untouched.table.root) & Delta.readable(clean.table.root)
-        _REFERENCES[case.id] = Reference(untouched.state(), clean.state(), readable, read_calls(record), seconds)
+        starts = [(phase, at) for at, phase in outcome.journal if phase != "start-up"]
+        phases = [(phase, end - at) for (phase, at), (_, end) in zip(starts, starts[1:], strict=False)]
+        _REFERENCES[case.id] = Reference(untouched.state(), clean.state(), readable, outcome.calls, phases)
     return _REFERENCES[case.id]
 
 
@@ -486,22 +486,6 @@ def test_driver_killed_at_a_point(
 TIMED = [case for case in CASES if case.command[0] in ("compact", "expire", "orphans")]
 
 
-_TIMELINES: dict[str, list[tuple[str, float]]] = {}
-
-
-def timeline(case: Case, factory: pytest.TempPathFactory) -> list[tuple[str, float]]:
-    """(phase, seconds spent in it) of a clean run of ``case`` in a subprocess, as a killed run spends
-    them (module imports inside the operation included), from ``planning`` on; computed once per case."""
-    if case.id not in _TIMELINES:
-        base = factory.mktemp(f"timeline-{case.id}")
-        clean = build(case, base / "table")
-        outcome = run(clean.argv(), workdir=base)
-        assert outcome.returncode == 0, outcome.stderr
-        starts = [(phase, at) for at, phase in outcome.journal if phase != "start-up"]
-        _TIMELINES[case.id] = [(phase, end - at) for (phase, at), (_, end) in zip(starts, starts[1:], strict=False)]
-    return _TIMELINES[case.id]
-
-
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks) for c in TIMED])
 @pytest.mark.parametrize("seed", range(ROUNDS))
 def test_driver_killed_at_a_random_moment(
@@ -512,7 +496,7 @@ def test_driver_killed_at_a_random_moment(
     loaded machine's slower planning do not decide where it dies); the phase each kill really hit is
     reported (a short phase may be over when the kill lands)."""
     ref = reference(case, tmp_path_factory)
-    phases = timeline(case, tmp_path_factory)
+    phases = ref.phases
     # Successive seeds take successive phases, from one drawn per case, so a long budget covers them all.
     offset = random.Random(case.id).randrange(len(phases))
     aimed, length = phases[(offset + seed) % len(phases)]
