@@ -8,6 +8,12 @@ it — ``<table>/compaction``, ``checkpoint``, ``expiry``, ``orphans`` and (when
 check computed from the report it just produced (:mod:`lakeops.ops.verify`); a failed check fails
 the step, so nothing downstream runs on a table in doubt.
 
+Versions: the table's data version is the last commit that changed its data
+(:mod:`lakeops.ops.data_version`), so its maintenance shows as out of date ("Unsynced") when new
+data landed, not after the maintenance's own commits. A maintenance asset's code version is the
+registry policy it applies: a changed policy shows, and runs under one policy on the same data get
+one data version (a run that found nothing to do changes nothing downstream).
+
 Safety across runs: every maintenance asset of a table is in the concurrency pool
 ``lakeops_<table>``; the shipped ``dagster.yaml`` limits each pool to one *run* (pool granularity
 ``run``), so two maintenance runs never act on one table at once. Expiry and orphan removal keep
@@ -16,8 +22,9 @@ what the table's CDC consumer has not extracted yet (:func:`lakeops.ops.consumer
 Partitions: the CDC asset is partitioned by commit day (UTC) and backfilled as one run per range of
 days; a run extracts every commit up to the end of its last day that the output does not hold yet
 (:func:`lakeops.ops.consumers.pending_changes`), so re-runs and overlapping ranges write nothing
-twice and a later day never leaves an earlier one out. A compaction with ``partitioned: true`` has one dynamic
-partition per table partition, kept current by the small-file sensor.
+twice and a later day never leaves an earlier one out; a run records every earlier day it covered
+that no run recorded yet, so the asset's days show as filled. A compaction with ``partitioned: true``
+has one dynamic partition per table partition, kept current by the small-file sensor.
 """
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,6 +34,7 @@ from typing import Any
 import dagster as dg
 
 from lakeops.ops import consumers, partitions, verify
+from lakeops.ops.data_version import data_version
 from lakeops.ops.report import Report
 from lakeops.ops.target import Target
 from orchestration.maintenance import report_metadata, run_maintenance, table_target
@@ -129,15 +137,10 @@ def table_asset(entry: TableEntry) -> dg.SourceAsset:
 
         with storage.credentials():
             report = run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
-        return dg.ObserveResult(metadata=report_metadata(report), data_version=_data_version(report))
+            version = data_version(table_target(entry, storage), storage.options())
+        return dg.ObserveResult(metadata=report_metadata(report), data_version=dg.DataVersion(version))
 
     return observe
-
-
-def _data_version(report: Report) -> dg.DataVersion:
-    """The table version it observed, so the UI marks downstream maintenance as stale when it moves."""
-    version = getattr(report, "snapshot_id", None) or getattr(report, "version", None) or report.read_version
-    return dg.DataVersion(str(version))
 
 
 def _check(entry: TableEntry, operation: str, target: Target, report: Report, storage: StorageResource) -> Any:
@@ -152,6 +155,20 @@ def _check(entry: TableEntry, operation: str, target: Target, report: Report, st
             return verify.retained_files_exist(target, options)
         assert entry.cdc.output is not None
         return verify.change_feed_unique(entry.cdc.output, entry.cdc.key or None, options)
+
+
+def _code_version(entry: TableEntry, operation: str) -> str:
+    """The registry policy a run of ``operation`` applies, as its code version (the sensors'
+    triggers are not part of it: they decide when a run happens, not what it does)."""
+    policy: dict[str, Any] = {}
+    if operation == "compaction":
+        policy = entry.compaction.model_dump(exclude={"small_file_trigger", "fragment_ratio_trigger"})
+    elif operation in ("expiry", "orphans"):
+        policy = getattr(entry, operation).model_dump()
+        policy["keep_unextracted_of"] = entry.cdc.output  # consumer-aware retention (None: CDC off)
+    elif operation == "cdc":
+        policy = entry.cdc.model_dump(include={"output", "start_date", "key"})
+    return ", ".join(f"{k}={v}" for k, v in sorted(policy.items()) if v not in (None, [])) or "defaults"
 
 
 def _since_ms(entry: TableEntry) -> int:
@@ -222,6 +239,7 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
         pool=f"lakeops_{entry.name}",
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run() if operation == "cdc" else None,
+        code_version=_code_version(entry, operation),
         check_specs=[dg.AssetCheckSpec(check_name, asset=key, description=check_description, blocking=True)],
     )
     def maintain(
@@ -234,22 +252,66 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
                 options["where"] = partitions.partition_where(
                     target, context.partition_key, storage_options=storage.options()
                 )
-        if operation == "cdc":
-            until = context.partition_time_window.end
-            pending = pending_changes(entry, storage, until)
-            if pending is None:
-                context.log.info(f"no commits before {until.isoformat()} left to extract")
-                yield _nothing_to_extract(context, entry, check_name, storage)
-                return
+        if operation != "cdc":
+            yield _run(context, entry, operation, target, options, spark, storage)
+            return
+        assert isinstance(partitions_def, dg.DailyPartitionsDefinition)
+        until = context.partition_time_window.end
+        pending = pending_changes(entry, storage, until)
+        if pending is None:
+            context.log.info(f"no commits before {until.isoformat()} left to extract")
+            outcome = _nothing_to_extract(context, entry, check_name, storage)
+        else:
             options.update(from_version=pending.from_option, to_version=pending.to_option)
-        report = run_maintenance(context, entry, MAINTENANCE[operation], options, spark, storage)
-        result = _check(entry, operation, target, report, storage)
-        yield dg.MaterializeResult(
-            metadata=report_metadata(report),
-            check_results=[_check_result(check_name, result)],
-        )
+            outcome = _run(context, entry, operation, target, options, spark, storage)
+        if all(check.passed for check in outcome.check_results or []):
+            _record_covered_days(context, entry, partitions_def)
+        yield outcome
 
     return maintain
+
+
+def _run(
+    context: dg.AssetExecutionContext,
+    entry: TableEntry,
+    operation: str,
+    target: Target,
+    options: dict[str, Any],
+    spark: SparkResource,
+    storage: StorageResource,
+) -> dg.MaterializeResult:
+    """``operation`` with ``options``, its report as metadata and its check."""
+    report = run_maintenance(context, entry, MAINTENANCE[operation], options, spark, storage)
+    result = _check(entry, operation, target, report, storage)
+    return dg.MaterializeResult(
+        metadata=report_metadata(report), check_results=[_check_result(CHECKS[operation][0], result)]
+    )
+
+
+def _record_covered_days(
+    context: dg.AssetExecutionContext, entry: TableEntry, days: dg.DailyPartitionsDefinition
+) -> None:
+    """Record as materialized every day up to this run's last one that nothing recorded yet: the
+    output now holds every change committed before that day's end, so those days are complete. The
+    run's own days Dagster records itself (one materialization per day of a range, as for any
+    single-run backfill); a run for today after weeks without one extracted those weeks too, and
+    their days must not show as missing."""
+    last = context.partition_key_range.end
+    recorded = context.instance.get_materialized_partitions(context.asset_key) | set(context.partition_keys)
+    covered = [day for day in days.get_partition_keys() if day <= last and day not in recorded]
+    if not covered:
+        return
+    first = context.partition_key_range.start
+    run = last if first == last else f"{first}..{last}"
+    summary = dg.MetadataValue.md(
+        f"Extracted by the run for {run}: the output holds every change of `{entry.address}` committed "
+        f"before the end of {last} (UTC)."
+    )
+    for day in covered:
+        context.log_event(
+            dg.AssetMaterialization(asset_key=context.asset_key, partition=day, metadata={"summary": summary})
+        )
+    context.log.info(f"recorded {len(covered)} earlier day(s) this run covered: {covered[0]}..{covered[-1]}")
 
 
 def _check_result(name: str, verification: Any) -> dg.AssetCheckResult:

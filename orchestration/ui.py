@@ -70,10 +70,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def graphql(url: str, query: str) -> dict:
-    request = urllib.request.Request(
-        f"{url}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
-    )
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    request = urllib.request.Request(f"{url}/graphql", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["data"]
 

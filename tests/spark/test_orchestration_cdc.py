@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,13 @@ tables:
         self.entry: TableEntry = registry.table("events")
         self.defs = build_definitions(registry)
 
-    def run(self, *, day: str | None = None, days: tuple[str, str] | None = None) -> dg.ExecuteInProcessResult:
+    def run(
+        self,
+        *,
+        day: str | None = None,
+        days: tuple[str, str] | None = None,
+        instance: dg.DagsterInstance | None = None,
+    ) -> dg.ExecuteInProcessResult:
         tags = {ASSET_PARTITION_RANGE_START_TAG: days[0], ASSET_PARTITION_RANGE_END_TAG: days[1]} if days else None
         result = dg.materialize(
             list(self.defs.assets or []),
@@ -66,7 +72,7 @@ tables:
             partition_key=day,
             tags=tags,
             resources=RESOURCES,
-            instance=dg.DagsterInstance.ephemeral(),
+            instance=instance or dg.DagsterInstance.ephemeral(),
         )
         assert result.success
         (check,) = result.get_asset_check_evaluations()
@@ -109,6 +115,29 @@ def test_day_by_day_runs_extract_each_day_and_match_the_backfill(root: Path) -> 
     assert feed.changes() == _expected(2)
     feed.run(day=DAYS[1])
     feed.run(day=DAYS[2])
+    assert feed.changes() == _expected(3)
+
+
+def test_a_run_records_every_earlier_day_it_covered_once(root: Path) -> None:
+    """A run for one day extracts every commit up to its end that the output lacks, so every earlier
+    day is complete too: the days no run recorded are recorded (the demo's CDC asset said "2% filled"
+    after its run for today extracted every version since the start), and only once."""
+    feed = Feed(root, "covered")
+    key = operation_key(feed.entry, "cdc")
+    today = datetime.now(UTC).date()
+    every_day = {(date.fromisoformat(DAYS[0]) + timedelta(days=n)).isoformat() for n in range(400)}
+    with dg.instance_for_test() as instance:
+        feed.run(day=DAYS[2], instance=instance)
+        assert instance.get_materialized_partitions(key) == set(DAYS)
+        earlier = instance.fetch_materializations(dg.AssetRecordsFilter(key, asset_partitions=[DAYS[0]]), limit=1)
+        summary = earlier.records[0].asset_materialization.metadata["summary"].value  # type: ignore[union-attr]
+        assert f"Extracted by the run for {DAYS[2]}" in str(summary)
+
+        feed.run(day=today.isoformat(), instance=instance)
+        assert instance.get_materialized_partitions(key) == {d for d in every_day if d <= today.isoformat()}
+        recorded = len(instance.fetch_materializations(key, limit=1000).records)
+        feed.run(day=today.isoformat(), instance=instance)
+        assert len(instance.fetch_materializations(key, limit=1000).records) == recorded + 1
     assert feed.changes() == _expected(3)
 
 

@@ -1,0 +1,86 @@
+"""The version of a table's data: the latest commit that changed what readers see, passing over
+commits that only rewrote it.
+
+Maintenance commits move a table's version without changing its rows: Delta compaction adds and
+removes files with ``dataChange: false`` (Delta protocol, "Add File and Remove File"); Iceberg
+compaction and manifest rewrites commit ``replace`` snapshots ("data and delete files were added and
+removed without changing table data", spec "Snapshots"); lakeops' Icechunk compaction commits
+snapshots marked ``lakeops.operation: compact`` whose chunks hold the same bytes. An orchestrator
+that marks work out of date when its input changes (Dagster's data versions of the observed table)
+must see new data there, not the maintenance it just ran.
+
+Where the walk back reaches history that is gone (expired snapshots, cleaned-up log files), the
+oldest commit still known stands for the data version.
+"""
+
+from __future__ import annotations
+
+from lakeops.delta.commit_file import CommitActions, parse_commit
+from lakeops.delta.log_segment import list_log, read_log_file
+from lakeops.errors import NotATable, VersionNotFound
+from lakeops.iceberg.table import load_table
+from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
+from lakeops.icechunk.repository import Repository
+from lakeops.ops.target import Target
+from lakeops.storage import StorageOptions, open_storage
+
+__all__ = ["data_version"]
+
+#: The Iceberg snapshot operation that changes no table data.
+_ICEBERG_REWRITE = "replace"
+
+
+def _delta_changes_data(commit: CommitActions) -> bool:
+    """A new schema or table metadata, change data files, or a file added or removed as a data change."""
+    changed = any(a.data_change for a in commit.adds) or any(r.data_change for r in commit.removes)
+    return changed or commit.metadata is not None or bool(commit.cdcs)
+
+
+def _delta(location: str, storage_options: StorageOptions) -> str:
+    storage = open_storage(location, storage_options)
+    commits = list_log(storage, location).commits
+    if not commits:
+        raise NotATable(f"{location}: no Delta commit files in _delta_log")
+    versions = sorted(commits, reverse=True)
+    for version in versions:
+        if _delta_changes_data(parse_commit(read_log_file(storage, commits[version]), version, location)):
+            return str(version)
+    return str(versions[-1])
+
+
+def _iceberg(target: Target, storage_options: StorageOptions) -> str:
+    assert target.iceberg is not None
+    metadata = load_table(target.iceberg, storage_options).metadata
+    head = metadata.current_snapshot()
+    if head is None:
+        return "empty"
+    oldest = head
+    for snapshot in metadata.ancestors(head.snapshot_id):
+        if snapshot.operation != _ICEBERG_REWRITE:
+            return str(snapshot.snapshot_id)
+        oldest = snapshot
+    # Only rewrites as far back as the metadata goes: their expired parent, known by its id alone.
+    return str(oldest.parent_snapshot_id if oldest.parent_snapshot_id is not None else oldest.snapshot_id)
+
+
+def _icechunk(location: str, storage_options: StorageOptions) -> str:
+    repo = Repository(open_storage(location, storage_options), location)
+    snapshot = repo.read_snapshot(repo.resolve("main"))
+    while snapshot.properties.get(OPERATION_PROPERTY) == COMPACT and (parent := snapshot.parent_id) is not None:
+        try:
+            snapshot = repo.read_snapshot(parent)
+        except VersionNotFound:  # expired: its id is all that is known of it
+            return parent
+    return snapshot.id
+
+
+def data_version(target: Target, storage_options: StorageOptions | None = None) -> str:
+    """The id of the latest commit of ``target`` that changed its data (Delta version, Iceberg
+    snapshot id, Icechunk snapshot id of ``main``), as text."""
+    storage_options = storage_options or StorageOptions()
+    if target.format == "iceberg":
+        return _iceberg(target, storage_options)
+    assert target.location is not None
+    if target.format == "icechunk":
+        return _icechunk(target.location, storage_options)
+    return _delta(target.location, storage_options)
