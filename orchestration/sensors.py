@@ -120,6 +120,8 @@ def _checkpoints(entry: TableEntry, storage: StorageResource, context: dg.Sensor
 
 def _cdc(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
     now = datetime.now(UTC)
+    if entry.cdc.start_date is not None and now.date() < entry.cdc.start_date:
+        return [], [], None  # no day to request yet: one invalid partition would fail the whole tick
     pending = pending_changes(entry, storage, now)
     if pending is None:
         return [], [], None

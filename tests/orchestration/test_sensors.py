@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from orchestration.definitions import build_definitions
 from orchestration.registry import parse_registry
@@ -177,3 +177,33 @@ tables:
         "busy:cdc:5",
         "quiet:cdc:1",
     }
+
+
+def test_cdc_that_starts_after_today_requests_nothing_even_with_a_watermark(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """An output that already holds versions 0..2 and a start date moved past today: today is not a
+    partition yet, and requesting it would fail the whole tick (every table's requests)."""
+    output = tmp_path / "busy_changes"
+    source_id = DeltaTable(str(tables["busy"])).metadata().id
+    watermark = CommitProperties(app_transactions=[Transaction(app_id=source_id, version=2)])
+    write_deltalake(str(output), pa.table({"id": pa.array([0], pa.int64())}), commit_properties=watermark)
+    start = datetime.now(UTC).date() + timedelta(days=3)
+    registry = parse_registry(
+        f"""
+tables:
+  - name: busy
+    location: {tables["busy"]}
+    cdc: {{enabled: true, output: {output}, start_date: {start}}}
+"""
+    )
+    repo = build_definitions(registry).get_repository_def()
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(
+            instance=instance,
+            instance_ref=instance.get_ref(),
+            repository_def=repo,
+            resources={"storage": StorageResource()},
+        )
+        tick = repo.get_sensor_def("lakeops_cdc").evaluate_tick(context)
+    assert tick.run_requests == [] and json.loads(tick.cursor or "{}") == {}
