@@ -72,3 +72,10 @@ class OutsideRoot(UnsafeOperation):
 
 class InvalidArgument(LakeopsError):
     """An option or argument has a bad value."""
+
+
+class UsageError(InvalidArgument):
+    """An option the command cannot take, found only once the table or the registry is read: a value
+    malformed for the table's format (a Delta ``--from`` that is no version number), an option its
+    format does not have, a registry name of the wrong kind. The command line exits 2 for it, as for
+    a malformed value it catches while parsing."""

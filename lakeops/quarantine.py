@@ -52,6 +52,7 @@ __all__ = [
     "quarantine_files",
     "read_manifest",
     "remove",
+    "require_run_id",
     "reserved_dirs",
     "restore",
     "run_time",
@@ -115,11 +116,16 @@ def is_reserved(root: str, path: str) -> bool:
     return any(is_within(d, path) for d in reserved_dirs(root))
 
 
-def _run_dir(root: str, run_id: str) -> str:
-    run_time(run_id)  # a run id with ``/`` or ``..`` never reaches a path
+def require_run_id(run_id: str) -> str:
+    """``run_id`` if it is a run id (InvalidArgument if not): one with ``/`` or ``..`` never reaches a path."""
+    run_time(run_id)
     if "/" in run_id or run_id.startswith("."):
         raise InvalidArgument(f"{run_id!r} is not a lakeops run id")
-    return join(root, TRASH_DIR, run_id)
+    return run_id
+
+
+def _run_dir(root: str, run_id: str) -> str:
+    return join(root, TRASH_DIR, require_run_id(run_id))
 
 
 def remove(

@@ -8,6 +8,7 @@ address of each entry is read here (``name``, ``location`` or ``catalog: {uri, n
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from lakeops.errors import InvalidArgument
 
-__all__ = ["REGISTRY_ENV", "RegisteredTable", "lookup", "registry_audit_location", "registry_path"]
+__all__ = ["REGISTRY_ENV", "RegisteredTable", "lookup", "registry_audit_location", "registry_path", "why_unknown"]
 
 REGISTRY_ENV = "LAKEOPS_REGISTRY"
 DEFAULT_FILE = "lakeops.yaml"
@@ -86,6 +87,19 @@ def lookup(name: str) -> RegisteredTable | None:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors())
                 raise InvalidArgument(f"registry {path}: table {name!r} (entry {i}): {problems}") from None
     return None
+
+
+def why_unknown(name: str) -> str:
+    """Why ``name`` is no registry table, for an error message: the registry searched (and where its
+    path came from) with its closest names, or that there is no registry file."""
+    path = registry_path()
+    if not path.is_file():  # with $LAKEOPS_REGISTRY set, lookup() has refused the missing file already
+        return f"no registry to look the name up in (${REGISTRY_ENV} is not set and {path.resolve()} does not exist)"
+    source = f"from ${REGISTRY_ENV}" if REGISTRY_ENV in os.environ else f"in the working directory; no ${REGISTRY_ENV}"
+    names = [raw["name"] for raw in _entries(path) if isinstance(raw, dict) and isinstance(raw.get("name"), str)]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"none of its {len(names)} names is close"
+    return f"no table named {name!r} in registry {path.resolve()} ({source}); {hint}"
 
 
 def registry_audit_location() -> str | None:

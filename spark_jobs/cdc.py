@@ -53,8 +53,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the last version / snapshot, branch or tag to extract (default: the latest version / the "
         "current snapshot / main)",
     )
+    from spark_jobs.cli import location_arg
+
     parser.add_argument(
-        "--output", required=True, metavar="OUT", help="Delta table the change rows are appended to (created if absent)"
+        "--output",
+        required=True,
+        type=location_arg,
+        metavar="OUT",
+        help="Delta table the change rows are appended to (created if absent): a location, or the name of a "
+        "registry table",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
 

@@ -23,9 +23,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from lakeops.delta.retention import parse_retention
-from lakeops.errors import LakeopsError
+from lakeops.errors import LakeopsError, UsageError
 from lakeops.jsontext import printable
+from lakeops.ops.predicate import parse_predicate
 from lakeops.ops.report import Report
+from lakeops.ops.target import CatalogOptions, resolve_name, resolve_output
+from lakeops.quarantine import require_run_id
 from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration, parse_size
@@ -77,6 +80,19 @@ def _checked(parse: Callable[[str], object]) -> Callable[[str], object]:
     return convert
 
 
+def _where(text: str) -> str:
+    """``--where`` parsed when read (a syntax error is a usage error), kept as written."""
+    parse_predicate(text)
+    return text
+
+
+def location_arg(text: str) -> str:
+    """TABLE and ``--output``: an empty one is a usage error, whatever the command."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a table location or name must not be empty")
+    return text
+
+
 def _retention(text: str) -> str:
     """``--older-than`` checked when parsed (a bad or negative one is a usage error), kept as written:
     the options, and so the audit record, hold what the user typed."""
@@ -88,11 +104,14 @@ size_arg = _checked(parse_size)
 duration_arg = _checked(parse_duration)
 retention_arg = _checked(_retention)
 timestamp_arg = _checked(datetime.fromisoformat)
+where_arg = _checked(_where)
+run_id_arg = _checked(require_run_id)
 
 
 def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
     parser.add_argument(
         "table",
+        type=location_arg,
         help="table location (a path, file://, s3://; s3a:// and s3n:// accepted), namespace.table with "
         "--catalog-uri, or a table name from the registry file ($LAKEOPS_REGISTRY, else ./lakeops.yaml)",
     )
@@ -134,6 +153,16 @@ def storage_options(args: argparse.Namespace) -> StorageOptions:
     return StorageOptions(endpoint_url=args.endpoint_url, region=args.region)
 
 
+def resolve_names(args: argparse.Namespace) -> None:
+    """Replace a registry name in TABLE (and cdc's ``--output``) by its entry's address, before any
+    command runs: every command then acts on the same table whatever it does with the argument."""
+    given = CatalogOptions(catalog_uri=args.catalog_uri, catalog_name=args.catalog_name)
+    args.table, catalog = resolve_name(args.table, given, storage_options(args))
+    args.catalog_uri, args.catalog_name = catalog.catalog_uri, catalog.catalog_name
+    if getattr(args, "output", None) is not None:
+        args.output = resolve_output(args.output)
+
+
 def print_report(report: Report, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(report.to_json() + "\n")
@@ -156,6 +185,7 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     parser = build_parser(only)
     args = parser.parse_args(argv)
     try:
+        resolve_names(args)
         command = _command(args.command)
         report = audited(
             args.command,
@@ -168,7 +198,7 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     except LakeopsError as exc:
         # escape(): messages quote user data (``bucket[16]``) that rich would read as markup.
         stderr.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     except ValidationError as exc:  # an option outside its range, caught by the options model
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         stderr.print(f"[red]error:[/red] invalid option: {escape(problems)}", markup=True, soft_wrap=True)

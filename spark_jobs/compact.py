@@ -37,7 +37,7 @@ class Options(CompactionOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import duration_arg, size_arg
+    from spark_jobs.cli import duration_arg, size_arg, where_arg
 
     defaults = Options()
     parser.add_argument(
@@ -54,6 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--where",
+        type=where_arg,
         help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\" (Iceberg: partition field "
         "names, or columns partitioned by identity)",
     )

@@ -15,7 +15,7 @@ from datetime import timedelta
 from rich.console import Console
 
 from lakeops.delta.retention import parse_retention
-from lakeops.errors import InvalidArgument
+from lakeops.errors import UsageError
 from lakeops.icechunk.maintenance import diff, packing
 from lakeops.icechunk.maintenance.diff import DiffOptions
 from lakeops.icechunk.maintenance.gc import GcPlan
@@ -93,7 +93,7 @@ def orphans(
         now_ms=int(time.time() * 1000),
     )
     if not dry_run and quarantine_run is not None and not isinstance(plan, GcPlan):
-        raise InvalidArgument(
+        raise UsageError(
             f"{root}: --quarantine is not available for repositories in the Icechunk package's format: "
             "the icechunk package deletes the files itself"
         )

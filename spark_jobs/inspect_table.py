@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 from rich.console import Console
 
 from lakeops.ops.icechunk import IcechunkInspectReport
@@ -24,7 +24,7 @@ class Options(CatalogOptions):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int | None = None
+    version: int | None = Field(default=None, ge=0)
     snapshot_id: int | None = None
     timestamp: datetime | None = None
 

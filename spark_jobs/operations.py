@@ -23,7 +23,7 @@ from rich.console import Console
 
 from lakeops.audit import record_run
 from lakeops.deletion import BatchResult, DeleteBatch, delete_batch
-from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.errors import InvalidArgument, LakeopsError, UsageError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_target, table_root
@@ -242,7 +242,7 @@ def refuse_options(table: str, options: BaseModel, *names: str) -> None:
     given = [name for name in names if getattr(options, name) is not None]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise InvalidArgument(f"{table}: {flags} does not apply to this table's format")
+        raise UsageError(f"{table}: {flags} does not apply to this table's format")
 
 
 def spark_from_args(args: argparse.Namespace) -> SparkSettings:

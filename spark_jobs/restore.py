@@ -30,7 +30,11 @@ class Options(CatalogOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", metavar="RUN_ID", help="the run to restore (quarantine_run in its report)")
+    from spark_jobs.cli import run_id_arg
+
+    parser.add_argument(
+        "run_id", type=run_id_arg, metavar="RUN_ID", help="the run to restore (quarantine_run in its report)"
+    )
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> RestoreReport:

@@ -23,7 +23,7 @@ from lakeops.delta.maintenance import cdf_export
 from lakeops.delta.maintenance.cdf_export import ExportOptions, ExportPlan, ExportResult
 from lakeops.delta.maintenance.change_table import DEFAULT_UNIT_BYTES, written_locations
 from lakeops.delta.writer import require_writable_location
-from lakeops.errors import CommitConflict, InvalidArgument
+from lakeops.errors import CommitConflict, UsageError
 from lakeops.iceberg.maintenance import changelog
 from lakeops.iceberg.maintenance.changelog import ChangelogOptions, ChangelogPlan, SnapshotChanges
 from lakeops.iceberg.table import load_table
@@ -85,7 +85,7 @@ def _delta_version(table: str, flag: str, value: int | str) -> int:
         return value
     if value.isdigit():
         return int(value)
-    raise InvalidArgument(f"{table}: {flag} {value!r} is not a table version (an integer >= 0) of this Delta table")
+    raise UsageError(f"{table}: {flag} {value!r} is not a table version (an integer >= 0) of this Delta table")
 
 
 class CdcReport(Report):

@@ -16,7 +16,7 @@ from datetime import timedelta
 from lakeops.deletion import BatchResult
 from lakeops.delta.retention import format_duration
 from lakeops.delta.writer import require_writable_location
-from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature
+from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature, UsageError
 from lakeops.icechunk.maintenance import delegated, diff, expiry, gc, packing
 from lakeops.icechunk.maintenance.delegated import DelegatedOutcome, DelegatedPlan
 from lakeops.icechunk.maintenance.diff import DiffOptions, DiffPlan, DiffResult
@@ -108,7 +108,7 @@ def expiry_report(
     that trash run instead of deleting them (refused for the package format: the package deletes)."""
     if isinstance(plan, DelegatedPlan):
         if quarantine_run is not None and not dry_run:
-            raise InvalidArgument(
+            raise UsageError(
                 f"{plan.table_root}: --quarantine is not available for repositories in the Icechunk package's "
                 "format: the icechunk package deletes the files itself"
             )

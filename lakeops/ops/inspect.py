@@ -16,7 +16,7 @@ from lakeops.delta.retention import (
     table_retention,
 )
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import InvalidArgument
+from lakeops.errors import UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import load_table
 from lakeops.ops.icechunk import IcechunkInspectReport, inspect_repository
@@ -134,15 +134,15 @@ def inspect_table(
     target = resolve_target(location, catalog or CatalogOptions(), storage_options)
     if target.format == "icechunk":
         if version is not None or snapshot_id is not None or timestamp is not None:
-            raise InvalidArgument(f"{target}: Icechunk repositories are inspected at their branch tips only")
+            raise UsageError(f"{target}: Icechunk repositories are inspected at their branch tips only")
         assert target.location is not None
         return inspect_repository(target.location, open_storage(target.location, storage_options), started)
     if target.format == "iceberg":
         if version is not None:
-            raise InvalidArgument(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
+            raise UsageError(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
         return _inspect_iceberg(target, storage_options, snapshot_id, timestamp)
     if snapshot_id is not None:
-        raise InvalidArgument(f"{target}: --snapshot-id is for Iceberg tables; Delta tables have --version")
+        raise UsageError(f"{target}: --snapshot-id is for Iceberg tables; Delta tables have --version")
     assert target.location is not None
     location, fmt = target.location, target.format
     storage = open_storage(location, storage_options)

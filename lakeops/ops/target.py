@@ -1,21 +1,26 @@
 """The table an operation acts on: a location (its format detected), an Iceberg table in a SQL
-catalog (``namespace.table`` with a catalog URI), or a name from the registry file."""
+catalog (``namespace.table`` with a catalog URI), or a name from the registry file.
+
+A registry name is turned into its entry's address once (:func:`resolve_name`, which the command
+line calls before any command runs); everything after that sees only addresses.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
-from lakeops.errors import InvalidArgument, UnsupportedFeature
+from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
 from lakeops.iceberg.catalog import sql_engine
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
-__all__ = ["CatalogOptions", "Target", "resolve_target", "table_root"]
+__all__ = ["CatalogOptions", "Target", "resolve_name", "resolve_output", "resolve_target", "table_root"]
 
 
 class CatalogOptions(BaseModel):
@@ -48,10 +53,50 @@ def _looks_like_name(table: str) -> bool:
     return "/" not in table and "://" not in table and not table.startswith(".")
 
 
+def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> tuple[str, CatalogOptions]:
+    """``table`` as an address: a bare name found in the registry file becomes its entry's location, or
+    its catalog identifier with the entry's catalog; a location, or a name given with a catalog URI, is
+    returned as given. Resolving once, up front, is what keeps a command from reading a name as a path
+    in the working directory. A bare name that is neither a registry table nor a file here is refused,
+    naming the registry searched (or its absence) and its closest names."""
+    if catalog.catalog_uri is not None or not _looks_like_name(table):
+        return table, catalog
+    entry = registry.lookup(table)
+    if entry is None:
+        if os.path.lexists(table):
+            return table, catalog
+        raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
+    if entry.catalog is not None:
+        sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
+        return str(entry.identifier), CatalogOptions(catalog_uri=entry.catalog.uri, catalog_name=entry.catalog.name)
+    location = normalize(str(entry.location))
+    if entry.format != "auto":
+        found = detect_format(open_storage(location, storage_options), location)
+        if found != entry.format:
+            raise InvalidArgument(
+                f"registry table {table!r} is declared {entry.format} but {location} holds a {found} table"
+            )
+    return location, CatalogOptions()
+
+
+def resolve_output(output: str) -> str:
+    """``cdc --output``: a registry name stands for its entry's location, like TABLE; any other value is
+    a location (the output table is created when absent, so an unknown name is a new table here)."""
+    entry = registry.lookup(output) if _looks_like_name(output) else None
+    if entry is None:
+        return output
+    if entry.location is None:
+        raise UsageError(
+            f"--output {output!r}: registry table {output!r} is an Iceberg catalog table; change rows are "
+            "appended to a Delta table location"
+        )
+    return normalize(entry.location)
+
+
 def resolve_target(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> Target:
-    """Where ``table`` is and which format it has. A catalog URI makes it a catalog identifier; a
-    bare name found in the registry file resolves through its entry; anything else is a location.
-    A catalog URI SQLAlchemy cannot use is refused here, where it is known who gave it."""
+    """Where ``table`` (an address: see :func:`resolve_name`) is and which format it has. A catalog URI
+    makes it a catalog identifier; anything else is a location. A catalog URI SQLAlchemy cannot use is
+    refused here, where it is known who gave it."""
     if catalog.catalog_uri is not None:
         sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
         return Target(
@@ -59,15 +104,8 @@ def resolve_target(table: str, catalog: CatalogOptions, storage_options: Storage
             None,
             TableRef(catalog_uri=catalog.catalog_uri, identifier=table, catalog_name=catalog.catalog_name),
         )
-    entry = registry.lookup(table) if _looks_like_name(table) else None
-    if entry is not None and entry.catalog is not None:
-        sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
-        ref = TableRef(catalog_uri=entry.catalog.uri, identifier=entry.identifier, catalog_name=entry.catalog.name)
-        return Target("iceberg", None, ref)
-    location = normalize(entry.location if entry is not None and entry.location else table)
+    location = normalize(table)
     fmt = detect_format(open_storage(location, storage_options), location)
-    if entry is not None and entry.format not in ("auto", fmt):
-        raise InvalidArgument(f"registry table {table!r} is declared {entry.format} but {location} holds a {fmt} table")
     return Target(fmt, location, TableRef(location=location) if fmt == "iceberg" else None)
 
 

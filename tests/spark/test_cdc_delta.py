@@ -192,9 +192,9 @@ def test_dry_run_writes_nothing(spark: Any, tmp_path: Path, capsys: pytest.Captu
     assert not out.exists()
 
 
-def _fails(capsys: pytest.CaptureFixture[str], out: Path, *argv: str) -> str:
+def _fails(capsys: pytest.CaptureFixture[str], out: Path, *argv: str, status: int = 1) -> str:
     before = _fingerprint(out)
-    assert lakeops(["cdc", *argv, *MASTER]) == 1
+    assert lakeops(["cdc", *argv, *MASTER]) == status
     assert _fingerprint(out) == before, "a refused run changed the output table"
     return " ".join(capsys.readouterr().err.split())
 
@@ -226,9 +226,9 @@ def test_a_from_that_is_not_a_version_is_refused_for_delta(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, out = _copy("cdf-table", tmp_path), tmp_path / "changes"
-    err = _fails(capsys, out, source, "--from", "main", "--output", str(out))
-    assert "InvalidArgument" in err and "--from 'main' is not a table version" in err and source in err
-    err = _fails(capsys, out, source, "--from", "0", "--to", "-1", "--output", str(out))
+    err = _fails(capsys, out, source, "--from", "main", "--output", str(out), status=2)  # a usage error
+    assert "UsageError" in err and "--from 'main' is not a table version" in err and source in err
+    err = _fails(capsys, out, source, "--from", "0", "--to", "-1", "--output", str(out), status=2)
     assert "--to '-1' is not a table version" in err
     assert not out.exists()
 

@@ -148,7 +148,7 @@ def test_short_floors_and_delta_flags_are_refused(
 
     assert lakeops([*argv, "--older-than", "1h"]) == 1
     assert "--older-than 1h is shorter than the 3d floor" in " ".join(capsys.readouterr().err.split())
-    assert lakeops([*argv, "--keep-from-version", "3"]) == 1
+    assert lakeops([*argv, "--keep-from-version", "3"]) == 2  # a usage error
     assert "--keep-from-version does not apply" in capsys.readouterr().err
 
     forced = _orphans(capsys, table, "--older-than", "1h", "--force-short-retention", "--dry-run")

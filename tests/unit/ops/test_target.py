@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lakeops.errors import InvalidArgument, NotATable
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.target import CatalogOptions, resolve_name, resolve_target
 from lakeops.storage import StorageOptions
 
 OPTIONS = StorageOptions()
@@ -55,14 +55,29 @@ def test_registry_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         "  - name: broken\n    identifier: a.b\n"
     )
     monkeypatch.chdir(tmp_path)  # ./lakeops.yaml is the default registry
-    assert resolve_target("events", CatalogOptions(), OPTIONS).location == str(delta)
-    orders = resolve_target("orders", CatalogOptions(), OPTIONS)
-    assert orders.iceberg is not None and orders.iceberg.identifier == "shop.orders"
+    assert resolve_name("events", CatalogOptions(), OPTIONS) == (str(delta), CatalogOptions())
+    orders = resolve_name("orders", CatalogOptions(), OPTIONS)
+    assert orders == ("shop.orders", CatalogOptions(catalog_uri="sqlite:///cat.db", catalog_name="default"))
     with pytest.raises(InvalidArgument, match="declared iceberg but .* holds a delta table"):
-        resolve_target("wrong", CatalogOptions(), OPTIONS)
+        resolve_name("wrong", CatalogOptions(), OPTIONS)
     missing = r"table 'broken' \(entry 3\): .*location: missing \(give location, or catalog and identifier\)"
     with pytest.raises(InvalidArgument, match=missing):
-        resolve_target("broken", CatalogOptions(), OPTIONS)
+        resolve_name("broken", CatalogOptions(), OPTIONS)
     monkeypatch.setenv("LAKEOPS_REGISTRY", str(tmp_path / "missing.yaml"))
     with pytest.raises(InvalidArgument, match="missing.yaml .*does not exist"):
-        resolve_target("events", CatalogOptions(), OPTIONS)
+        resolve_name("events", CatalogOptions(), OPTIONS)
+
+
+def test_only_bare_names_are_looked_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Locations, names with a catalog URI and names of files here are addresses already; the targets
+    of addresses never read the registry (an entry named like a relative location cannot hijack it)."""
+    delta = _delta_table(tmp_path / "events")
+    (tmp_path / "lakeops.yaml").write_text("tables:\n  - name: events\n    location: /nowhere/else\n")
+    monkeypatch.chdir(tmp_path)
+    given = CatalogOptions(catalog_uri="sqlite:///c.db")
+    assert resolve_name("events", given, OPTIONS) == ("events", given)
+    assert resolve_name("./events", CatalogOptions(), OPTIONS) == ("./events", CatalogOptions())
+    assert resolve_name(str(delta), CatalogOptions(), OPTIONS) == (str(delta), CatalogOptions())
+    assert resolve_target("events", CatalogOptions(), OPTIONS).location == str(delta)
+    with pytest.raises(NotATable, match="no table named 'evnts' in registry"):
+        resolve_name("evnts", CatalogOptions(), OPTIONS)
