@@ -2,13 +2,21 @@
 
 Under ``./.lakeops-demo`` it builds what a data team's ingestion leaves behind after six weeks:
 
-- ``events``, a Delta table of 120 small appends partitioned by day (written by delta-rs), its commits
-  dated over the last 42 days (the protocol dates a Delta commit by its file's modification time);
+- ``events``, a Delta table of 120 small appends partitioned by day (written by delta-rs; a checkpoint
+  every 100 commits) whose log is kept for 7 days (``delta.logRetentionDuration``);
 - ``orders``, an Iceberg table in a SQLite catalog (written by PyIceberg: 60 appends and a delete),
-  whose table properties keep snapshots for an hour and at least ten of them;
+  whose table properties keep snapshots for a week and at least ten of them;
 - ``arrays``, an Icechunk repository (written by lakeops' own writer) of 40 commits of small chunks,
   one a day;
 - in each, the leftover of a failed write: a file nothing references, ten days old.
+
+The history is dated over the six weeks before today, in the fields each format dates it by, so that
+every maintenance operation has work on its first run: a Delta commit's time is its log file's
+modification time (also written into ``commitInfo.timestamp``, which delta-rs' history shows); an
+Iceberg snapshot's is its ``timestamp-ms``, restamped after PyIceberg wrote the history (PyIceberg takes
+the clock's time and has no parameter for it) consistently in every metadata file, with the
+``snapshot-log``, ``metadata-log`` and ``last-updated-ms`` that follow from it; an Icechunk snapshot's is
+the time lakeops' writer is given. Every file is dated as the commit it was written for.
 
 It writes the registry ``.lakeops-demo/lakeops.yaml`` (CDC on ``events`` and ``orders``), prints each
 table's health, materializes every maintenance asset once through Dagster — one run per operation,
@@ -17,10 +25,12 @@ persistent Dagster instance ``.lakeops-demo/dagster_home`` (so ``make ui`` shows
 metadata and checks), and prints the health again.
 """
 
+import json
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -61,8 +71,26 @@ def _backdate(path: Path, when: datetime) -> None:
     os.utime(path, (when.timestamp(), when.timestamp()))
 
 
+def _ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def commit_times(commits: int) -> list[datetime]:
+    """When the demo's ``commits`` commits happened: evenly over the six weeks before yesterday."""
+    return [NOW - 42 * DAY + i * (41 * DAY / commits) for i in range(commits)]
+
+
+def _date_files(files: Iterable[Path], commits: list[tuple[int, datetime]]) -> None:
+    """Date each file as the commit it was written for. ``commits`` pairs, in order, the real
+    modification time (ns) of each commit's record (the file written last) with the time the demo
+    gives that commit: a file gets the time of the first commit recorded at or after it was written."""
+    recorded = [real for real, _ in commits]
+    for path in list(files):
+        _backdate(path, commits[min(bisect_left(recorded, path.stat().st_mtime_ns), len(commits) - 1)][1])
+
+
 def build_delta(location: Path, appends: int = 120) -> None:
-    """Small daily appends by delta-rs; each commit and its files dated as if written over 42 days."""
+    """Small daily appends by delta-rs, dated over six weeks (module docstring)."""
     from deltalake import write_deltalake
 
     for i in range(appends):
@@ -75,13 +103,40 @@ def build_delta(location: Path, appends: int = 120) -> None:
                 "day": pa.array([day] * 200, pa.date32()),
             }
         )
-        write_deltalake(str(location), rows, mode="append", partition_by=["day"])
+        write_deltalake(
+            str(location),
+            rows,
+            mode="append",
+            partition_by=["day"],
+            configuration={"delta.logRetentionDuration": "interval 7 days"},
+        )
     log = location / "_delta_log"
-    for version in range(appends):
-        when = NOW - 42 * DAY + version * (41 * DAY / appends)
-        for path in log.glob(f"{version:020d}.*"):
+    times = commit_times(appends)
+    recorded = [(log / f"{version:020d}.json").stat().st_mtime_ns for version in range(appends)]
+    _date_files(
+        (p for p in location.rglob("*") if p.is_file() and log not in p.parents),
+        list(zip(recorded, times, strict=True)),
+    )
+    for version, when in enumerate(times):
+        _stamp_commit_info(log / f"{version:020d}.json", when)
+        for path in log.glob(f"{version:020d}.*"):  # the commit, and the checkpoint written at it
             _backdate(path, when)
+    pointer = log / "_last_checkpoint"
+    if pointer.exists():
+        _backdate(pointer, times[json.loads(pointer.read_text())["version"]])
     _plant_leftover(location / "day=2026-10-01")
+
+
+def _stamp_commit_info(commit: Path, when: datetime) -> None:
+    """Set the commit's ``commitInfo.timestamp`` (the time delta-rs' history shows) to ``when``."""
+    lines = []
+    for line in commit.read_text().splitlines():
+        action = json.loads(line)
+        if "commitInfo" in action:
+            action["commitInfo"]["timestamp"] = _ms(when)
+            line = json.dumps(action, separators=(",", ":"))
+        lines.append(line)
+    commit.write_text("\n".join(lines) + "\n")
 
 
 def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
@@ -96,7 +151,7 @@ def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
     table = catalog.create_table(
         "shop.orders",
         schema=schema,
-        properties={"history.expire.max-snapshot-age-ms": "3600000", "history.expire.min-snapshots-to-keep": "10"},
+        properties={"history.expire.max-snapshot-age-ms": "604800000", "history.expire.min-snapshots-to-keep": "10"},
     )
     for i in range(appends):
         ids = range(i * 100, i * 100 + 100)
@@ -107,8 +162,52 @@ def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
             )
         )
     table.delete("order_id < 150")
-    _plant_leftover(Path(table.location().removeprefix("file://")) / "data")
+    location = Path(table.location().removeprefix("file://"))
+    backdate_iceberg(location)
+    _plant_leftover(location / "data")
     return uri, "shop.orders"
+
+
+def backdate_iceberg(location: Path) -> None:
+    """Restamp the history PyIceberg wrote under ``location`` as six weeks of commits (module docstring),
+    in every metadata file alike. Each metadata file that adds snapshots is one commit: its snapshots
+    get the commit's time (a millisecond apart, in sequence order), its ``last-updated-ms`` the newest of
+    them; a file that adds none keeps its predecessor's time (the table's creation: a day before the
+    first commit). ``snapshot-log`` and ``metadata-log`` entries follow by snapshot id and file name.
+    Manifests and manifest lists hold no times."""
+    files = sorted((location / "metadata").glob("*.metadata.json"))  # 00000-<uuid>, 00001-<uuid>, ...
+    recorded = [path.stat().st_mtime_ns for path in files]
+    documents = [json.loads(path.read_text()) for path in files]
+    added: list[list[int]] = []
+    for document in documents:
+        known = {snapshot_id for ids in added for snapshot_id in ids}
+        ordered = sorted(document["snapshots"], key=lambda snapshot: snapshot["sequence-number"])
+        added.append([s["snapshot-id"] for s in ordered if s["snapshot-id"] not in known])
+    times = iter(commit_times(sum(1 for ids in added if ids)))
+    stamp: dict[int, int] = {}
+    updated: dict[str, int] = {}
+    previous = _ms(NOW - 43 * DAY)
+    for path, ids in zip(files, added, strict=True):
+        if ids:
+            at = _ms(next(times))
+            stamp.update({snapshot_id: at + k for k, snapshot_id in enumerate(ids)})
+            previous = at + len(ids) - 1
+        updated[path.name] = previous
+    for path, document in zip(files, documents, strict=True):
+        for snapshot in document["snapshots"]:
+            snapshot["timestamp-ms"] = stamp[snapshot["snapshot-id"]]
+        for entry in document["snapshot-log"]:
+            entry["timestamp-ms"] = stamp[entry["snapshot-id"]]
+        for entry in document["metadata-log"]:
+            entry["timestamp-ms"] = updated[entry["metadata-file"].rsplit("/", 1)[-1]]
+        document["last-updated-ms"] = updated[path.name]
+        path.write_text(json.dumps(document, separators=(",", ":")))
+    moments = [datetime.fromtimestamp(updated[path.name] / 1000, UTC) for path in files]
+    _date_files(
+        (p for p in location.rglob("*") if p.is_file() and p not in files), list(zip(recorded, moments, strict=True))
+    )
+    for path, when in zip(files, moments, strict=True):
+        _backdate(path, when)
 
 
 def build_icechunk(location: Path, commits: int = 40) -> None:
@@ -123,12 +222,15 @@ def build_icechunk(location: Path, commits: int = 40) -> None:
         for j in range(10):
             changes.set_chunk("/line", ((k * 7 + j) % 200,), bytes([k % 256, j]) * 8)
         commit(storage, root, changes, message=f"day {k}", clock=_at(NOW - (commits - k - 1) * DAY))
-    for path in location.rglob("*"):
-        if path.is_file() and "refs" not in path.parts:
-            _backdate(path, NOW - 45 * DAY)
-    for path in (location / "refs" / "branch.main").iterdir():  # a branch file is as old as its commit
-        sequence = MAX_SEQUENCE - decode_int(path.stem)
-        _backdate(path, NOW - (commits - sequence + 1) * DAY)
+    # A commit's branch file is written last; sequence 0 is the initial commit, 1 the structure.
+    branch_files = sorted((location / "refs" / "branch.main").iterdir(), key=lambda path: path.stat().st_mtime_ns)
+    dated = [
+        (path.stat().st_mtime_ns, NOW - (commits - (MAX_SEQUENCE - decode_int(path.stem)) + 1) * DAY)
+        for path in branch_files
+    ]
+    _date_files((p for p in location.rglob("*") if p.is_file() and "refs" not in p.parts), dated)
+    for path, (_, when) in zip(branch_files, dated, strict=True):
+        _backdate(path, when)
     leftover = location / "chunks" / new_id()  # a chunk a crashed writer stored but never committed
     leftover.write_bytes(b"uncommitted")
     _backdate(leftover, NOW - 10 * DAY)
@@ -166,7 +268,7 @@ tables:
     compaction: {{min_input_files: 2, small_file_trigger: 10}}
     checkpoint: {{interval: 10}}
     orphans: {{older_than: 7d}}
-    cdc: {{enabled: true, output: {DEMO / "warehouse" / "order_changes"}, start_date: {NOW:%Y-%m-%d}}}
+    cdc: {{enabled: true, output: {DEMO / "warehouse" / "order_changes"}, start_date: {(NOW - 14 * DAY):%Y-%m-%d}}}
   - name: arrays
     location: {DEMO / "warehouse" / "arrays"}
     compaction: {{min_input_files: 2, small_file_trigger: 10}}
@@ -229,7 +331,8 @@ def _materialize(entry: TableEntry, operation: str, assets: list, instance: dg.D
             for key, value in materialization.metadata.items()
             if isinstance(value, dg.IntMetadataValue) and value.value and not key.startswith("dagster/")
         }
-        print("  " + "  ".join(f"{k}={v}" for k, v in list(counts.items())[:12]))
+        if counts:  # a CDC run also records the earlier days it covered, with no numbers of their own
+            print("  " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     for check in result.get_asset_check_evaluations():
         print(f"  check {check.check_name}: {'passed' if check.passed else 'FAILED'} — {check.description}")
     if not result.success:

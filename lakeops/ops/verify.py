@@ -54,7 +54,7 @@ from lakeops.delta.retention import (
 from lakeops.delta.scan import read_logical_file, read_snapshot
 from lakeops.delta.schema import column_mapping_mode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
-from lakeops.errors import NotFound, UnsupportedFeature, VersionNotFound
+from lakeops.errors import NotATable, NotFound, UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, read_parquet
 from lakeops.iceberg.deletes import (
     apply_equality_deletes,
@@ -534,10 +534,19 @@ def change_feed_unique(
     output: str, key_columns: list[str] | None = None, storage_options: StorageOptions | None = None
 ) -> Verification:
     """No (source commit, change type, key) appears twice in the change-feed table ``output``; the key
-    is ``key_columns``, or else every non-nested source column."""
+    is ``key_columns``, or else every non-nested source column. An output that does not exist yet (a
+    consumer whose first runs found nothing to extract: cdc creates it with its first rows) holds none."""
     location = normalize(output)
     storage = open_storage(location, storage_options)
-    table = read_snapshot(load_snapshot(storage, location), storage)
+    try:
+        snapshot = load_snapshot(storage, location)
+    except NotATable:
+        return Verification(
+            passed=True,
+            summary=f"{location}: no change table yet (nothing extracted so far), so no change twice",
+            details={"rows": 0, "duplicate_keys": 0},
+        )
+    table = read_snapshot(snapshot, storage)
     commit = next((c for c in (COMMIT_VERSION, COMMIT_SNAPSHOT_ID) if c in table.column_names), None)
     if commit is None or CHANGE_TYPE not in table.column_names:
         raise UnsupportedFeature(

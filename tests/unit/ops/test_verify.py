@@ -164,6 +164,15 @@ def test_change_feed_key_columns(tmp_path: Path) -> None:
         change_feed_unique(_delta(tmp_path, appends=1))
 
 
+def test_a_change_feed_not_written_yet_has_no_duplicates(tmp_path: Path) -> None:
+    """A CDC day with nothing to extract before the first extraction: the output does not exist yet."""
+    result = change_feed_unique(str(tmp_path / "changes"))
+    assert result.passed and result.details["rows"] == 0
+    assert (
+        result.summary == f"{tmp_path / 'changes'}: no change table yet (nothing extracted so far), so no change twice"
+    )
+
+
 # --- Iceberg ---------------------------------------------------------------------------------------
 
 
