@@ -106,13 +106,14 @@ def vacuum_retention(
 @dataclass(frozen=True)
 class PendingRange:
     """What ``lakeops cdc`` still has to extract: ``from_option``/``to_option`` as its ``--from``/``--to``
-    take them, and the source positions ``first..last`` it covers (Delta versions; Iceberg sequence
-    numbers), for logs and run keys."""
+    take them, the source positions ``first..last`` it covers (Delta versions; Iceberg sequence
+    numbers), for logs and run keys, and when ``first`` was committed (how far the consumer lags)."""
 
     from_option: int
     to_option: int
     first: int
     last: int
+    first_committed_ms: int
 
 
 def _first_needed(location: str, storage_options: StorageOptions | None, output: str, since_ms: int) -> int | None:
@@ -166,15 +167,19 @@ def pending_changes(
             to_option=todo[-1].snapshot_id,
             first=todo[0].sequence_number,
             last=todo[-1].sequence_number,
+            first_committed_ms=todo[0].timestamp_ms,
         )
     assert source.location is not None
     location = _require_delta(source.location, storage_options, "change-feed ranges")
     first = _first_needed(location, storage_options, output, since_ms)
     listing = list_log(open_storage(location, storage_options), location)
-    last = max((v for v, ts in commit_timestamps(listing) if ts < until_ms), default=None)
+    dated = commit_timestamps(listing)
+    last = max((v for v, ts in dated if ts < until_ms), default=None)
     if first is None or last is None or last < first:
         return None
-    return PendingRange(first, last, first, last)
+    # The oldest listed commit from ``first`` on (``first`` itself, unless log expiry removed it).
+    committed = min(ts for v, ts in dated if v >= first)
+    return PendingRange(first, last, first, last, committed)
 
 
 def consumer_floor(

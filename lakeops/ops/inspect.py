@@ -8,6 +8,7 @@ from datetime import datetime
 
 from lakeops.delta.actions import Add
 from lakeops.delta.features import enabled_features
+from lakeops.delta.log_segment import commit_timestamps
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
 from lakeops.delta.retention import (
     DEFAULT_DELETED_FILE_RETENTION,
@@ -45,6 +46,8 @@ class InspectReport(Report):
     reclaimable_tombstones: int | None = None
     reclaimable_tombstone_bytes: int | None = None
     oldest_log_version: int | None = None
+    #: Age of the oldest commit still in the log: how far back time travel reaches (log expiry's horizon).
+    oldest_commit_age_s: float | None = None
     last_checkpoint_version: int | None = None
     commits_since_checkpoint: int | None = None
     min_reader_version: int | None = None
@@ -152,9 +155,11 @@ def inspect_table(
     retention = table_retention(
         snapshot.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
     )
-    horizon_ms = cutoff_ms(retention, int(time.time() * 1000))
+    now_ms = int(time.time() * 1000)
+    horizon_ms = cutoff_ms(retention, now_ms)
     reclaimable = [r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) < horizon_ms]
     listed = list(snapshot.listing.commits) + list(snapshot.listing.checkpoints)
+    dated = commit_timestamps(snapshot.listing)
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
     return InspectReport(
@@ -175,6 +180,7 @@ def inspect_table(
         reclaimable_tombstones=len(reclaimable),
         reclaimable_tombstone_bytes=sum(r.size or 0 for r in reclaimable),
         oldest_log_version=min(listed) if listed else None,
+        oldest_commit_age_s=(now_ms - dated[0][1]) / 1000 if dated else None,
         last_checkpoint_version=snapshot.segment.checkpoint_version,
         commits_since_checkpoint=snapshot.commits_since_checkpoint,
         min_reader_version=snapshot.protocol.min_reader_version,

@@ -14,9 +14,19 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops.jsontext import dumps, printable
 from lakeops.redaction import mask_data, mask_text
-from lakeops.units import format_size
+from lakeops.units import format_seconds, format_size
 
-__all__ = ["Report", "to_json"]
+__all__ = ["Report", "readable", "to_json"]
+
+
+def readable(name: str, value: int | float) -> str | None:
+    """``value`` of the report field ``name`` with its unit, for people; None when the field has no
+    unit. Fields name their unit: bytes (``*_bytes``, ``bytes_*``, ``*_size``), seconds (``*_s``)."""
+    if "bytes" in name.split("_") or name.endswith("_size"):
+        return format_size(int(value))
+    if name.endswith("_s"):
+        return format_seconds(value)
+    return None
 
 
 def _finite(value: Any) -> Any:
@@ -61,14 +71,13 @@ class Report(BaseModel):
         }
 
     def summary_lines(self) -> list[tuple[str, str]]:
-        """(label, value) rows for the human table; byte counts rendered with units."""
+        """(label, value) rows for the human table; bytes and seconds with their units (:func:`readable`)."""
         rows: list[tuple[str, str]] = []
         for name, value in self.model_dump().items():
             if value is None or isinstance(value, list | dict):
                 continue
-            text = format_size(value) if name.endswith("bytes") and isinstance(value, int) else str(value)
-            if isinstance(value, float):
-                text = f"{value:.2f}"
+            unit = readable(name, value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+            text = unit or (f"{value:.2f}" if isinstance(value, float) else str(value))
             rows.append((name.replace("_", " "), printable(mask_text(text))))
         return rows
 

@@ -28,6 +28,8 @@ class RepositorySummary(BaseModel):
     branch_files: int = 0
     snapshots: int = 0
     ancestry_length: int = 0
+    #: Age of the oldest snapshot of ``branch``'s history whose file still exists (expiry's horizon).
+    oldest_snapshot_age_s: float | None = None
     manifests: int = 0
     attribute_files: int = 0
     groups: int = 0
@@ -73,6 +75,8 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
                     sizes["native"] += payload.length
     objects, _ = list_objects(storage, repo.root)
     candidates = gc.candidates
+    ancestry = repo.ancestry(tip)
+    stored = [entry.written_at for entry in ancestry if entry.file_id is not None]
     return RepositorySummary(
         branch=branch,
         snapshot=tip,
@@ -80,7 +84,8 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
         tags=repo.tags(),
         branch_files=expiry.branch_files,
         snapshots=len(objects["snapshot"]),
-        ancestry_length=len(repo.ancestry(tip)),
+        ancestry_length=len(ancestry),
+        oldest_snapshot_age_s=now_ms / 1000 - min(stored).timestamp() if stored else None,
         manifests=len(objects["manifest"]),
         attribute_files=len(objects["attributes"]),
         groups=sum(1 for n in nodes if not n.is_array),

@@ -43,6 +43,8 @@ def test_the_test_repository_in_numbers(repo_copy: Path) -> None:
         0,
     )
     assert collected.ancestry_length == 4  # the kept head's embedded history still reaches the root
+    # Time travel reached the oldest snapshot until garbage collection deleted its file.
+    assert main.oldest_snapshot_age_s == expired.oldest_snapshot_age_s > collected.oldest_snapshot_age_s > 30 * 86400
 
 
 def test_estimates_within_the_window(tmp_path: Path) -> None:
