@@ -38,6 +38,7 @@ from lakeops.ops.data_version import data_version
 from lakeops.ops.report import Report
 from lakeops.ops.target import Target
 from orchestration.maintenance import report_metadata, run_maintenance, table_target
+from orchestration.pools import pool_name
 from orchestration.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
 
@@ -236,7 +237,7 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
         owners=entry.owners,
         tags=entry.tags,
         kinds={"spark", entry.format} if entry.format != "auto" else {"spark"},
-        pool=f"lakeops_{entry.name}",
+        pool=pool_name(entry),
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run() if operation == "cdc" else None,
         code_version=_code_version(entry, operation),

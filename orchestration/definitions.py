@@ -4,7 +4,8 @@
 Per registered table (:mod:`orchestration.registry`): the table as an observable asset and one
 maintenance asset per operation, each with its blocking check (:mod:`orchestration.assets`); its
 schedules (:mod:`orchestration.schedules`); and, over all tables, the small-file, checkpoint and CDC
-sensors (:mod:`orchestration.sensors`). Resources: Spark (master and conf from the registry's
+sensors (:mod:`orchestration.sensors`) and the sensor that shows each table's concurrency pool in the
+UI (:mod:`orchestration.pools`). Resources: Spark (master and conf from the registry's
 ``spark``; local by default) and storage (S3 endpoint and region, keys from the environment
 variables the registry names, through ``dagster.EnvVar``).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration.assets import maintenance_assets, table_asset
+from orchestration.pools import pools_sensor
 from orchestration.registry import Registry, load_registry
 from orchestration.resources import SparkResource, StorageResource
 from orchestration.schedules import maintenance_schedules
@@ -39,7 +41,7 @@ def build_definitions(registry: Registry) -> dg.Definitions:
         assets += [table_asset(entry), *maintenance_assets(entry)]
     maintenance = dg.Definitions(
         assets=assets,
-        sensors=maintenance_sensors(registry),
+        sensors=[*maintenance_sensors(registry), *pools_sensor(registry)],
         resources={
             "spark": SparkResource(master=registry.spark.master, conf=registry.spark.conf),
             "storage": _storage(registry),

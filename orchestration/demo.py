@@ -44,6 +44,7 @@ from lakeops.icechunk.writer import ChangeSet, commit, init_repository
 from lakeops.storage import LocalStorage
 from orchestration.assets import MAINTENANCE, operation_key, table_key
 from orchestration.definitions import build_definitions
+from orchestration.pools import register_pools
 from orchestration.registry import Registry, TableEntry, load_registry
 from orchestration.resources import SparkResource, StorageResource
 
@@ -358,6 +359,7 @@ def run() -> int:
 
     os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:
+        register_pools(instance, registry)  # the demo's runs skip the queue, which would register them
         observe_health(registry, instance, "health before")
         ok = run_every_asset(registry, instance)
         observe_health(registry, instance, "health after")

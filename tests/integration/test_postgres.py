@@ -23,6 +23,8 @@ from lakeops_cli import run_json
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg_tables import NAMESPACE, SCHEMA, batch, rows_of
 
+from orchestration.pools import register_pools
+from orchestration.registry import parse_registry
 from spark_jobs.session import stop_session
 
 pytestmark = pytest.mark.integration
@@ -71,6 +73,11 @@ def test_the_production_instance_stores_everything_in_postgres(instance: dg.Dags
     # The schema is really there: a pool limit written now is read back from the server.
     instance.event_log_storage.set_concurrency_slots("lakeops_probe", 1)
     assert instance.event_log_storage.get_concurrency_info("lakeops_probe").slot_count == 1
+    # A table's pool as the lakeops_pools sensor registers it: the default limit, marked as the default
+    # (a column Dagster added later: the production schema has it).
+    register_pools(instance, parse_registry("tables:\n  - {name: pooled, location: /data/pooled}\n", "test"))
+    limits = {p.name: (p.limit, p.from_default) for p in instance.event_log_storage.get_pool_limits()}
+    assert limits["lakeops_pooled"] == (1, True) and limits["lakeops_probe"] == (1, False)
 
 
 def test_a_generated_maintenance_asset_runs_end_to_end_on_the_postgres_instance(

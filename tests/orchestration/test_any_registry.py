@@ -66,7 +66,12 @@ def test_tables_with_different_cdc_days_and_partitions_load(tmp_path: Path) -> N
         if key.path[1] == "cdc"
     }
     assert starts == {"events": "2026-10-14", "orders": "2026-11-26"}
-    assert {s.name for s in repo.sensor_defs} == {"lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc"}
+    assert {s.name for s in repo.sensor_defs} == {
+        "lakeops_small_files",
+        "lakeops_checkpoints",
+        "lakeops_cdc",
+        "lakeops_pools",
+    }
 
     registry = tmp_path / "lakeops.yaml"
     registry.write_text(OWN_PARTITIONS)
@@ -214,13 +219,16 @@ def assert_loads_as_generated(text: str) -> None:
         if request.partition_key is not None:
             assert job.partitions_def is not None and job.partitions_def.has_partition_key(request.partition_key)
     for sensor in repo.sensor_defs:
+        if sensor.name == "lakeops_pools":
+            assert sensor.asset_selection is None and sensor.default_status == dg.DefaultSensorStatus.RUNNING
+            continue
         operation = {"lakeops_small_files": "compaction", "lakeops_checkpoints": "checkpoint", "lakeops_cdc": "cdc"}
         op = operation[sensor.name]
         covered = [e for e in registry.tables if op != "cdc" or e.cdc.enabled]
         assert sensor.asset_selection is not None
         assert sensor.asset_selection.resolve(graph) == {operation_key(e, op) for e in covered}
     assert len(repo.sensor_defs) == (
-        0 if not registry.tables else 3 if any(e.cdc.enabled for e in registry.tables) else 2
+        0 if not registry.tables else 4 if any(e.cdc.enabled for e in registry.tables) else 3
     )
 
 

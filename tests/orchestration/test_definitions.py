@@ -41,7 +41,12 @@ def test_a_sample_registry_generates_assets_checks_schedules_and_sensors() -> No
         "orders_nightly_schedule": "0 3 * * *",
         "orders_health_schedule": "*/30 * * * *",
     }
-    assert {s.name for s in repo.sensor_defs} == {"lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc"}
+    assert {s.name for s in repo.sensor_defs} == {
+        "lakeops_small_files",
+        "lakeops_checkpoints",
+        "lakeops_cdc",
+        "lakeops_pools",
+    }
     events_compaction = graph.get(dg.AssetKey(["events", "compaction"]))
     assert isinstance(events_compaction.partitions_def, dg.DynamicPartitionsDefinition)
     cdc = graph.get(dg.AssetKey(["events", "cdc"]))

@@ -35,7 +35,7 @@ def test_dagster_dev_serves_the_generated_definitions(tmp_path: Path) -> None:
 
     assert ui.assets == expected_assets and "events/compaction" in ui.assets and "orders/table" in ui.assets
     assert ui.schedules == {s.name for s in defs.schedules or []} and "events_nightly_schedule" in ui.schedules
-    assert ui.sensors == {"lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc"}
+    assert ui.sensors == {"lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc", "lakeops_pools"}
 
 
 def _home(tmp_path: Path) -> Path:
