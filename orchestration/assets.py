@@ -2,11 +2,12 @@
 
 ``<table>/table`` is the table itself, an observable source asset: observing it records the table's
 ``inspect`` numbers (small files, commits since the last checkpoint, snapshots, reclaimable bytes),
-so its page plots the table's health over time. Each maintenance operation is an asset downstream of
-it — ``<table>/compaction``, ``checkpoint``, ``expiry``, ``orphans`` and (when CDC is enabled)
-``cdc`` — whose materialization runs the operation and records its report. Each carries a blocking
-check computed from the report it just produced (:mod:`lakeops.ops.verify`); a failed check fails
-the step, so nothing downstream runs on a table in doubt.
+so its page plots the table's health over time, and runs its non-blocking health checks, one per
+signal with the registry's thresholds (:mod:`orchestration.health`). Each maintenance operation is
+an asset downstream of it — ``<table>/compaction``, ``checkpoint``, ``expiry``, ``orphans`` and
+(when CDC is enabled) ``cdc`` — whose materialization runs the operation and records its report.
+Each carries a blocking check computed from the report it just produced (:mod:`lakeops.ops.verify`);
+a failed check fails the step, so nothing downstream runs on a table in doubt.
 
 Versions: the table's data version is the last commit that changed its data
 (:mod:`lakeops.ops.data_version`), so its maintenance shows as out of date ("Unsynced") when new
@@ -35,8 +36,12 @@ import dagster as dg
 
 from lakeops.ops import consumers, partitions, verify
 from lakeops.ops.data_version import data_version
+from lakeops.ops.health import table_signals, verdict
+from lakeops.ops.icechunk import IcechunkInspectReport
+from lakeops.ops.inspect import InspectReport
 from lakeops.ops.report import Report
 from lakeops.ops.target import Target
+from orchestration import health
 from orchestration.maintenance import report_metadata, run_maintenance, table_target
 from orchestration.pools import pool_name
 from orchestration.registry import TableEntry
@@ -47,6 +52,7 @@ __all__ = [
     "MAINTENANCE",
     "check_key",
     "compaction_partitions",
+    "health_check_keys",
     "maintenance_assets",
     "operation_key",
     "partitions_name",
@@ -88,6 +94,11 @@ def check_key(entry: TableEntry, operation: str) -> dg.AssetCheckKey:
     return dg.AssetCheckKey(operation_key(entry, operation), CHECKS[operation][0])
 
 
+def health_check_keys(entry: TableEntry) -> list[dg.AssetCheckKey]:
+    """The health checks of ``entry``'s observation, one per signal that applies to it."""
+    return [dg.AssetCheckKey(table_key(entry), name) for name in entry.health_limits()]
+
+
 def run_request(
     entry: TableEntry,
     operations: Sequence[str],
@@ -96,14 +107,17 @@ def run_request(
     partition_key: str | None = None,
     tags: Mapping[str, str] | None = None,
 ) -> dg.RunRequest:
-    """A run of ``entry``'s ``operations`` assets (``table``: the observation) with their blocking
-    checks, tagged ``lakeops/table``. Sensors and schedules request one table's assets from jobs
-    and selections that hold many; an asset with checks cannot be launched without them, and the
-    UI's "Apply requests" launches exactly the request's selection."""
+    """A run of ``entry``'s ``operations`` assets (``table``: the observation) with their checks
+    (blocking; the observation's health checks), tagged ``lakeops/table``. Sensors and schedules
+    request one table's assets from jobs and selections that hold many; an asset with checks cannot
+    be launched without them, and the UI's "Apply requests" launches exactly the request's selection."""
     return dg.RunRequest(
         run_key=run_key,
         asset_selection=[operation_key(entry, op) for op in operations],
-        asset_check_keys=[check_key(entry, op) for op in operations if op in CHECKS],
+        asset_check_keys=[
+            *(check_key(entry, op) for op in operations if op in CHECKS),
+            *(health_check_keys(entry) if "table" in operations else []),
+        ],
         partition_key=partition_key,
         tags={"lakeops/table": entry.name, **(tags or {})},
     )
@@ -124,22 +138,51 @@ def _cdc_partitions(entry: TableEntry) -> dg.DailyPartitionsDefinition:
     return dg.DailyPartitionsDefinition(start_date=entry.cdc.start_date.isoformat(), end_offset=1, timezone="UTC")
 
 
-def table_asset(entry: TableEntry) -> dg.SourceAsset:
-    """``<table>/table``: observations record its health."""
+def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
+    """``<table>/table``: observations record its health, and run its health checks."""
+    key = table_key(entry)
+    maintained = [op for op in MAINTENANCE if op != "cdc" or entry.cdc.enabled]
 
-    @dg.observable_source_asset(
-        key=table_key(entry),
-        group_name=entry.name,
-        description=entry.description or f"The table at {entry.location or entry.identifier} ({entry.format}).",
-        tags=entry.tags,
+    @dg.multi_observable_source_asset(
+        name=f"{entry.name}__table",
+        specs=[
+            dg.AssetSpec(
+                key,
+                group_name=entry.name,
+                description=entry.description or f"The table at {entry.location or entry.identifier} ({entry.format}).",
+                tags=entry.tags,
+            )
+        ],
+        check_specs=health.check_specs(entry, key),
     )
-    def observe(storage: StorageResource) -> dg.ObserveResult:
+    def observe(context: dg.AssetExecutionContext, storage: StorageResource) -> Iterator[dg.ObserveResult]:
         from spark_jobs.operations import run_operation
 
-        with storage.credentials():
-            report = run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
-            version = data_version(table_target(entry, storage), storage.options())
-        return dg.ObserveResult(metadata=report_metadata(report), data_version=dg.DataVersion(version))
+        now = datetime.now(UTC)
+        try:
+            with storage.credentials():
+                report = run_operation(
+                    "inspect", entry.address, entry.catalog_options(), storage_options=storage.options()
+                )
+                version = data_version(table_target(entry, storage), storage.options())
+            pending = pending_changes(entry, storage, now) if entry.cdc.enabled else None
+        except Exception as exc:
+            # Recorded as the table's health (the overview says "error reading"), then the run fails.
+            metadata, results = health.unreadable(key, entry, exc)
+            yield dg.ObserveResult(asset_key=key, metadata=metadata, check_results=results)
+            raise
+        assert isinstance(report, InspectReport | IcechunkInspectReport)
+        ages = health.last_successes(context.instance, {op: operation_key(entry, op) for op in maintained})
+        lag = health.cdc_lag(pending, int(now.timestamp() * 1000)) if entry.cdc.enabled else None
+        signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
+        result = verdict(signals)
+        context.log.info(f"{entry.name}: {result.status}" + (f" ({result.worst.describe()})" if result.worst else ""))
+        yield dg.ObserveResult(
+            asset_key=key,
+            metadata=report_metadata(report) | health.health_metadata(report.format, result, signals),
+            data_version=dg.DataVersion(version),
+            check_results=health.check_results(key, signals),
+        )
 
     return observe
 
@@ -240,6 +283,7 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
         pool=pool_name(entry),
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run() if operation == "cdc" else None,
+        freshness_policy=health.cdc_freshness(entry) if operation == "cdc" else None,
         code_version=_code_version(entry, operation),
         check_specs=[dg.AssetCheckSpec(check_name, asset=key, description=check_description, blocking=True)],
     )

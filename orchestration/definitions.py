@@ -1,9 +1,10 @@
 """Dagster definitions for lakeops, generated from the table registry: ``workspace.yaml`` loads
 ``defs`` from here.
 
-Per registered table (:mod:`orchestration.registry`): the table as an observable asset and one
-maintenance asset per operation, each with its blocking check (:mod:`orchestration.assets`); its
-schedules (:mod:`orchestration.schedules`); and, over all tables, the small-file, checkpoint and CDC
+Per registered table (:mod:`orchestration.registry`): the table as an observable asset with its
+health checks and one maintenance asset per operation, each with its blocking check
+(:mod:`orchestration.assets`); its schedules (:mod:`orchestration.schedules`); and, over all
+tables, the health overview (:mod:`orchestration.health`), the small-file, checkpoint and CDC
 sensors (:mod:`orchestration.sensors`) and the sensor that shows each table's concurrency pool in the
 UI (:mod:`orchestration.pools`). Resources: Spark (master and conf from the registry's
 ``spark``; local by default) and storage (S3 endpoint and region, keys from the environment
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration.assets import maintenance_assets, table_asset
+from orchestration.health import overview_asset
 from orchestration.pools import pools_sensor
 from orchestration.registry import Registry, load_registry
 from orchestration.resources import SparkResource, StorageResource
@@ -36,7 +38,7 @@ def _storage(registry: Registry) -> StorageResource:
 
 
 def build_definitions(registry: Registry) -> dg.Definitions:
-    assets: list[dg.AssetsDefinition | dg.SourceAsset] = []
+    assets: list[dg.AssetsDefinition] = [overview_asset(registry.tables)] if registry.tables else []
     for entry in registry.tables:
         assets += [table_asset(entry), *maintenance_assets(entry)]
     maintenance = dg.Definitions(

@@ -44,6 +44,7 @@ from lakeops.icechunk.writer import ChangeSet, commit, init_repository
 from lakeops.storage import LocalStorage
 from orchestration.assets import MAINTENANCE, operation_key, table_key
 from orchestration.definitions import build_definitions
+from orchestration.health import OVERVIEW_KEY
 from orchestration.pools import register_pools
 from orchestration.registry import Registry, TableEntry, load_registry
 from orchestration.resources import SparkResource, StorageResource
@@ -280,7 +281,8 @@ tables:
 
 
 def observe_health(registry: Registry, instance: dg.DagsterInstance, title: str) -> None:
-    """Observe every table through Dagster (the health observation the schedule records) and print it."""
+    """Observe every table through Dagster (the health observation the schedule records, with its
+    health checks), render the overview as its schedule does, and print both."""
     print(f"\n== {title}", flush=True)
     result = dg.materialize(
         _assets(registry),
@@ -295,6 +297,14 @@ def observe_health(registry: Registry, instance: dg.DagsterInstance, title: str)
         observation = event.event_specific_data.asset_observation  # type: ignore[union-attr]
         numbers = {name: observation.metadata[name].value for name in HEALTH if name in observation.metadata}
         print(f"  {observation.asset_key.path[0]:8} " + "  ".join(f"{k}={v}" for k, v in numbers.items()), flush=True)
+    failing = [c for c in result.get_asset_check_evaluations() if not c.passed]
+    for check in sorted(failing, key=lambda c: (c.asset_key.path[0], c.severity.value)):
+        print(f"  {check.asset_key.path[0]:8} {check.severity.value:5} {check.description}")
+    overview = dg.materialize(
+        _assets(registry), selection=[OVERVIEW_KEY], resources=RESOURCES, instance=instance, run_config=QUIET
+    )
+    (materialization,) = overview.asset_materializations_for_node("lakeops__overview")
+    print(f"\n{materialization.metadata['tables'].value}", flush=True)
 
 
 def _assets(registry: Registry) -> list:

@@ -3,9 +3,11 @@
 turned into asset metadata.
 
 Metadata: every numeric field of the report as a number (so the asset's plots show files, bytes,
-rows and durations over time), ``dagster/row_count`` where the operation has one, and a short
-Markdown summary. Lists (deleted paths, partitions) are not metadata: they can be long, and the run
-log holds them.
+rows and durations over time; seconds rounded to 10 ms) with a readable twin ``<field>_readable``
+for byte counts and durations of a minute or more (Dagster has no byte unit: ``live_bytes
+134217728`` and ``live_bytes_readable 128.0 MiB``), ``dagster/row_count`` where the operation has
+one, and a short Markdown summary. Lists (deleted paths, partitions) are not metadata: they can be
+long, and the run log holds them.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from typing import Any, TextIO, cast
 import dagster as dg
 
 from lakeops.jsontext import printable
-from lakeops.ops.report import Report
+from lakeops.ops.report import Report, readable
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.redaction import mask_text
 from orchestration.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
 from spark_jobs.operations import MaskedConsole, run_operation
 
-__all__ = ["report_metadata", "run_maintenance", "table_target"]
+__all__ = ["number_metadata", "report_metadata", "run_maintenance", "table_target"]
 
 #: Report fields that count the rows an operation leaves or writes, shown as ``dagster/row_count``.
 _ROW_COUNT_FIELDS = ("rows_written", "rows")
@@ -78,12 +80,20 @@ def run_maintenance(
         )
 
 
+def number_metadata(name: str, value: int | float) -> dict[str, dg.MetadataValue]:
+    """``value`` as a number that plots, and its readable twin when its unit makes the number hard to
+    read (:func:`lakeops.ops.report.readable`: bytes from 1 KiB, seconds from a minute)."""
+    number = dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(round(value, 2))
+    text = readable(name, value)
+    small = abs(value) < (60 if name.endswith("_s") else 1024)
+    return {name: number} | ({} if text is None or small else {f"{name}_readable": dg.MetadataValue.text(text)})
+
+
 def report_metadata(report: Report) -> dict[str, dg.MetadataValue]:
-    """Numeric metrics, the row count and a Markdown summary of ``report``."""
-    metadata: dict[str, dg.MetadataValue] = {
-        name: dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(float(value))
-        for name, value in report.metrics().items()
-    }
+    """Numeric metrics (with readable twins), the row count and a Markdown summary of ``report``."""
+    metadata: dict[str, dg.MetadataValue] = {}
+    for name, value in report.metrics().items():
+        metadata |= number_metadata(name, value)
     rows = next((getattr(report, f) for f in _ROW_COUNT_FIELDS if isinstance(getattr(report, f, None), int)), None)
     if rows is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)

@@ -25,6 +25,19 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
         orphans: {older_than: 7d}
         cdc: {enabled: true, output: s3://lake/events_changes, start_date: 2026-11-01, key: [event_id]}
         schedules: {nightly: "0 3 * * *", health: "*/30 * * * *"}
+        health: {small_files: {warn: 20, error: 500}, cdc_lag_time: {warn: 30min, error: 2h}}
+
+``health`` holds the thresholds of the table's health checks (:mod:`lakeops.ops.health`), one
+``{warn, error}`` per signal; a key left out keeps its default and ``null`` turns that level off.
+The defaults follow the table's policies where one says when maintenance is due: ``small_files``
+warns at ``compaction.small_file_trigger`` (errors at 10 times it), ``small_file_ratio`` at
+``compaction.fragment_ratio_trigger`` (else never: a young table is all small files),
+``checkpoint_lag`` at ``checkpoint.interval`` (10 times), ``oldest_snapshot_age`` at twice
+``expiry.older_than`` (4 times; else 60d and 180d). The others: ``manifests`` 100/1000, ``snapshots`` 1000/10000,
+``reclaimable_bytes`` 10GB/100GB, ``cdc_lag_versions`` 100/1000, ``cdc_lag_time`` 1h/6h (also the
+CDC output's freshness windows: raise it above the cron's interval for CDC on a ``schedules.cdc``
+cron), ``last_expiry`` and ``last_orphans`` 2d/7d (the nightly schedule's), ``last_compaction``,
+``last_checkpoint`` and ``last_cdc`` off (sensors run those when needed: their age alone says nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.ops.health import SIGNALS, Limit, applicable_signals, format_value
 from lakeops.registry import REGISTRY_ENV, RegisteredTable, registry_path
 from lakeops.units import parse_duration, parse_size
 
@@ -89,7 +103,15 @@ def _env_name(text: str) -> str:
     return text
 
 
+def _window(text: str) -> str:
+    """A duration Dagster accepts as a freshness window: a minute or more."""
+    if parse_duration(_duration(text)).total_seconds() < 60:
+        raise ValueError(f"{text!r} is shorter than a minute, the shortest freshness window Dagster takes")
+    return text
+
+
 Duration = Annotated[str, AfterValidator(_duration)]
+Window = Annotated[str, AfterValidator(_window)]
 Size = Annotated[int | str, AfterValidator(_size)]
 Cron = Annotated[str, AfterValidator(_cron)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
@@ -161,6 +183,57 @@ class Schedules(_Strict):
     cdc: Cron | None = None
 
 
+class CountLimit(_Strict):
+    warn: int | None = Field(default=None, ge=1)
+    error: int | None = Field(default=None, ge=1)
+
+
+class RatioLimit(_Strict):
+    warn: float | None = Field(default=None, gt=0, le=1)
+    error: float | None = Field(default=None, gt=0, le=1)
+
+
+class AgeLimit(_Strict):
+    warn: Duration | None = None
+    error: Duration | None = None
+
+
+class WindowLimit(_Strict):
+    warn: Window | None = None
+    error: Window | None = None
+
+
+class SizeLimit(_Strict):
+    warn: Size | None = None
+    error: Size | None = None
+
+
+class HealthPolicy(_Strict):
+    """Thresholds of the health checks, by signal; None: the defaults (:meth:`TableEntry.health_limits`)."""
+
+    small_files: CountLimit | None = None
+    small_file_ratio: RatioLimit | None = None
+    checkpoint_lag: CountLimit | None = None
+    manifests: CountLimit | None = None
+    snapshots: CountLimit | None = None
+    oldest_snapshot_age: AgeLimit | None = None
+    reclaimable_bytes: SizeLimit | None = None
+    cdc_lag_versions: CountLimit | None = None
+    cdc_lag_time: WindowLimit | None = None
+    last_compaction: AgeLimit | None = None
+    last_checkpoint: AgeLimit | None = None
+    last_expiry: AgeLimit | None = None
+    last_orphans: AgeLimit | None = None
+    last_cdc: AgeLimit | None = None
+
+
+def _seconds(text: str | None) -> float | None:
+    return None if text is None else parse_duration(text).total_seconds()
+
+
+_DAY = 86400.0
+
+
 class TableEntry(RegisteredTable):
     """One maintained table: its address (validated by :class:`lakeops.registry.RegisteredTable`)
     and its policies."""
@@ -176,6 +249,7 @@ class TableEntry(RegisteredTable):
     orphans: OrphansPolicy = OrphansPolicy()
     cdc: CdcPolicy = CdcPolicy()
     schedules: Schedules = Schedules()
+    health: HealthPolicy = HealthPolicy()
 
     @model_validator(mode="after")
     def _valid(self) -> TableEntry:
@@ -192,7 +266,57 @@ class TableEntry(RegisteredTable):
                 "schedules.compaction: not available for a partitioned compaction (the small-file sensor requests "
                 "the partitions that need it)"
             )
+        for name, limit in self.health_limits().items():
+            if limit.warn is not None and limit.error is not None and limit.warn > limit.error:
+                unit = SIGNALS[name].unit
+                raise ValueError(
+                    f"health.{name}: warn ({format_value(unit, limit.warn)}) is above error "
+                    f"({format_value(unit, limit.error)}); give both, or a warn at or below the error"
+                )
         return self
+
+    def _default_limits(self) -> dict[str, Limit]:
+        """The thresholds the registry leaves to defaults: where a policy says when maintenance is
+        due, the warning is that point (the sensor's trigger), so "needs compaction" means what the
+        small-file sensor acts on."""
+        older_than = _seconds(self.expiry.older_than)
+        nightly = Limit(warn=2 * _DAY, error=7 * _DAY)
+        return {
+            "small_files": Limit(
+                warn=self.compaction.small_file_trigger, error=10 * self.compaction.small_file_trigger
+            ),
+            # Off unless compaction triggers on it: every young table is all small files.
+            "small_file_ratio": Limit(warn=self.compaction.fragment_ratio_trigger),
+            "checkpoint_lag": Limit(warn=self.checkpoint.interval, error=10 * self.checkpoint.interval),
+            "manifests": Limit(warn=100, error=1000),
+            "snapshots": Limit(warn=1000, error=10000),
+            "oldest_snapshot_age": (
+                Limit(warn=2 * older_than, error=4 * older_than)
+                if older_than
+                else Limit(warn=60 * _DAY, error=180 * _DAY)
+            ),
+            "reclaimable_bytes": Limit(warn=10 * 1024**3, error=100 * 1024**3),
+            "cdc_lag_versions": Limit(warn=100, error=1000),
+            "cdc_lag_time": Limit(warn=3600, error=6 * 3600),
+            "last_compaction": Limit(),
+            "last_checkpoint": Limit(),
+            "last_expiry": nightly,
+            "last_orphans": nightly,
+            "last_cdc": Limit(),
+        }
+
+    def health_limits(self) -> dict[str, Limit]:
+        """The thresholds of every health signal that applies to this table (its format, CDC on or
+        off): the registry's ``health`` values over the defaults, durations in seconds, sizes in bytes."""
+        defaults = self._default_limits()
+        limits = {}
+        for name in applicable_signals(self.format, cdc=self.cdc.enabled):
+            given = getattr(self.health, name)
+            levels = {} if given is None else {k: getattr(given, k) for k in given.model_fields_set}
+            if isinstance(given, AgeLimit | WindowLimit):
+                levels = {k: _seconds(v) for k, v in levels.items()}
+            limits[name] = defaults[name].model_copy(update=levels)
+        return limits
 
     @property
     def address(self) -> str:

@@ -1,6 +1,10 @@
 """Schedules per table: nightly expiry and orphan removal, the periodic health observation, and the
 registry's cron overrides for compaction, checkpoint and CDC (next to the sensors that already run
-them when needed). Cron strings are UTC.
+them when needed); and ``lakeops_overview_schedule``, which renders the health overview on every
+health cron. Cron strings are UTC.
+
+The health observations and the overview run by default (they only read tables, and their plots
+fill only if they run from the start); the others start stopped, to be turned on per table.
 
 Each table has its own schedules, but the jobs behind them are shared by purpose (``lakeops_nightly``,
 ``lakeops_health``, ``lakeops_compaction``, ``lakeops_checkpoint``): Dagster resolves every job
@@ -16,6 +20,7 @@ from datetime import UTC
 import dagster as dg
 
 from orchestration.assets import operation_key, run_request
+from orchestration.health import OVERVIEW_KEY
 from orchestration.registry import Registry, TableEntry
 
 __all__ = ["maintenance_schedules"]
@@ -53,6 +58,7 @@ def _schedule(entry: TableEntry, kind: str, cron: str) -> dg.ScheduleDefinition:
         job_name=_job_name(entry, kind),
         execution_timezone="UTC",
         description=f"{what} of {entry.name}.",
+        default_status=dg.DefaultScheduleStatus.RUNNING if kind == "health" else dg.DefaultScheduleStatus.STOPPED,
     )
     def tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         if kind != "cdc":
@@ -66,13 +72,33 @@ def _schedule(entry: TableEntry, kind: str, cron: str) -> dg.ScheduleDefinition:
     return tick
 
 
+def _overview_schedule(registry: Registry) -> dg.ScheduleDefinition:
+    """The overview on every distinct health cron of the tables, from the ``lakeops_health`` job."""
+    crons = sorted({entry.schedules.health for entry in registry.tables})
+
+    @dg.schedule(
+        name="lakeops_overview_schedule",
+        cron_schedule=crons[0] if len(crons) == 1 else crons,
+        job_name="lakeops_health",
+        execution_timezone="UTC",
+        description="The health overview of every table (lakeops/overview).",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+    )
+    def tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+        return dg.RunRequest(asset_selection=[OVERVIEW_KEY])
+
+    return tick
+
+
 def maintenance_schedules(registry: Registry) -> dg.Definitions:
-    """Every table's schedules, and the jobs they run (a job only when some schedule uses it)."""
+    """Every table's schedules and the overview's, and the jobs they run (a job only when some
+    schedule uses it)."""
     scheduled = [(entry, kind, cron) for entry in registry.tables for kind in _KINDS if (cron := _cron(entry, kind))]
-    selections: dict[str, list[dg.AssetKey]] = {}
+    selections: dict[str, list[dg.AssetKey]] = {"lakeops_health": [OVERVIEW_KEY]} if registry.tables else {}
     for entry, kind, _ in scheduled:
         selections.setdefault(_job_name(entry, kind), []).extend(operation_key(entry, op) for op in _KINDS[kind][0])
+    schedules = [_schedule(entry, kind, cron) for entry, kind, cron in scheduled]
     return dg.Definitions(
         jobs=[dg.define_asset_job(name, selection=keys) for name, keys in selections.items()],
-        schedules=[_schedule(entry, kind, cron) for entry, kind, cron in scheduled],
+        schedules=[*schedules, _overview_schedule(registry)] if registry.tables else schedules,
     )

@@ -6,7 +6,10 @@
 - ``lakeops_checkpoints``: a checkpoint (Delta) or manifest rewrite (Iceberg) once
   ``checkpoint.interval`` commits landed since the last one.
 - ``lakeops_cdc``: change extraction when commits the CDC output does not hold exist; it requests
-  today's partition, which extracts everything pending.
+  today's partition, which extracts everything pending. On a table without new commits it requests
+  that partition once the last extraction is half the CDC freshness window old (the table's
+  ``cdc_lag_time`` warning): the run finds nothing to extract and records the output as current,
+  so a quiet table's output does not fail its freshness policy.
 
 Each keeps, in its cursor, the table state (version or snapshot) it last requested a run for, so an
 unchanged table is not requested twice; run keys carry the table and the same state, so Dagster
@@ -124,9 +127,21 @@ def _cdc(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluati
         return [], [], None  # no day to request yet: one invalid partition would fail the whole tick
     pending = pending_changes(entry, storage, now)
     if pending is None:
-        return [], [], None
+        return _confirm_current(entry, context, now), [], None
     tags = {"lakeops/pending_versions": f"{pending.first}..{pending.last}"}
     return [_request(entry, "cdc", [str(pending.last)], tags, now.strftime("%Y-%m-%d"))], [], str(pending.last)
+
+
+def _confirm_current(entry: TableEntry, context: dg.SensorEvaluationContext, now: datetime) -> list[dg.RunRequest]:
+    """A run of today's CDC partition when the last extraction is older than half the freshness
+    warning (or failure) window; none before the first (freshness is unknown until then)."""
+    limit = entry.health_limits()["cdc_lag_time"]
+    window = limit.warn if limit.warn is not None else limit.error
+    last = context.instance.get_latest_materialization_event(operation_key(entry, "cdc"))
+    if window is None or last is None or now.timestamp() - last.timestamp < window / 2:
+        return []
+    tags = {"lakeops/confirm": "no_pending_commits"}
+    return [_request(entry, "cdc", ["confirm", str(int(last.timestamp))], tags, now.strftime("%Y-%m-%d"))]
 
 
 def _sensor(

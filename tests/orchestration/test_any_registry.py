@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from orchestration.assets import MAINTENANCE, check_key, operation_key, table_key
 from orchestration.definitions import build_definitions
+from orchestration.health import OVERVIEW_KEY
 from orchestration.registry import parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,10 +103,10 @@ def test_five_hundred_tables_load_with_a_few_shared_jobs() -> None:
     registry = parse_registry(yaml.safe_dump({"tables": entries}))
     repo = resolve_everything(build_definitions(registry))
     cdc_tables = sum(1 for e in registry.tables if e.cdc.enabled)
-    assert len(repo.asset_graph.get_all_asset_keys()) == 500 * 5 + cdc_tables
+    assert len(repo.asset_graph.get_all_asset_keys()) == 500 * 5 + cdc_tables + 1  # and the overview
     jobs = {job.name for job in repo.get_all_jobs()}
     assert jobs == {"__ASSET_JOB", "lakeops_nightly", "lakeops_health", "lakeops_checkpoint"}
-    assert len(repo.schedule_defs) == 500 * 2 + len(range(0, 500, 7))
+    assert len(repo.schedule_defs) == 500 * 2 + len(range(0, 500, 7)) + 1
 
 
 #: Examples per property: each builds and resolves a whole code location (a second or less at these
@@ -197,11 +198,16 @@ def assert_loads_as_generated(text: str) -> None:
             assert job is not None
             launched = job.get_subset(asset_selection={key}, asset_check_selection={check_key(entry, operation)})
             assert partitions is None or launched.partitions_def == partitions
-    assert graph.get_all_asset_keys() == expected
+    assert graph.get_all_asset_keys() == expected | ({OVERVIEW_KEY} if registry.tables else set())
     tables = {entry.name: entry for entry in registry.tables}
     now = datetime.now(UTC)
     for schedule in repo.schedule_defs:
         tick = schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=now, repository_def=repo))
+        if schedule.name == "lakeops_overview_schedule":  # every table's health cron; no table's assets
+            (request,) = tick.run_requests or []
+            repo.get_job(schedule.job_name).get_subset(asset_selection=set(request.asset_selection or []))
+            assert set(request.asset_selection or []) == {OVERVIEW_KEY}
+            continue
         if tick.skip_message:  # CDC that starts after today
             entry = tables[schedule.name.removesuffix("_cdc_schedule")]
             assert entry.cdc.start_date is not None and entry.cdc.start_date > now.date(), tick.skip_message

@@ -23,12 +23,19 @@ def test_a_sample_registry_generates_assets_checks_schedules_and_sensors() -> No
     assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
         *(f"events/{op}" for op in ("table", "compaction", "checkpoint", "expiry", "orphans", "cdc")),
         *(f"orders/{op}" for op in ("table", "compaction", "checkpoint", "expiry", "orphans")),
+        "lakeops/overview",
     }
+    maintenance = {"small_files", "small_file_ratio", "snapshots", "oldest_snapshot_age", "checkpoint_lag"}
+    maintenance |= {"manifests", *(f"last_{op}" for op in ("compaction", "checkpoint", "expiry", "orphans"))}
     assert {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys} == {
         *((f"{t}/compaction", "rows_kept") for t in ("events", "orders")),
         *((f"{t}/checkpoint", "matches_log") for t in ("events", "orders")),
         *((f"{t}/{op}", "retained_files_exist") for t in ("events", "orders") for op in ("expiry", "orphans")),
         ("events/cdc", "no_duplicate_changes"),
+        # Health: events' format is found when read (every format's signals), orders is Iceberg.
+        *(("events/table", name) for name in maintenance | {"reclaimable_bytes", "cdc_lag_versions", "cdc_lag_time"}),
+        ("events/table", "last_cdc"),
+        *(("orders/table", name) for name in maintenance),
     }
     repo = defs.get_repository_def()
     compaction = repo.assets_defs_by_key[dg.AssetKey(["events", "compaction"])]
@@ -40,6 +47,7 @@ def test_a_sample_registry_generates_assets_checks_schedules_and_sensors() -> No
         "events_health_schedule": "*/30 * * * *",
         "orders_nightly_schedule": "0 3 * * *",
         "orders_health_schedule": "*/30 * * * *",
+        "lakeops_overview_schedule": "*/30 * * * *",
     }
     assert {s.name for s in repo.sensor_defs} == {
         "lakeops_small_files",
@@ -87,5 +95,9 @@ def test_the_shipped_instance_runs_one_maintenance_run_per_table_at_a_time() -> 
     assert pools.default_pool_limit == 1
     assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
     repo = build_definitions(parse_registry(SAMPLE)).get_repository_def()
-    pools_by_table = {key.path[0]: {a.op.pool} for key, a in repo.assets_defs_by_key.items() if key.path[1] != "table"}
+    pools_by_table = {
+        key.path[0]: {a.op.pool}
+        for key, a in repo.assets_defs_by_key.items()
+        if key.path[1] not in ("table", "overview")
+    }
     assert pools_by_table == {"events": {"lakeops_events"}, "orders": {"lakeops_orders"}}

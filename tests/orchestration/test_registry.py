@@ -51,12 +51,54 @@ def test_a_full_registry_loads_with_its_policies() -> None:
         ),
         ("tables:\n  - {name: a, location: /x}\n  - {name: a, location: /y}\n", "tables: a registered more than once"),
         ("tables:\n  - {name: 2fast, location: /x}\n", "name: '2fast' must be letters"),
+        (
+            "tables:\n  - name: events\n    location: /t\n    health: {small_file: {warn: 3}}\n",
+            "table 'events': unknown key health.small_file",
+        ),
+        (
+            "tables:\n  - name: events\n    location: /t\n    health: {small_files: {warn: 10, limit: 3}}\n",
+            "table 'events': unknown key health.small_files.limit",
+        ),
+        (
+            "tables:\n  - name: events\n    location: /t\n    health: {small_files: {error: 5}}\n",
+            "table 'events': health.small_files: warn (10) is above error (5)",
+        ),
+        (
+            "tables:\n  - name: events\n    location: /t\n    health: {small_file_ratio: {warn: 50}}\n",
+            "table 'events': health.small_file_ratio.warn: Input should be less than or equal to 1",
+        ),
+        (
+            "tables:\n  - name: events\n    location: /t\n    health: {cdc_lag_time: {warn: 30s}}\n",
+            "table 'events': health.cdc_lag_time.warn: '30s' is shorter than a minute",
+        ),
+        (
+            "tables:\n  - name: events\n    location: /t\n    health: {reclaimable_bytes: {warn: lots}}\n",
+            "table 'events': health.reclaimable_bytes.warn: bad size 'lots'",
+        ),
     ],
 )
 def test_a_broken_registry_names_the_table_and_the_key(text: str, message: str) -> None:
     with pytest.raises(RegistryError) as error:
         parse_registry(text, "lakeops.yaml")
     assert str(error.value).startswith("lakeops.yaml: ") and message in str(error.value)
+
+
+def test_health_thresholds_default_to_the_policies_and_the_registry_overrides_them() -> None:
+    events, orders = parse_registry(SAMPLE).tables
+    limits = events.health_limits()
+    assert (limits["small_files"].warn, limits["small_files"].error) == (20, 200)  # small_file_trigger 20
+    assert (limits["checkpoint_lag"].warn, limits["checkpoint_lag"].error) == (25, 250)  # interval 25
+    assert (limits["oldest_snapshot_age"].warn, limits["oldest_snapshot_age"].error) == (60 * 86400, 120 * 86400)
+    assert (limits["small_file_ratio"].warn, limits["small_file_ratio"].error) == (None, None)
+    assert limits["cdc_lag_time"].warn == 3600 and "cdc_lag_time" not in orders.health_limits()
+    text = SAMPLE.replace(
+        "format: iceberg",
+        "format: iceberg\n    health: {small_files: {warn: null}, manifests: {error: 500}, last_expiry: {warn: 12h}}",
+    )
+    limits = parse_registry(text).table("orders").health_limits()
+    assert (limits["small_files"].warn, limits["small_files"].error) == (None, 100)
+    assert (limits["manifests"].warn, limits["manifests"].error) == (100, 500)
+    assert (limits["last_expiry"].warn, limits["last_expiry"].error) == (12 * 3600, 7 * 86400)
 
 
 def test_the_default_file_may_be_absent_a_named_one_may_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
