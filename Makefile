@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo ui screenshot test test-integration test-reliability test-all bench bench-full lint typecheck clean
+.PHONY: install chromium demo ui screenshot test test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,15 +24,22 @@ ui: install
 	LAKEOPS_REGISTRY=$(CURDIR)/.lakeops-demo/lakeops.yaml DAGSTER_HOME=$(CURDIR)/.lakeops-demo/dagster_home \
 		$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
-## A headless-Chromium screenshot of the demo's asset graph (after `make demo`; needs Debian's chromium).
-screenshot: install
-	command -v chromium >/dev/null || apt-get install -y chromium
+## Debian's Chromium (apt-get, as root, when absent) and Playwright to drive it: nothing else is downloaded.
+chromium: install
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 	$(PY) -m pip install --quiet -e '.[screenshot]'
+
+## A headless-Chromium screenshot of the demo's asset graph (after `make demo`).
+screenshot: chromium
 	$(PY) -m orchestration.ui screenshot docs/asset-graph.png
 
 ## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server).
 test: install
-	$(PY) -m pytest -q -m "not slow and not integration"
+	$(PY) -m pytest -q -m "not slow and not integration and not ui"
+
+## The Dagster UI in a real browser (Chromium driven by Playwright) against `dagster dev` on 127.0.0.1.
+test-ui: chromium
+	$(PY) -m pytest -q -m ui tests/orchestration
 
 ## Tests that start real components on 127.0.0.1: a Spark standalone cluster, PostgreSQL (installed
 ## from Debian's packages if absent), the moto S3 server. CI runs them after `make test`.
@@ -44,7 +51,7 @@ test-reliability: install
 	LAKEOPS_FUZZ_EXAMPLES=2000 LAKEOPS_WRITERS_SECONDS=120 LAKEOPS_CRASH_ROUNDS=5 $(PY) -m pytest -q tests/reliability
 
 ## Everything, including long-running checks.
-test-all: install
+test-all: chromium
 	$(PY) -m pytest -q
 
 ## Benchmarks against delta-rs, PyIceberg and the pyarrow limit (bench/README.md): a quick pass of a few

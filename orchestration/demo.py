@@ -351,21 +351,27 @@ def _materialize(entry: TableEntry, operation: str, assets: list, instance: dg.D
     return result.success
 
 
-def run() -> int:
+def build_warehouse() -> Path:
+    """The demo's tables, anew, and their registry (whose path it returns); the browser test of the
+    UI builds them too."""
     shutil.rmtree(DEMO / "warehouse", ignore_errors=True)
-    shutil.rmtree(DEMO / "dagster_home", ignore_errors=True)
     (DEMO / "warehouse").mkdir(parents=True)
-    home = DEMO / "dagster_home"
-    home.mkdir()
-    shutil.copy(Path(__file__).parent.parent / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-
     print(f"building the demo warehouse under {DEMO / 'warehouse'} ...", flush=True)
     build_delta(DEMO / "warehouse" / "events")
     iceberg = build_iceberg(DEMO / "warehouse" / "iceberg")
     build_icechunk(DEMO / "warehouse" / "arrays")
     registry_path = DEMO / "lakeops.yaml"
     write_registry(registry_path, iceberg)
+    return registry_path
+
+
+def run() -> int:
+    registry_path = build_warehouse()
     registry = load_registry(registry_path)
+    shutil.rmtree(DEMO / "dagster_home", ignore_errors=True)
+    home = DEMO / "dagster_home"
+    home.mkdir()
+    shutil.copy(Path(__file__).parent.parent / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
 
     os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:

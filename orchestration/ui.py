@@ -1,10 +1,11 @@
 """Start ``dagster dev`` on a registry and ask its GraphQL API what it serves.
 
-Used by ``make ui`` (through the Makefile), by the UI test and by ``make screenshot``: the webserver
+Used by ``make ui`` (through the Makefile), by the UI tests and by ``make screenshot``: the webserver
 and daemon start on 127.0.0.1 with ``DAGSTER_HOME`` and ``LAKEOPS_REGISTRY`` set, and
 :func:`served` lists the asset keys, schedules and sensors of the loaded code location, as the UI's
 own pages query them. A code location that failed to load is an error, with Dagster's message: the
 webserver still serves then, with no assets, and an empty graph must never pass for a loaded one.
+:func:`chromium_page` is the browser the screenshot and the browser tests (``make test-ui``) see it in.
 """
 
 import json
@@ -13,14 +14,19 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakeops.errors import LakeopsError
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 PROJECT = Path(__file__).resolve().parent.parent
 #: What ``make demo`` builds and ``make screenshot`` shows: the registry and the Dagster instance.
@@ -162,27 +168,45 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def screenshot(url: str, out: Path, *, chromium: str = "chromium", size: tuple[int, int] = (1600, 1300)) -> None:
-    """A PNG of the page at ``url`` in headless Chromium (Playwright drives the system's Chromium;
-    nothing is downloaded), once its data has loaded and the first-visit dialog is dismissed."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+@contextmanager
+def chromium_page(*, chromium: str = "chromium", size: tuple[int, int] = (1600, 1300)) -> Iterator["Page"]:
+    """A page of headless Chromium in a fresh profile: Playwright drives the system's Chromium
+    (Debian's package; nothing is downloaded), so the UI is seen as a user's browser shows it."""
     from playwright.sync_api import sync_playwright
 
     executable = shutil.which(chromium)
     if executable is None:
         raise UiNotServing(f"{chromium}: not installed (Debian: apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+    with tempfile.TemporaryDirectory(prefix="lakeops-chromium-") as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=executable,
+            args=CHROMIUM_FLAGS,
+            headless=True,
+            viewport={"width": size[0], "height": size[1]},
+        )
         try:
-            page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-            page.goto(url, wait_until="networkidle")
-            with suppress(PlaywrightTimeout):  # no first-visit dialog on this instance
-                page.get_by_role("button", name="Skip").click(timeout=10_000)
-            page.wait_for_load_state("networkidle")
-            page.wait_for_timeout(2000)  # the graph lays itself out after its data arrives
-            page.screenshot(path=str(out))
+            yield context.pages[0] if context.pages else context.new_page()
         finally:
-            browser.close()
+            context.close()
+
+
+def open_ui(page: "Page", url: str) -> None:
+    """Go to ``url`` and dismiss the UI's first-visit dialog (shown once per profile and server)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.goto(url, wait_until="networkidle")
+    with suppress(PlaywrightTimeout):  # no first-visit dialog on this instance
+        page.get_by_role("button", name="Skip").click(timeout=10_000)
+    page.wait_for_load_state("networkidle")
+
+
+def screenshot(url: str, out: Path, *, chromium: str = "chromium", size: tuple[int, int] = (1600, 1300)) -> None:
+    """A PNG of the page at ``url`` in headless Chromium, once its data has loaded."""
+    with chromium_page(chromium=chromium, size=size) as page:
+        open_ui(page, url)
+        page.wait_for_timeout(2000)  # the graph lays itself out after its data arrives
+        page.screenshot(path=str(out))
     if not out.is_file() or out.stat().st_size == 0:
         raise UiNotServing(f"{out}: Chromium wrote no screenshot of {url}")
 

@@ -1,0 +1,170 @@
+"""The Dagster UI in a real browser: Debian's Chromium, driven by Playwright, against ``dagster dev``
+on 127.0.0.1 (webserver and daemon, the shipped ``dagster.yaml``). What a user sees is asserted on
+the page, and what a click did is asserted again in the instance.
+
+- the demo registry (the tables ``make demo`` builds): every group's asset graph renders, the
+  Concurrency page lists each table's pool with limit 1, and "Materialize" on a maintenance asset
+  runs it, with its check passing;
+- two CDC tables with different start dates (which once failed the whole code location): both graphs
+  render, and "Materialize…" of the latest CDC day extracts it, with its check passing.
+
+Run by ``make test-ui`` (which installs Chromium and Playwright first); excluded from ``make test``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from orchestration import demo
+from orchestration.ui import PROJECT, chromium_page, dagster_dev, open_ui
+
+pytest.importorskip("playwright", reason="make test-ui installs it (the screenshot extra)")
+from playwright.sync_api import Page, expect  # noqa: E402
+
+pytestmark = pytest.mark.ui
+
+#: Seconds a launched maintenance run may take (its own processes and Spark session on a busy CI box).
+RUN_TIMEOUT_S = 240
+
+
+@contextmanager
+def _served(registry: Path, home: Path) -> Iterator[tuple[str, Page, dg.DagsterInstance]]:
+    """``dagster dev`` on ``registry``, a fresh Chromium page and the instance the UI writes to."""
+    home.mkdir()
+    shutil.copy(PROJECT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    with (
+        dagster_dev(registry, home) as url,
+        chromium_page(size=(1600, 1000)) as page,
+        dg.DagsterInstance.from_config(str(home)) as instance,
+    ):
+        page.set_default_timeout(60_000)
+        expect.set_options(timeout=60_000)  # a busy machine renders slowly; waits end at the first match
+        open_ui(page, url)
+        yield url, page, instance
+
+
+def _assert_graph(page: Page, url: str, group: str, names: list[str]) -> None:
+    """The group's asset graph shows a node for each asset name."""
+    page.goto(f"{url}/locations/orchestration.definitions:defs/asset-groups/{group}")
+    nodes = page.locator("foreignObject")
+    for name in names:
+        expect(nodes.get_by_text(name, exact=True).first).to_be_visible()
+    expect(nodes).to_have_count(len(names))
+
+
+def _assert_pools(page: Page, url: str, pools: list[str]) -> None:
+    """The Concurrency page lists each pool (once the ``lakeops_pools`` sensor's first tick wrote
+    them), and each pool's page says: run granularity, limit 1 from the instance's default."""
+    deadline = time.monotonic() + 90
+    while True:
+        page.goto(f"{url}/deployment/concurrency")
+        links = page.get_by_role("link", name=re.compile(r"^lakeops_"))
+        page.wait_for_load_state("networkidle")
+        if sorted(links.all_inner_texts()) == pools or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    expect(links).to_have_text(pools)
+    for pool in pools:
+        page.goto(f"{url}/deployment/concurrency/{pool}")
+        expect(page.get_by_role("row", name="Granularity Run")).to_be_visible()
+        expect(page.get_by_role("row", name=re.compile(r"^Limit 1 \(default\)"))).to_be_visible()
+
+
+def _materialize(page: Page, url: str, asset: str, *, latest_partition: bool = False) -> str:
+    """Click "Materialize" on the asset's page (for a partitioned asset, "Materialize…", then the
+    latest partition); returns the launched run's id prefix from the UI's toast."""
+    page.goto(f"{url}/assets/{asset}")
+    button = page.get_by_role("button", name=re.compile(r"Materialize…?$"))
+    expect(button).to_be_enabled()
+    button.click()
+    if latest_partition:
+        dialog = page.get_by_role("dialog")
+        dialog.get_by_role("button", name="Latest", exact=True).click()
+        dialog.get_by_role("button", name="Launch 1 run").click()
+    toast = page.get_by_text(re.compile(r"^Launched run [0-9a-f]{8}$"))
+    expect(toast).to_be_visible()
+    return toast.inner_text().split()[-1]
+
+
+def _finished(instance: dg.DagsterInstance, prefix: str) -> dg.DagsterRun:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        runs = [r for r in instance.get_runs(limit=20) if r.run_id.startswith(prefix)]
+        if runs and runs[0].is_finished:
+            return runs[0]
+        time.sleep(2)
+    raise AssertionError(f"run {prefix} did not finish within {RUN_TIMEOUT_S} s")
+
+
+def _assert_succeeded(page: Page, url: str, instance: dg.DagsterInstance, prefix: str, asset: str, check: str) -> None:
+    """The run succeeded and the asset's check passed: in the instance, on the run's page, and on
+    the asset's Checks tab."""
+    run = _finished(instance, prefix)
+    assert run.is_success, [e.message for e in instance.all_logs(run.run_id)][-20:]
+    (evaluation,) = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    assert evaluation.dagster_event.event_specific_data.passed, evaluation
+    page.goto(f"{url}/runs/{run.run_id}")
+    expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+    assert_check_status(page, url, asset, check, "Passed")
+
+
+def assert_check_status(page: Page, url: str, asset: str, check: str, status: str) -> None:
+    """The asset's Checks tab, with ``check`` selected, shows ``status`` as its latest evaluation
+    result (the hook the health checks' test uses)."""
+    page.goto(f"{url}/assets/{asset}?view=checks&checkDetail={check}")
+    expect(page.get_by_title(check, exact=True).first).to_be_visible()
+    expect(page.get_by_text("Evaluation result", exact=True)).to_be_visible()
+    expect(page.get_by_text(status, exact=True)).to_be_visible()
+
+
+def test_the_demo_registry_in_a_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo, "DEMO", tmp_path / "demo")
+    registry = demo.build_warehouse()
+    with _served(registry, tmp_path / "dagster_home") as (url, page, instance):
+        maintenance = ["table", "compaction", "checkpoint", "expiry", "orphans"]
+        _assert_graph(page, url, "events", [*maintenance, "cdc"])
+        _assert_graph(page, url, "orders", [*maintenance, "cdc"])
+        _assert_graph(page, url, "arrays", maintenance)
+
+        _assert_pools(page, url, ["lakeops_arrays", "lakeops_events", "lakeops_orders"])
+
+        prefix = _materialize(page, url, "events/compaction")
+        _assert_succeeded(page, url, instance, prefix, "events/compaction", "rows_kept")
+
+
+def test_two_cdc_tables_with_different_start_dates_in_a_browser(tmp_path: Path) -> None:
+    for name in ("events", "clicks"):
+        for i in range(4):
+            rows = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
+            write_deltalake(str(tmp_path / name), rows, mode="append")
+    today = datetime.now(UTC).date()
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(
+        f"""
+spark: {{master: "local[1]"}}
+tables:
+  - name: events
+    location: {tmp_path / "events"}
+    cdc: {{enabled: true, output: {tmp_path / "events_changes"}, start_date: {today - timedelta(days=20)}}}
+  - name: clicks
+    location: {tmp_path / "clicks"}
+    cdc: {{enabled: true, output: {tmp_path / "clicks_changes"}, start_date: {today}}}
+"""
+    )
+    with _served(registry, tmp_path / "dagster_home") as (url, page, instance):
+        for table in ("events", "clicks"):
+            _assert_graph(page, url, table, ["table", "compaction", "checkpoint", "expiry", "orphans", "cdc"])
+        prefix = _materialize(page, url, "clicks/cdc", latest_partition=True)
+        _assert_succeeded(page, url, instance, prefix, "clicks/cdc", "no_duplicate_changes")
+    assert (tmp_path / "clicks_changes" / "_delta_log").is_dir()
