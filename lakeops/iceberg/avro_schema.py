@@ -368,6 +368,30 @@ def _guarded(records: Iterator[dict[str, Any]], what: str) -> Iterator[dict[str,
         raise CorruptFile(f"{what} is truncated or corrupt ({type(exc).__name__}: {exc})") from exc
 
 
+def _check_records(schema: Any) -> None:
+    """ValueError unless every record in ``schema`` has a list of fields, each with a name and a type.
+    fastavro reads a record without ``fields`` as an empty one, which the field-id lookups of a
+    manifest reader would then trip over far from the file that caused it."""
+    if isinstance(schema, list):
+        for branch in schema:
+            _check_records(branch)
+    elif isinstance(schema, dict):
+        if schema.get("type") == "record":
+            fields = schema.get("fields")
+            if not isinstance(fields, list) or not all(
+                isinstance(f, dict) and "name" in f and "type" in f for f in fields
+            ):
+                raise ValueError(
+                    f"its schema has a record {schema.get('name')!r} without a list of named, typed fields"
+                )
+            for field in fields:
+                _check_records(field["type"])
+        else:
+            for key in ("items", "values", "type"):
+                if isinstance(schema.get(key), (dict, list)):
+                    _check_records(schema[key])
+
+
 def read_avro(storage: Storage, location: str, what: str) -> AvroFile:
     """Open the Avro file at ``location``. ``what`` names it in errors ("manifest s3://…/m0.avro
     (listed in …)"): :class:`NotFound` if it is missing, :class:`CorruptFile` if its bytes do not
@@ -384,8 +408,9 @@ def read_avro(storage: Storage, location: str, what: str) -> AvroFile:
             raise ValueError(f"starts with {header['magic']!r}, not the Avro magic {_MAGIC!r}")
         raw_meta: dict[str, bytes] = header["meta"]
         schema = json.loads(raw_meta["avro.schema"])
-        if not (isinstance(schema, dict) and schema.get("type") == "record" and isinstance(schema.get("fields"), list)):
-            raise ValueError("its schema is not a record with a list of fields, as every Iceberg Avro file's is")
+        if not (isinstance(schema, dict) and schema.get("type") == "record"):
+            raise ValueError("its schema is not a record, as every Iceberg Avro file's is")
+        _check_records(schema)
         stored = {**raw_meta, "avro.schema": json.dumps(_without_logical_types(schema)).encode()}
         rewritten = io.BytesIO()
         fastavro.schemaless_writer(rewritten, _HEADER, {**header, "meta": stored})

@@ -195,3 +195,16 @@ def test_hostile_manifest(data: st.DataObject, sources: Sources, tmp_path: Path)
     assert not isinstance(entries, LakeopsError) or names(entries, path.name)
     header = must_hold(lambda: read_manifest_metadata(STORAGE, str(path)), "read_manifest_metadata")
     assert not isinstance(header, LakeopsError) or names(header, path.name)
+
+
+def test_a_nested_record_without_fields_is_a_corrupt_manifest(sources: Sources, tmp_path: Path) -> None:
+    """Found by the long fuzzing budget: fastavro reads the data_file record misspelt ``gields`` as a record
+    with no fields, and the manifest reader raised a KeyError far from the file."""
+    misspelt = b'"data_file", "field-id": 2, "type": {"type": "record", "gields"'
+    raw = sources.manifest.replace(misspelt.replace(b"gields", b"fields"), misspelt)
+    assert raw != sources.manifest
+    path = tmp_path / "hostile-m0.avro"
+    path.write_bytes(raw)
+    listed = sources.listed.model_copy(update={"manifest_path": str(path)})
+    error = must_hold(lambda: read_manifest(STORAGE, listed, include_deleted=True), "read_manifest")
+    assert isinstance(error, LakeopsError) and names(error, path.name) and "'r2'" in str(error)
