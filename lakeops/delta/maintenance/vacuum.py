@@ -57,6 +57,7 @@ from lakeops.delta.log_segment import LOG_DIR, commit_timestamps, list_log, read
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
+from lakeops.quarantine import is_reserved
 from lakeops.storage import Storage, StorageOptions
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import join, normalize, relative_to
@@ -226,6 +227,8 @@ def plan_vacuum(
     change_data: list[Candidate] = []
     for info in storage.list(table):
         relative = relative_to(table, info.path)
+        if is_reserved(table, info.path):  # lakeops's trash and audit records, staging files included
+            continue
         if is_hidden(relative, partition_dirs) and not is_abandoned_temp(relative):
             continue
         scanned += 1

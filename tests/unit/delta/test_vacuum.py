@@ -349,3 +349,24 @@ def test_delete_batch_refuses_paths_outside_the_root_or_in_the_log(tmp_path: Pat
     with pytest.raises(UnsafeOperation, match="inside _delta_log"):
         delete_batch(batch(root / "_delta_log" / "00000000000000000000.json"))
     assert outside.exists() and (root / "_delta_log" / "00000000000000000000.json").exists()
+
+
+def test_lakeops_own_folders_are_never_vacuumed_not_even_their_abandoned_temp_files(tmp_path: Path) -> None:
+    """A run killed while writing its audit record leaves a staging file in ``_lakeops_audit``; VACUUM
+    used to plan it as an abandoned temp file, and the batch then refused it (every later VACUUM failed)."""
+    root = tmp_path / "t"
+    _overwritten_table(root)
+    leftovers = [
+        "_lakeops_audit/.20261126T1412Z-x.json.2pw7fafs.lakeops-tmp",
+        "_lakeops_trash/r/.m.jsonl.ab.lakeops-tmp",
+    ]
+    for name in [*leftovers, "_delta_log/.00000000000000000009.json.ab12.lakeops-tmp"]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"half")
+    _age_all(tmp_path)
+
+    plan = _plan(root, now_ms=NOW_MS + 10 * DAY_MS)
+
+    assert _rel(plan, root, "untracked") == {"_delta_log/.00000000000000000009.json.ab12.lakeops-tmp"}
+    _execute(plan)
+    assert all((root / name).exists() for name in leftovers)
