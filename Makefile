@@ -29,9 +29,10 @@ chromium: install
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 	$(PY) -m pip install --quiet -e '.[screenshot]'
 
-## A headless-Chromium screenshot of the demo's asset graph (after `make demo`).
+## Headless-Chromium screenshots of the demo in the UI (after `make demo`): docs/asset-graph.png (the events
+## table's assets and checks), docs/health-overview.png (every table's health), docs/concurrency.png (pools).
 screenshot: chromium
-	$(PY) -m orchestration.ui screenshot docs/asset-graph.png
+	$(PY) -m orchestration.ui screenshot docs
 
 ## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server).
 test: install

@@ -5,7 +5,8 @@ and daemon start on 127.0.0.1 with ``DAGSTER_HOME`` and ``LAKEOPS_REGISTRY`` set
 :func:`served` lists the asset keys, schedules and sensors of the loaded code location, as the UI's
 own pages query them. A code location that failed to load is an error, with Dagster's message: the
 webserver still serves then, with no assets, and an empty graph must never pass for a loaded one.
-:func:`chromium_page` is the browser the screenshot and the browser tests (``make test-ui``) see it in.
+:func:`chromium_page` is the browser that ``make screenshot`` (:func:`screenshots`) and the browser tests
+(``make test-ui``) see it in.
 """
 
 import json
@@ -201,46 +202,63 @@ def open_ui(page: "Page", url: str) -> None:
     page.wait_for_load_state("networkidle")
 
 
-def screenshot(url: str, out: Path, *, chromium: str = "chromium", size: tuple[int, int] = (1600, 1300)) -> None:
-    """A PNG of the page at ``url`` in headless Chromium, once its data has loaded."""
-    with chromium_page(chromium=chromium, size=size) as page:
-        open_ui(page, url)
+#: What ``make screenshot`` renders into ``docs/``: file name -> the UI's page (``{group}``: a table's).
+PAGES = {
+    "asset-graph.png": f"locations/{LOCATION}/asset-groups/{{group}}",
+    "health-overview.png": "assets/lakeops/overview",
+    "concurrency.png": "deployment/concurrency",
+}
+
+
+def screenshots(page: "Page", url: str, group: str, out_dir: Path) -> list[Path]:
+    """PNGs of the :data:`PAGES` of the UI at ``url`` (``group``'s asset graph), taken in ``page``
+    once each page's data has loaded."""
+    written = []
+    for name, path in PAGES.items():
+        out = out_dir / name
+        page.goto(f"{url}/{path.format(group=group)}", wait_until="networkidle")
         page.wait_for_timeout(2000)  # the graph lays itself out after its data arrives
         page.screenshot(path=str(out))
-    if not out.is_file() or out.stat().st_size == 0:
-        raise UiNotServing(f"{out}: Chromium wrote no screenshot of {url}")
+        if not out.is_file() or out.stat().st_size == 0:
+            raise UiNotServing(f"{out}: Chromium wrote no screenshot of {url}/{path}")
+        written.append(out)
+    return written
 
 
-def capture(registry: Path, home: Path, group: str, out: Path) -> None:
-    """A screenshot of ``group``'s asset graph as ``dagster dev`` serves ``registry``; raises
+def capture(registry: Path, home: Path, group: str, out_dir: Path) -> list[Path]:
+    """:func:`screenshots` of the UI as ``dagster dev`` serves ``registry``; raises
     :class:`UiNotServing` (before Chromium starts) when the location or the group is not there."""
     with dagster_dev(registry, home) as url:
         assets = served(url).assets
         if not any(asset.startswith(f"{group}/") for asset in assets):
             groups = sorted({asset.split("/")[0] for asset in assets})
             raise UiNotServing(f"{registry}: group {group!r} has no assets; the location serves {groups or 'none'}")
-        screenshot(f"{url}/locations/{LOCATION}/asset-groups/{group}", out)
+        with chromium_page() as page:
+            open_ui(page, url)
+            return screenshots(page, url, group, out_dir)
 
 
 def main(argv: list[str]) -> int:
-    """``python -m orchestration.ui screenshot OUT.png [GROUP]``: the asset graph of one table of the
-    demo registry (default ``events``). Exits 1, saying why, when there is nothing true to show."""
+    """``python -m orchestration.ui screenshot DIR [GROUP]``: the demo registry's UI as
+    :data:`PAGES` into ``DIR`` (``GROUP``: the table whose asset graph is shown, default ``events``).
+    Exits 1, saying why, when there is nothing true to show."""
     if argv[:1] != ["screenshot"] or len(argv) not in (2, 3):
-        print("usage: python -m orchestration.ui screenshot OUT.png [GROUP]", file=sys.stderr)
+        print("usage: python -m orchestration.ui screenshot DIR [GROUP]", file=sys.stderr)
         return 2
     group = argv[2] if len(argv) == 3 else "events"
     registry = DEMO / "lakeops.yaml"
     if not registry.is_file():
         print(f"{registry}: missing; run `make demo` first", file=sys.stderr)
         return 1
-    out = Path(argv[1]).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(argv[1]).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        capture(registry, DEMO / "dagster_home", group, out)
+        written = capture(registry, DEMO / "dagster_home", group, out_dir)
     except LakeopsError as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {out}")
+    for out in written:
+        print(f"wrote {out}")
     return 0
 
 

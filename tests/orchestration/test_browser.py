@@ -27,7 +27,7 @@ import pytest
 from deltalake import write_deltalake
 
 from orchestration import demo
-from orchestration.ui import PROJECT, chromium_page, dagster_dev, open_ui
+from orchestration.ui import PAGES, PROJECT, chromium_page, dagster_dev, open_ui, screenshots
 
 pytest.importorskip("playwright", reason="make test-ui installs it (the screenshot extra)")
 from playwright.sync_api import Page, expect  # noqa: E402
@@ -81,11 +81,12 @@ def _assert_pools(page: Page, url: str, pools: list[str]) -> None:
         expect(page.get_by_role("row", name=re.compile(r"^Limit 1 \(default\)"))).to_be_visible()
 
 
-def _materialize(page: Page, url: str, asset: str, *, latest_partition: bool = False) -> str:
-    """Click "Materialize" on the asset's page (for a partitioned asset, "Materialize…", then the
-    latest partition); returns the launched run's id prefix from the UI's toast."""
+def _launch(page: Page, url: str, asset: str, *, latest_partition: bool = False) -> str:
+    """Click the asset page's launch button: "Materialize", "Observe" for the table (its health
+    checks run with the observation), "Materialize…" for a partitioned asset, then its latest
+    partition. Returns the launched run's id prefix, from the UI's toast."""
     page.goto(f"{url}/assets/{asset}")
-    button = page.get_by_role("button", name=re.compile(r"Materialize…?$"))
+    button = page.get_by_role("button", name=re.compile(r"(Materialize…?|Observe)$"))
     expect(button).to_be_enabled()
     button.click()
     if latest_partition:
@@ -97,35 +98,40 @@ def _materialize(page: Page, url: str, asset: str, *, latest_partition: bool = F
     return toast.inner_text().split()[-1]
 
 
-def _finished(instance: dg.DagsterInstance, prefix: str) -> dg.DagsterRun:
+def _succeeded(page: Page, url: str, instance: dg.DagsterInstance, prefix: str) -> dict[str, bool]:
+    """The run the UI launched succeeded, in the instance and on its page; returns its checks'
+    outcomes (name: passed) as the instance recorded them."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        runs = [r for r in instance.get_runs(limit=20) if r.run_id.startswith(prefix)]
-        if runs and runs[0].is_finished:
-            return runs[0]
+    while not (
+        (runs := [r for r in instance.get_runs(limit=20) if r.run_id.startswith(prefix)]) and runs[0].is_finished
+    ):
+        assert time.monotonic() < deadline, f"run {prefix} did not finish within {RUN_TIMEOUT_S} s"
         time.sleep(2)
-    raise AssertionError(f"run {prefix} did not finish within {RUN_TIMEOUT_S} s")
-
-
-def _assert_succeeded(page: Page, url: str, instance: dg.DagsterInstance, prefix: str, asset: str, check: str) -> None:
-    """The run succeeded and the asset's check passed: in the instance, on the run's page, and on
-    the asset's Checks tab."""
-    run = _finished(instance, prefix)
+    run = runs[0]
     assert run.is_success, [e.message for e in instance.all_logs(run.run_id)][-20:]
-    (evaluation,) = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-    assert evaluation.dagster_event.event_specific_data.passed, evaluation
     page.goto(f"{url}/runs/{run.run_id}")
     expect(page.get_by_text("Success", exact=True).first).to_be_visible()
-    assert_check_status(page, url, asset, check, "Passed")
+    evaluations = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return {
+        e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.passed for e in evaluations
+    }
 
 
-def assert_check_status(page: Page, url: str, asset: str, check: str, status: str) -> None:
-    """The asset's Checks tab, with ``check`` selected, shows ``status`` as its latest evaluation
-    result (the hook the health checks' test uses)."""
+def _assert_check(page: Page, url: str, asset: str, check: str, status: str, result: str | re.Pattern[str]) -> None:
+    """The asset's Checks tab, with ``check`` selected, shows ``status`` (Passed, Failed) as its
+    latest evaluation, and the evaluation's ``result`` text."""
     page.goto(f"{url}/assets/{asset}?view=checks&checkDetail={check}")
     expect(page.get_by_title(check, exact=True).first).to_be_visible()
-    expect(page.get_by_text("Evaluation result", exact=True)).to_be_visible()
-    expect(page.get_by_text(status, exact=True)).to_be_visible()
+    evaluation = page.get_by_text("Evaluation result", exact=True).locator("..")
+    expect(evaluation.get_by_text(status, exact=True)).to_be_visible()
+    expect(page.get_by_text(result)).to_be_visible()
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    """Width and height from a PNG's header (its IHDR chunk); fails on anything else."""
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path}: not a PNG"
+    return int.from_bytes(header[16:20]), int.from_bytes(header[20:24])
 
 
 def test_the_demo_registry_in_a_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,8 +145,37 @@ def test_the_demo_registry_in_a_browser(tmp_path: Path, monkeypatch: pytest.Monk
 
         _assert_pools(page, url, ["lakeops_arrays", "lakeops_events", "lakeops_orders"])
 
-        prefix = _materialize(page, url, "events/compaction")
-        _assert_succeeded(page, url, instance, prefix, "events/compaction", "rows_kept")
+        # Health: the demo's appends left small files; the table's non-blocking small_files check fails.
+        checks = _succeeded(page, url, instance, _launch(page, url, "events/table"))
+        assert checks["small_files"] is False, checks
+        needs_compaction = re.compile(r"^small_files \d+ \(warn 10 / error 100\): run compaction$")
+        _assert_check(page, url, "events/table", "small_files", "Failed", needs_compaction)
+
+        checks = _succeeded(page, url, instance, _launch(page, url, "events/compaction"))
+        assert checks == {"rows_kept": True}
+        rewritten = re.compile(r"replaced \d+ files holding \d+ live rows by \d+ files that read back \d+ rows")
+        _assert_check(page, url, "events/compaction", "rows_kept", "Passed", rewritten)
+
+        # Observed again after the compaction: the check passes.
+        checks = _succeeded(page, url, instance, _launch(page, url, "events/table"))
+        assert checks["small_files"] is True, checks
+        _assert_check(page, url, "events/table", "small_files", "Passed", re.compile(r"^small_files 0\b"))
+
+        # The overview, materialized from the UI, shows each table's verdict: events' worst signal is
+        # now its CDC lag (no extraction ran), the others were never observed.
+        assert _succeeded(page, url, instance, _launch(page, url, "lakeops/overview")) == {}
+        page.goto(f"{url}/assets/lakeops/overview")
+        expect(
+            page.get_by_role("row", name=re.compile(r"^events delta CDC lag \(ERROR\) cdc_lag_time "))
+        ).to_be_visible()
+        for table in ("arrays", "orders"):
+            expect(page.get_by_role("row", name=f"{table} auto not observed yet none yet", exact=True)).to_be_visible()
+
+        # make screenshot's pages, taken as it takes them.
+        (tmp_path / "docs").mkdir()
+        written = screenshots(page, url, "events", tmp_path / "docs")
+    assert [png.name for png in written] == list(PAGES)
+    assert [_png_size(png) for png in written] == [(1600, 1000)] * len(PAGES)
 
 
 def test_two_cdc_tables_with_different_start_dates_in_a_browser(tmp_path: Path) -> None:
@@ -165,6 +200,14 @@ tables:
     with _served(registry, tmp_path / "dagster_home") as (url, page, instance):
         for table in ("events", "clicks"):
             _assert_graph(page, url, table, ["table", "compaction", "checkpoint", "expiry", "orphans", "cdc"])
-        prefix = _materialize(page, url, "clicks/cdc", latest_partition=True)
-        _assert_succeeded(page, url, instance, prefix, "clicks/cdc", "no_duplicate_changes")
+        prefix = _launch(page, url, "clicks/cdc", latest_partition=True)
+        assert _succeeded(page, url, instance, prefix) == {"no_duplicate_changes": True}
+        _assert_check(
+            page,
+            url,
+            "clicks/cdc",
+            "no_duplicate_changes",
+            "Passed",
+            re.compile(r"40 change rows keyed by .*: each key once"),
+        )
     assert (tmp_path / "clicks_changes" / "_delta_log").is_dir()

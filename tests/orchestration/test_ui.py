@@ -57,13 +57,13 @@ def test_a_code_location_that_fails_to_load_fails_the_ui_checks_and_the_screensh
     _home(demo)
     monkeypatch.setattr(ui, "DEMO", demo)
     started = time.monotonic()
-    assert ui.main(["screenshot", str(tmp_path / "graph.png")]) == 1
+    assert ui.main(["screenshot", str(tmp_path / "docs")]) == 1
     assert time.monotonic() - started < 120  # not the start-up timeout
     error = capsys.readouterr().err
     assert re.search(
         r"code location orchestration.definitions:defs failed to load:(.|\n)*table 't': unknown key expiry.keep", error
     )
-    assert not (tmp_path / "graph.png").exists()
+    assert not list((tmp_path / "docs").iterdir())
 
 
 def test_the_screenshot_refuses_a_group_the_location_does_not_serve(
@@ -74,9 +74,9 @@ def test_the_screenshot_refuses_a_group_the_location_does_not_serve(
     (demo / "lakeops.yaml").write_text("tables:\n  - {name: orders, location: /data/orders}\n")
     _home(demo)
     monkeypatch.setattr(ui, "DEMO", demo)
-    assert ui.main(["screenshot", str(tmp_path / "graph.png"), "events"]) == 1
+    assert ui.main(["screenshot", str(tmp_path / "docs"), "events"]) == 1
     assert "group 'events' has no assets" in capsys.readouterr().err
-    assert not (tmp_path / "graph.png").exists()
+    assert not list((tmp_path / "docs").iterdir())
 
 
 DRY_RUN = """
