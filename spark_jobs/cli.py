@@ -25,9 +25,9 @@ from rich.table import Table
 from lakeops.delta.retention import parse_retention
 from lakeops.errors import LakeopsError, UsageError
 from lakeops.jsontext import printable
-from lakeops.ops.predicate import parse_predicate
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, resolve_name, resolve_output
+from lakeops.predicate import parse_predicate
 from lakeops.quarantine import require_run_id
 from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions

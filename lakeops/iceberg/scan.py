@@ -33,7 +33,7 @@ from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec
 from lakeops.iceberg.single_values import from_bytes
 from lakeops.iceberg.types import IcebergType, PrimitiveType, StructType
-from lakeops.ops.predicate import Condition, PartitionPredicate
+from lakeops.predicate import Condition, PartitionPredicate
 from lakeops.storage import Storage
 
 __all__ = [
@@ -122,7 +122,7 @@ def human_partition(
     spec: PartitionSpec, partition_type: StructType, values: Mapping[str, Any], source_names: Mapping[int, str]
 ) -> dict[str, Any]:
     """Partition values keyed by partition field name, and for identity fields also by the source
-    column's name, typed for :class:`~lakeops.ops.predicate.PartitionPredicate`."""
+    column's name, typed for :class:`~lakeops.predicate.PartitionPredicate`."""
     typed: dict[str, Any] = {}
     for pfield, tfield in zip(spec.fields, partition_type.fields, strict=True):
         value = _human(tfield.type, values.get(pfield.name))

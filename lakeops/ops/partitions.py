@@ -3,7 +3,7 @@
 A key is ``name=value/name2=value2`` in partition order: values percent-encoded (a ``/`` or ``=``
 inside a value never splits it, and the characters Dagster refuses in partition keys never appear),
 NULL as :data:`NULL_VALUE`. :func:`partition_where` turns a key back into the ``--where`` predicate
-(:mod:`lakeops.ops.predicate`) that selects exactly that partition, so compaction can run on one.
+(:mod:`lakeops.predicate`) that selects exactly that partition, so compaction can run on one.
 
 * Delta ("Partition Value Serialization"): a file's ``partitionValues`` hold each partition column's
   value as a string (``null`` for NULL), keyed by physical name under column mapping ("Column
@@ -52,8 +52,8 @@ from lakeops.iceberg.transforms import (
     parse_transform,
 )
 from lakeops.iceberg.types import FixedType, IcebergType, PrimitiveType
-from lakeops.ops.predicate import parse_predicate
 from lakeops.ops.target import Target
+from lakeops.predicate import parse_predicate
 from lakeops.storage import StorageOptions, open_storage
 
 __all__ = ["NULL_VALUE", "PartitionHealth", "partition_health", "partition_key", "partition_where"]

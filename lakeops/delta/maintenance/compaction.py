@@ -49,8 +49,8 @@ from lakeops.delta.schema import (
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import DataFileWriter, WrittenFile
 from lakeops.errors import InvalidArgument, ProtocolError
-from lakeops.ops.predicate import parse_predicate
 from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, split_into_files
+from lakeops.predicate import parse_predicate
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import parse_size
 

@@ -58,9 +58,9 @@ from lakeops.iceberg.snapshot_update import ReplaceFiles
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table, read_metadata, table_storage
 from lakeops.iceberg.transforms import parse_transform
 from lakeops.iceberg.types import NestedField, Schema, StructType
-from lakeops.ops.predicate import parse_predicate
 from lakeops.packing import first_fit_decreasing, split_into_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
+from lakeops.predicate import parse_predicate
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 

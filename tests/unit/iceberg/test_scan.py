@@ -15,7 +15,7 @@ from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.scan import DeleteIndex, LiveFile, PartitionFilter, may_reference
 from lakeops.iceberg.single_values import to_bytes
 from lakeops.iceberg.types import PrimitiveType
-from lakeops.ops.predicate import parse_predicate
+from lakeops.predicate import parse_predicate
 
 PARTITIONED, UNPARTITIONED = 0, 1
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lakeops.errors import InvalidArgument
-from lakeops.ops.predicate import Condition, parse_predicate
+from lakeops.predicate import Condition, parse_predicate
 
 
 def matches(text: str, **values: Any) -> bool:
