@@ -1,4 +1,5 @@
-"""Human units used on the command line and in the registry: durations ("7d") and sizes ("128MB")."""
+"""Human units used on the command line, in the registry and in reports: durations ("7d"), retentions
+and their cutoffs, and sizes ("128MB")."""
 
 from __future__ import annotations
 
@@ -124,3 +125,24 @@ def format_seconds(seconds: float) -> str:
         if abs(seconds) >= size:
             return f"{seconds / size:.1f} {unit}"
     return f"{seconds:.2f} s"
+
+
+def parse_retention(text: str) -> timedelta:
+    """A retention given on the command line (``7d``); a negative one is refused by name."""
+    if text.strip().startswith("-"):
+        raise InvalidArgument(f"retention {text!r} is negative; give a duration such as '7d'")
+    return parse_duration(text)
+
+
+def format_duration(value: timedelta) -> str:
+    """``30d``, ``12h``, ``90s``: the unit the CLI accepts, for messages and reports."""
+    seconds = value.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def cutoff_ms(retention: timedelta, now_ms: int) -> int:
+    """``now`` minus ``retention``: things older than this are past retention."""
+    return now_ms - int(retention.total_seconds() * 1000)

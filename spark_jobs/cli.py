@@ -22,7 +22,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lakeops.delta.retention import parse_retention
 from lakeops.errors import LakeopsError, UsageError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
@@ -31,7 +30,7 @@ from lakeops.predicate import parse_predicate
 from lakeops.quarantine import require_run_id
 from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
-from lakeops.units import parse_duration, parse_size
+from lakeops.units import parse_duration, parse_retention, parse_size
 from spark_jobs.operations import MaskedConsole, audited, options_from_args
 
 #: Command name -> module implementing it (``HELP``, ``USES_SPARK``, ``configure``, ``run``).

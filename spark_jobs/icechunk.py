@@ -14,7 +14,6 @@ from datetime import timedelta
 
 from rich.console import Console
 
-from lakeops.delta.retention import parse_retention
 from lakeops.errors import UsageError
 from lakeops.icechunk.maintenance import diff, packing
 from lakeops.icechunk.maintenance.diff import DiffOptions
@@ -22,7 +21,7 @@ from lakeops.icechunk.maintenance.gc import GcPlan
 from lakeops.ops import icechunk as ops
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from lakeops.units import format_size
+from lakeops.units import format_size, parse_retention
 from spark_jobs.operations import SparkSettings
 from spark_jobs.runner import TaskFailed
 

@@ -13,7 +13,6 @@ import time
 from pydantic import ConfigDict, Field
 from rich.console import Console
 
-from lakeops.delta.retention import parse_retention
 from lakeops.iceberg.maintenance.orphans import DEFAULT_OLDER_THAN, PrefixMismatchMode
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import consumers, orphans
@@ -22,7 +21,7 @@ from lakeops.ops.orphans import IcebergOrphansReport, OrphanOptions, OrphansRepo
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions
-from lakeops.units import format_size
+from lakeops.units import format_size, parse_retention
 from spark_jobs import icechunk
 from spark_jobs.expire import add_quarantine_flag, show_paths
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args

@@ -11,11 +11,11 @@ import sys
 from pydantic import ConfigDict
 from rich.console import Console
 
-from lakeops.delta.retention import parse_retention
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.ops.trash import PurgeReport, purge_trash
 from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
+from lakeops.units import parse_retention
 from spark_jobs.operations import SparkSettings, options_from_args
 
 HELP = "delete quarantined files (the table's trash) of runs older than a retention"

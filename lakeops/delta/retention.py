@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from lakeops.delta.actions import Metadata
 from lakeops.errors import InvalidArgument, ProtocolError, UnsafeOperation
-from lakeops.units import parse_delta_interval, parse_duration
+from lakeops.units import format_duration, parse_delta_interval
 
 if TYPE_CHECKING:
     from lakeops.delta.snapshot import DeltaSnapshot
@@ -32,27 +32,6 @@ def table_retention(metadata: Metadata, table: str, property_name: str, default:
         return parse_delta_interval(text)
     except InvalidArgument as exc:
         raise ProtocolError(f"{table}: table property {property_name}={text!r} is not an interval ({exc})") from exc
-
-
-def cutoff_ms(retention: timedelta, now_ms: int) -> int:
-    """``now`` minus ``retention``: things older than this are past retention."""
-    return now_ms - int(retention.total_seconds() * 1000)
-
-
-def format_duration(value: timedelta) -> str:
-    """``30d``, ``12h``, ``90s``: the unit the CLI accepts, for messages and reports."""
-    seconds = value.total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
-
-
-def parse_retention(text: str) -> timedelta:
-    """A retention given on the command line (``7d``); a negative one is refused by name."""
-    if text.strip().startswith("-"):
-        raise InvalidArgument(f"retention {text!r} is negative; give a duration such as '7d'")
-    return parse_duration(text)
 
 
 def resolve_retention(

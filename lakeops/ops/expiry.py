@@ -15,7 +15,6 @@ from datetime import timedelta
 from lakeops.deletion import BatchResult
 from lakeops.delta.maintenance import log_expiry
 from lakeops.delta.maintenance.log_expiry import ExpiryOptions, ExpiryPlan
-from lakeops.delta.retention import format_duration, parse_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.maintenance import expire as snapshot_expiry
@@ -25,7 +24,7 @@ from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from lakeops.units import instant
+from lakeops.units import format_duration, instant, parse_retention
 
 __all__ = [
     "ExpireOptions",

@@ -14,7 +14,6 @@ from collections import Counter
 from datetime import timedelta
 
 from lakeops.deletion import BatchResult
-from lakeops.delta.retention import format_duration
 from lakeops.delta.writer import require_writable_location
 from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature, UsageError
 from lakeops.icechunk.maintenance import delegated, diff, expiry, gc, packing
@@ -26,7 +25,7 @@ from lakeops.icechunk.maintenance.packing import PackingPlan, PackResult
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize
 from lakeops.ops.report import Report
 from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.units import instant
+from lakeops.units import format_duration, instant
 
 FORMAT = "icechunk"
 #: How a package-format repository is named in reports.

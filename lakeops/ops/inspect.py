@@ -10,12 +10,7 @@ from lakeops.delta.actions import Add
 from lakeops.delta.features import enabled_features
 from lakeops.delta.log_segment import commit_timestamps
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
-from lakeops.delta.retention import (
-    DEFAULT_DELETED_FILE_RETENTION,
-    DELETED_FILE_RETENTION_PROPERTY,
-    cutoff_ms,
-    table_retention,
-)
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
@@ -24,6 +19,7 @@ from lakeops.ops.icechunk import IcechunkInspectReport, inspect_repository
 from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.units import cutoff_ms
 
 
 class InspectReport(Report):

@@ -15,7 +15,6 @@ from typing import Any
 
 from lakeops.delta.maintenance import vacuum
 from lakeops.delta.maintenance.vacuum import BatchResult, DeleteBatch, VacuumOptions, VacuumPlan
-from lakeops.delta.retention import format_duration
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.maintenance import orphans as iceberg_orphans
@@ -25,7 +24,7 @@ from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from lakeops.units import instant
+from lakeops.units import format_duration, instant
 
 __all__ = [
     "BatchResult",

@@ -45,12 +45,7 @@ from lakeops.delta.cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.log_segment import list_log, read_log_file
-from lakeops.delta.retention import (
-    DEFAULT_DELETED_FILE_RETENTION,
-    DELETED_FILE_RETENTION_PROPERTY,
-    cutoff_ms,
-    table_retention,
-)
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.scan import read_logical_file, read_snapshot
 from lakeops.delta.schema import column_mapping_mode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
@@ -78,6 +73,7 @@ from lakeops.ops.report import Report
 from lakeops.ops.target import Target
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
+from lakeops.units import cutoff_ms
 
 __all__ = [
     "Verification",

@@ -64,13 +64,13 @@ from lakeops.delta.retention import (
     DEFAULT_DELETED_FILE_RETENTION,
     DELETED_FILE_RETENTION_PROPERTY,
     SET_TRANSACTION_RETENTION_PROPERTY,
-    cutoff_ms,
     table_retention,
 )
 from lakeops.delta.snapshot import DeltaSnapshot, _Replay
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join
+from lakeops.units import cutoff_ms
 
 __all__ = [
     "DEFAULT_PART_SIZE",

@@ -38,17 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
 from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, commit_timestamps, list_log
-from lakeops.delta.retention import (
-    DEFAULT_LOG_RETENTION,
-    LOG_RETENTION_PROPERTY,
-    format_duration,
-    resolve_retention,
-)
+from lakeops.delta.retention import DEFAULT_LOG_RETENTION, LOG_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.quarantine import remove
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, require_within
+from lakeops.units import format_duration
 
 __all__ = [
     "ExpiryOptions",

@@ -45,7 +45,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.delta.retention import format_duration  # a unit format, not a Delta rule
 from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
 from lakeops.iceberg.manifest import read_manifest
@@ -56,6 +55,7 @@ from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.quarantine import is_reserved
 from lakeops.storage import ConfinedStorage, FileInfo, LocalStorage, S3Storage, Storage, StorageOptions, open_storage
 from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
+from lakeops.units import format_duration
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.delta.retention import cutoff_ms as compute_cutoff
 from lakeops.errors import CommitStateUnknown, LakeopsError, NotATable, UnsupportedFeature
 from lakeops.icechunk.encoding import MAGIC_1X
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
 from lakeops.storage import Storage, StorageOptions, join, normalize, relative_to, scheme
+from lakeops.units import cutoff_ms as compute_cutoff
 from lakeops.units import instant
 
 if TYPE_CHECKING:

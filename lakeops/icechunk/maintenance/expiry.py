@@ -32,13 +32,13 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.delta.retention import cutoff_ms as compute_cutoff
 from lakeops.errors import NotATable, UnsafeOperation
 from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.repository import Repository
 from lakeops.quarantine import remove
 from lakeops.storage import FileInfo, Storage, is_within, join, normalize
+from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = ["ExpiredBranchFile", "IcechunkExpiryPlan", "execute_expiry", "plan_expiry", "require_repository"]
 

@@ -43,7 +43,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.delta.retention import cutoff_ms as compute_cutoff
 from lakeops.errors import InvalidArgument
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import validate_id
@@ -59,6 +58,7 @@ from lakeops.icechunk.repository import (
 )
 from lakeops.storage import FileInfo, Storage, StorageOptions, join
 from lakeops.storage.local import is_abandoned_temp
+from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

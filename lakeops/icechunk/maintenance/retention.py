@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from lakeops.delta.retention import format_duration
 from lakeops.errors import InvalidArgument, UnsafeOperation
+from lakeops.units import format_duration
 
 #: Default window, as Delta's VACUUM: a week covers long-running readers and writers.
 DEFAULT_RETENTION = timedelta(days=7)

@@ -25,11 +25,11 @@ from lakeops.delta.maintenance.log_expiry import (
     execute_expiry,
     plan_expiry,
 )
-from lakeops.delta.retention import parse_retention
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, ProtocolError, UnsafeOperation, UnsupportedFeature, VersionNotFound
 from lakeops.storage import open_storage
+from lakeops.units import parse_retention
 
 DAY = 86400.0
 NOW = time.time()
