@@ -37,12 +37,11 @@ import dagster as dg
 from lakeops.ops import consumers, partitions, verify
 from lakeops.ops.data_version import data_version
 from lakeops.ops.health import table_signals, verdict
-from lakeops.ops.icechunk import IcechunkInspectReport
-from lakeops.ops.inspect import InspectReport
 from lakeops.ops.report import Report
 from lakeops.ops.target import Target
+from lakeops.ops.verify import Verification
 from orchestration import health
-from orchestration.maintenance import report_metadata, run_maintenance, table_target
+from orchestration.maintenance import inspect, report_metadata, run_maintenance, table_target
 from orchestration.pools import pool_name
 from orchestration.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
@@ -156,14 +155,10 @@ def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
         check_specs=health.check_specs(entry, key),
     )
     def observe(context: dg.AssetExecutionContext, storage: StorageResource) -> Iterator[dg.ObserveResult]:
-        from spark_jobs.operations import run_operation
-
         now = datetime.now(UTC)
         try:
+            report = inspect(entry, storage)
             with storage.credentials():
-                report = run_operation(
-                    "inspect", entry.address, entry.catalog_options(), storage_options=storage.options()
-                )
                 version = data_version(table_target(entry, storage), storage.options())
             pending = pending_changes(entry, storage, now) if entry.cdc.enabled else None
         except Exception as exc:
@@ -171,7 +166,6 @@ def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
             metadata, results = health.unreadable(key, entry, exc)
             yield dg.ObserveResult(asset_key=key, metadata=metadata, check_results=results)
             raise
-        assert isinstance(report, InspectReport | IcechunkInspectReport)
         ages = health.last_successes(context.instance, {op: operation_key(entry, op) for op in maintained})
         lag = health.cdc_lag(pending, int(now.timestamp() * 1000)) if entry.cdc.enabled else None
         signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
@@ -187,8 +181,8 @@ def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
     return observe
 
 
-def _check(entry: TableEntry, operation: str, target: Target, report: Report, storage: StorageResource) -> Any:
-    """The :class:`lakeops.ops.verify.Verification` after ``operation`` produced ``report``."""
+def _check(entry: TableEntry, operation: str, target: Target, report: Report, storage: StorageResource) -> Verification:
+    """Whether ``report`` of ``operation`` holds, re-read from the table (:mod:`lakeops.ops.verify`)."""
     options = storage.options()
     with storage.credentials():
         if operation == "compaction":
@@ -359,7 +353,7 @@ def _record_covered_days(
     context.log.info(f"recorded {len(covered)} earlier day(s) this run covered: {covered[0]}..{covered[-1]}")
 
 
-def _check_result(name: str, verification: Any) -> dg.AssetCheckResult:
+def _check_result(name: str, verification: Verification) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         check_name=name,
         passed=verification.passed,

@@ -6,8 +6,8 @@ Metadata: every numeric field of the report as a number (so the asset's plots sh
 rows and durations over time; seconds rounded to 10 ms) with a readable twin ``<field>_readable``
 for byte counts and durations of a minute or more (Dagster has no byte unit: ``live_bytes
 134217728`` and ``live_bytes_readable 128.0 MiB``), ``dagster/row_count`` where the operation has
-one, and a short Markdown summary. Lists (deleted paths, partitions) are not metadata: they can be
-long, and the run log holds them.
+one, the table's version after the run (``state_version``) and a short Markdown summary. Lists
+(deleted paths, partitions) are not metadata: they can be long, and the run log holds them.
 """
 
 from __future__ import annotations
@@ -19,17 +19,14 @@ from typing import Any, TextIO, cast
 import dagster as dg
 
 from lakeops.jsontext import printable
-from lakeops.ops.report import Report, readable
+from lakeops.ops.report import InspectionReport, Report, readable
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.redaction import mask_text
 from orchestration.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
 from spark_jobs.operations import MaskedConsole, run_operation
 
-__all__ = ["number_metadata", "report_metadata", "run_maintenance", "table_target"]
-
-#: Report fields that count the rows an operation leaves or writes, shown as ``dagster/row_count``.
-_ROW_COUNT_FIELDS = ("rows_written", "rows")
+__all__ = ["inspect", "number_metadata", "report_metadata", "run_maintenance", "table_target"]
 
 
 class _LogLines(io.TextIOBase):
@@ -55,6 +52,14 @@ def table_target(entry: TableEntry, storage: StorageResource) -> Target:
     catalog = CatalogOptions.model_validate(entry.catalog_options())
     with storage.credentials():
         return resolve_target(entry.address, catalog, storage.options())
+
+
+def inspect(entry: TableEntry, storage: StorageResource) -> InspectionReport:
+    """``lakeops inspect`` of ``entry``: what its observation records and the sensors decide on."""
+    with storage.credentials():
+        report = run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
+    assert isinstance(report, InspectionReport), f"inspect returned a {type(report).__name__}"
+    return report
 
 
 def run_maintenance(
@@ -90,13 +95,15 @@ def number_metadata(name: str, value: int | float) -> dict[str, dg.MetadataValue
 
 
 def report_metadata(report: Report) -> dict[str, dg.MetadataValue]:
-    """Numeric metrics (with readable twins), the row count and a Markdown summary of ``report``."""
+    """Numeric metrics (with readable twins), the row count, the state version and a Markdown
+    summary of ``report``."""
     metadata: dict[str, dg.MetadataValue] = {}
     for name, value in report.metrics().items():
         metadata |= number_metadata(name, value)
-    rows = next((getattr(report, f) for f in _ROW_COUNT_FIELDS if isinstance(getattr(report, f, None), int)), None)
-    if rows is not None:
-        metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
+    if report.row_count is not None:
+        metadata["dagster/row_count"] = dg.MetadataValue.int(report.row_count)
+    if report.state_version is not None:
+        metadata["state_version"] = dg.MetadataValue.text(report.state_version)
     table = printable(mask_text(report.table))
     title = f"**{report.operation}** of `{table}` ({report.format})" + (" — dry run" if report.dry_run else "")
     metadata["summary"] = dg.MetadataValue.md(f"{title}\n\n{report.markdown()}")

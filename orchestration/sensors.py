@@ -31,37 +31,19 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from lakeops.ops import partitions
-from lakeops.ops.icechunk import IcechunkInspectReport
-from lakeops.ops.inspect import InspectReport
-from lakeops.ops.report import Report
 from lakeops.redaction import mask_text
 from orchestration.assets import operation_key, partitions_name, pending_changes, run_request
-from orchestration.maintenance import table_target
+from orchestration.maintenance import inspect, table_target
 from orchestration.registry import Registry, TableEntry
 from orchestration.resources import StorageResource
-from spark_jobs.operations import run_operation
 
-__all__ = ["INTERVAL_S", "maintenance_sensors", "table_state"]
+__all__ = ["INTERVAL_S", "maintenance_sensors"]
 
 #: Seconds between evaluations of each sensor (each inspects every table it covers).
 INTERVAL_S = 60
 
 #: What a sensor decides for one table: the run requests, dynamic partitions to add, the new state.
 Decision = tuple[list[dg.RunRequest], list[dg.AddDynamicPartitionsRequest], str | None]
-
-
-def _inspect(entry: TableEntry, storage: StorageResource) -> Report:
-    with storage.credentials():
-        return run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
-
-
-def table_state(report: Report) -> str:
-    """The table version an inspect report read: Delta version, Iceberg or Icechunk snapshot."""
-    for name in ("snapshot_id", "snapshot", "version"):
-        value = getattr(report, name, None)
-        if value not in (None, ""):
-            return str(value)
-    return str(report.read_version)
 
 
 def _request(
@@ -74,8 +56,8 @@ def _request(
 
 
 def _small_files(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
-    report = _inspect(entry, storage)
-    state = table_state(report)
+    report = inspect(entry, storage)
+    state = report.state_version
     policy = entry.compaction
     if policy.partitioned:
         target = table_target(entry, storage)
@@ -92,8 +74,8 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
             if p.small_files >= max(policy.small_file_trigger, policy.min_input_files)
         ]
         return requests, adds, state
-    small, live = _small_and_live(report)
-    ratio = small / live if live else 0.0
+    table = report.table_state()  # small files: Icechunk's packable chunk objects
+    small, ratio = table.small_files, table.small_file_ratio
     due = small >= policy.small_file_trigger or (
         policy.fragment_ratio_trigger is not None and small > 1 and ratio >= policy.fragment_ratio_trigger
     )
@@ -101,20 +83,10 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
     return ([_request(entry, "compaction", [state], tags)] if due else []), [], state
 
 
-def _small_and_live(report: Report) -> tuple[int, int]:
-    """Mergeable small files (Icechunk: packable chunk objects) and all live files (chunk objects)."""
-    if isinstance(report, IcechunkInspectReport):
-        return report.packable_chunk_objects, report.chunk_objects
-    assert isinstance(report, InspectReport)
-    return report.small_files, report.live_files
-
-
 def _checkpoints(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
-    report = _inspect(entry, storage)
-    lag = getattr(report, "commits_since_checkpoint", None)
-    if lag is None:
-        lag = getattr(report, "snapshots_since_manifest_rewrite", None)
-    state = table_state(report)
+    report = inspect(entry, storage)
+    lag = report.table_state().checkpoint_lag
+    state = report.state_version
     if lag is None or lag < entry.checkpoint.interval:  # Icechunk has no checkpoints: lag is None
         return [], [], state
     tags = {"lakeops/commits_since_checkpoint": str(lag)}

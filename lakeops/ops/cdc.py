@@ -27,7 +27,7 @@ from lakeops.errors import CommitConflict, UsageError
 from lakeops.iceberg.maintenance import changelog
 from lakeops.iceberg.maintenance.changelog import ChangelogOptions, ChangelogPlan, SnapshotChanges
 from lakeops.iceberg.table import load_table
-from lakeops.ops.report import Report
+from lakeops.ops.report import Report, version_text
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 
@@ -120,6 +120,15 @@ class CdcReport(Report):
     from_snapshot_id: int | None = None
     to_snapshot_id: int | None = None
     snapshots: list[SnapshotChanges] = []
+
+    @property
+    def state_version(self) -> str | None:
+        """The source's position extracted up to: Iceberg snapshot id, else the version (not the output's)."""
+        return version_text(self.to_snapshot_id if self.to_snapshot_id is not None else self.read_version)
+
+    @property
+    def row_count(self) -> int | None:
+        return self.rows_written
 
 
 def plan(table: str, options: CdcOptions, storage_options: StorageOptions) -> Plan:

@@ -35,7 +35,7 @@ from lakeops.iceberg.maintenance.rewrite_manifests import (
     WrittenManifest,
 )
 from lakeops.iceberg.table import load_table
-from lakeops.ops.report import Report
+from lakeops.ops.report import Report, version_text
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -109,6 +109,11 @@ class CheckpointReport(Report):
     entries: int | None = None
     replaced_bytes: int | None = None
     commit_attempts: int | None = None
+
+    @property
+    def state_version(self) -> str | None:
+        """Iceberg: the snapshot id (the last committed, else the one read); Delta: the version."""
+        return version_text(self.snapshot_id) or super().state_version
 
 
 def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions) -> Plan | None:

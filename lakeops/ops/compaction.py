@@ -27,7 +27,7 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import CommitConflict, InvalidArgument, StorageError
 from lakeops.iceberg.maintenance import compaction as iceberg_compaction
 from lakeops.iceberg.table import load_table
-from lakeops.ops.report import Report
+from lakeops.ops.report import Report, version_text
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -132,6 +132,15 @@ class CompactionReport(Report):
     snapshot_id: int | None = None
     #: Iceberg: the snapshot the plan read (``snapshot_id`` becomes the last one committed).
     base_snapshot_id: int | None = None
+
+    @property
+    def state_version(self) -> str | None:
+        """Iceberg: the snapshot id (the last committed, else the one read); Delta: the version."""
+        return version_text(self.snapshot_id) or super().state_version
+
+    @property
+    def row_count(self) -> int | None:
+        return self.rows_written
 
 
 def plan(table: str, options: CompactionOptions, storage_options: StorageOptions) -> Plan:

@@ -17,8 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.ops.icechunk import IcechunkInspectReport
-from lakeops.ops.inspect import InspectReport
+from lakeops.ops.report import InspectionReport, TableState
 from lakeops.units import format_seconds, format_size
 
 __all__ = [
@@ -212,41 +211,21 @@ class CdcLag:
     seconds: float
 
 
-def _report_values(report: InspectReport | IcechunkInspectReport) -> dict[str, float | None]:
-    """The numbers each signal reads from an inspect report (None: the format has none)."""
-    if isinstance(report, IcechunkInspectReport):
-        small, live = report.packable_chunk_objects, report.chunk_objects
-        return {
-            "small_files": small,
-            "small_file_ratio": small / live if live else 0.0,
-            "snapshots": report.snapshots,
-            "oldest_snapshot_age": report.oldest_snapshot_age_s,
-            "reclaimable_bytes": report.reclaimable_bytes,
-        }
-    values: dict[str, float | None] = {
-        "small_files": report.small_files,
-        "small_file_ratio": report.small_files / report.live_files if report.live_files else 0.0,
+def _report_values(state: TableState) -> dict[str, float | None]:
+    """The numbers each signal reads from a table's state (None: the format has none)."""
+    return {
+        "small_files": state.small_files,
+        "small_file_ratio": state.small_file_ratio,
+        "checkpoint_lag": state.checkpoint_lag,
+        "manifests": state.manifests,
+        "snapshots": state.snapshots,
+        "oldest_snapshot_age": state.oldest_snapshot_age_s,
+        "reclaimable_bytes": state.reclaimable_bytes,
     }
-    if report.format == "iceberg":
-        values |= {
-            "checkpoint_lag": report.snapshots_since_manifest_rewrite,
-            "manifests": report.manifests,
-            "snapshots": report.snapshots,
-            "oldest_snapshot_age": report.oldest_snapshot_age_s,
-        }
-    else:
-        oldest = report.oldest_log_version
-        values |= {
-            "checkpoint_lag": report.commits_since_checkpoint,
-            "snapshots": report.version - oldest + 1 if oldest is not None else None,
-            "oldest_snapshot_age": report.oldest_commit_age_s,
-            "reclaimable_bytes": report.reclaimable_tombstone_bytes,
-        }
-    return values
 
 
 def table_signals(
-    report: InspectReport | IcechunkInspectReport,
+    report: InspectionReport,
     limits: Mapping[str, Limit],
     *,
     cdc_lag: CdcLag | None = None,
@@ -255,8 +234,9 @@ def table_signals(
     """Every signal of ``limits`` (one per name; :func:`applicable_signals` of the table) measured
     on ``report``; ``cdc_lag`` for a table with CDC, ``last_maintenance`` operation -> seconds since
     its last successful run (None: never)."""
-    fmt = "icechunk" if isinstance(report, IcechunkInspectReport) else report.format
-    values = _report_values(report)
+    state = report.table_state()
+    fmt = state.format
+    values = _report_values(state)
     if cdc_lag is not None:
         values |= {"cdc_lag_versions": cdc_lag.versions, "cdc_lag_time": cdc_lag.seconds}
     ages = last_maintenance or {}

@@ -23,7 +23,7 @@ from lakeops.icechunk.maintenance.expiry import IcechunkExpiryPlan
 from lakeops.icechunk.maintenance.gc import GcPlan
 from lakeops.icechunk.maintenance.packing import PackingPlan, PackResult
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize
-from lakeops.ops.report import Report
+from lakeops.ops.report import InspectionReport, Report, TableState, version_text
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.units import format_duration, instant
 
@@ -271,6 +271,11 @@ class IcechunkCompactionReport(Report):
     live_files_after: int = 0
     commit_attempts: int = 0
 
+    @property
+    def state_version(self) -> str | None:
+        """The snapshot committed, else the one the plan read."""
+        return version_text(self.committed_snapshot or self.base_snapshot)
+
 
 def plan_packing(
     location: str,
@@ -374,6 +379,15 @@ class IcechunkCdcReport(Report):
     bytes_written: int = 0
     commit_attempts: int = 0
 
+    @property
+    def state_version(self) -> str | None:
+        """The source snapshot extracted up to (``committed_version`` is the output's)."""
+        return version_text(self.to_snapshot)
+
+    @property
+    def row_count(self) -> int | None:
+        return self.rows_written
+
 
 def plan_diff(location: str, storage: Storage, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
     _refuse_package_format(storage, location, "change capture")
@@ -444,10 +458,24 @@ def commit_diff(
 # --- inspect ---------------------------------------------------------------------------------------
 
 
-class IcechunkInspectReport(RepositorySummary, Report):
+class IcechunkInspectReport(RepositorySummary, InspectionReport):
     """:class:`RepositorySummary` as a report; the human table names the branches and tags too."""
 
-    operation: str = "inspect"
+    @property
+    def state_version(self) -> str:
+        """The snapshot id at the tip of ``branch``."""
+        return self.snapshot
+
+    def table_state(self) -> TableState:
+        """Chunk objects stand for files: packing merges them as compaction merges small files."""
+        return TableState(
+            format="icechunk",
+            small_files=self.packable_chunk_objects,
+            live_files=self.chunk_objects,
+            snapshots=self.snapshots,
+            oldest_snapshot_age_s=self.oldest_snapshot_age_s,
+            reclaimable_bytes=self.reclaimable_bytes,
+        )
 
     def summary_lines(self) -> list[tuple[str, str]]:
         refs = [("branches", ", ".join(self.branches)), ("tags", ", ".join(self.tags) or "-")]

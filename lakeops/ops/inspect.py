@@ -16,16 +16,15 @@ from lakeops.errors import UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import load_table
 from lakeops.ops.icechunk import IcechunkInspectReport, inspect_repository
-from lakeops.ops.report import Report
+from lakeops.ops.report import InspectionReport, TableState
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import cutoff_ms
 
 
-class InspectReport(Report):
-    """Shared numbers first; a format's own numbers are None for the other formats (not shown)."""
+class InspectReport(InspectionReport):
+    """Delta and Iceberg: shared numbers first; a format's own numbers are None for the other format (not shown)."""
 
-    operation: str = "inspect"
     version: int = 0
     live_files: int = 0
     live_bytes: int = 0
@@ -62,6 +61,37 @@ class InspectReport(Report):
     small_manifests: int | None = None
     snapshots_since_manifest_rewrite: int | None = None
     metadata_log_entries: int | None = None
+
+    @property
+    def state_version(self) -> str:
+        """The Iceberg snapshot id (the sequence number of a table without snapshots), or the Delta version."""
+        return str(self.snapshot_id if self.snapshot_id is not None else self.version)
+
+    @property
+    def row_count(self) -> int | None:
+        return self.rows
+
+    def table_state(self) -> TableState:
+        if self.format == "iceberg":
+            return TableState(
+                format="iceberg",
+                small_files=self.small_files,
+                live_files=self.live_files,
+                checkpoint_lag=self.snapshots_since_manifest_rewrite,
+                manifests=self.manifests,
+                snapshots=self.snapshots,
+                oldest_snapshot_age_s=self.oldest_snapshot_age_s,
+            )
+        oldest = self.oldest_log_version
+        return TableState(
+            format="delta",
+            small_files=self.small_files,
+            live_files=self.live_files,
+            checkpoint_lag=self.commits_since_checkpoint,
+            snapshots=self.version - oldest + 1 if oldest is not None else None,
+            oldest_snapshot_age_s=self.oldest_commit_age_s,
+            reclaimable_bytes=self.reclaimable_tombstone_bytes,
+        )
 
 
 def _mergeable_small_files(files: list[Add], threshold: int) -> int:

@@ -8,15 +8,17 @@ Every rendering masks secrets (:mod:`lakeops.redaction`) and keeps file names th
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.jsontext import dumps, printable
+from lakeops.ops.detect import TableFormat
 from lakeops.redaction import mask_data, mask_text
 from lakeops.units import format_seconds, format_size
 
-__all__ = ["Report", "readable", "to_json"]
+__all__ = ["InspectionReport", "Report", "TableState", "readable", "to_json", "version_text"]
 
 
 def readable(name: str, value: int | float) -> str | None:
@@ -40,6 +42,11 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def version_text(version: int | str | None) -> str | None:
+    """A table version as a report states it: its text, or None when there is none (never "None")."""
+    return None if version is None or version == "" else str(version)
+
+
 def to_json(data: Any) -> str:
     """One line of JSON of ``data`` (from ``model_dump(mode="json")``) as lakeops prints and records
     it: secrets masked, non-finite floats as null (as pydantic writes them), and file names that are
@@ -61,6 +68,20 @@ class Report(BaseModel):
     duration_s: float = 0.0
     #: Set when the run moved its files into this trash run (``lakeops restore TABLE RUN``) instead of deleting.
     quarantine_run: str | None = None
+
+    @property
+    def state_version(self) -> str | None:
+        """The table's version after the run, as an id to compare (a sensor's cursor, a run key): the
+        version the run committed, else the one it read; None when it read none. Reports whose
+        format names versions otherwise (Iceberg and Icechunk snapshot ids) or whose committed
+        version is another table's (CDC: the output's) say which."""
+        return version_text(self.committed_version if self.committed_version is not None else self.read_version)
+
+    @property
+    def row_count(self) -> int | None:
+        """The rows the run leaves in or writes to its table (Dagster's ``dagster/row_count``); None
+        for operations that count no rows."""
+        return None
 
     def metrics(self) -> dict[str, int | float]:
         """The numeric fields, for plotting (Dagster metadata) and benchmarks."""
@@ -88,3 +109,46 @@ class Report(BaseModel):
     def markdown(self) -> str:
         lines = ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in self.summary_lines()]
         return "\n".join(lines)
+
+
+class TableState(BaseModel):
+    """Where a table stands, in the same terms for every format: what maintenance would act on.
+    None: the format has no such number (Icechunk has no checkpoints, only Iceberg has manifests)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    format: TableFormat
+    #: Files compaction would merge (Icechunk: chunk objects packing would pack).
+    small_files: int
+    #: Live data files (Icechunk: chunk objects).
+    live_files: int
+    #: Commits since the last checkpoint (Delta), snapshots since the last manifest rewrite (Iceberg).
+    checkpoint_lag: int | None = None
+    manifests: int | None = None
+    #: Versions kept: Delta log versions, Iceberg or Icechunk snapshots.
+    snapshots: int | None = None
+    #: Age of the oldest version kept: how far back time travel reaches (expiry's horizon).
+    oldest_snapshot_age_s: float | None = None
+    #: Bytes orphan removal (VACUUM, garbage collection) would free.
+    reclaimable_bytes: int | None = None
+
+    @property
+    def small_file_ratio(self) -> float:
+        """Small files' share of live files (0 for a table without files)."""
+        return self.small_files / self.live_files if self.live_files else 0.0
+
+
+class InspectionReport(Report):
+    """An ``inspect`` report of any format: its table's state version is always known, and its
+    numbers read the same way whatever the format (:meth:`table_state`)."""
+
+    operation: str = "inspect"
+
+    @property
+    @abstractmethod
+    def state_version(self) -> str:
+        """The version inspected (Delta version, Iceberg or Icechunk snapshot id)."""
+
+    @abstractmethod
+    def table_state(self) -> TableState:
+        """The report's numbers as :class:`TableState`."""
