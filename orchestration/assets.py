@@ -202,7 +202,7 @@ def _code_version(entry: TableEntry, operation: str) -> str:
     if operation == "compaction":
         policy = entry.compaction.model_dump(exclude={"small_file_trigger", "fragment_ratio_trigger"})
     elif operation in ("expiry", "orphans"):
-        policy = getattr(entry, operation).model_dump()
+        policy = (entry.expiry if operation == "expiry" else entry.orphans).model_dump()
         policy["keep_unextracted_of"] = entry.cdc.output  # consumer-aware retention (None: CDC off)
     elif operation == "cdc":
         policy = entry.cdc.model_dump(include={"output", "start_date", "key"})
