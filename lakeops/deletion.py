@@ -4,7 +4,7 @@ A batch carries its own safety rules so a task can enforce them without the plan
 under a protected prefix (Delta's ``_delta_log``) or be a protected file (Iceberg's current metadata
 file, ``version-hint.text``), and lakeops's own trash and audit directories
 (:func:`lakeops.quarantine.reserved_dirs`) are protected in every batch. Every path must also be inside
-the table root once symlinks are resolved (DESIGN.md "Safety rules"); the storage the batch deletes
+the table root once symlinks are resolved (docs/architecture.md, "Safety rules"); the storage the batch deletes
 through enforces that (:mod:`lakeops.storage.confined`). A violation of either stops the task before it
 deletes anything. A batch with ``quarantine_run`` set moves its files into that run's trash instead of
 deleting them (:mod:`lakeops.quarantine`), after the same checks.

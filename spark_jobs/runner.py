@@ -1,4 +1,4 @@
-"""The generic "execute" step of DESIGN.md's plan → execute → commit → report flow.
+"""The generic "execute" step of the plan → execute → commit → report flow (docs/architecture.md).
 
 :func:`run_units` sends plan units (pydantic models, as JSON) to Spark tasks, runs a *pure*
 ``lakeops`` function on each one and returns the results, in unit order, to the driver. It uses

@@ -1,6 +1,6 @@
 """Spark session for lakeops jobs: works out of the box locally, defers to the cluster when told.
 
-This is the "execute" half of DESIGN.md's plan → execute → commit → report flow: the driver plans
+This is the "execute" half of the plan → execute → commit → report flow (docs/architecture.md): the driver plans
 with ``lakeops`` and Spark only runs pure ``lakeops`` functions on plan units (see
 :mod:`spark_jobs.runner`). So the session needs no Hadoop/S3A settings, only:
 

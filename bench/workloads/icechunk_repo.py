@@ -1,4 +1,4 @@
-"""An Icechunk repository (lakeops' own writer, the seed format of specs/icechunk-spec.md) holding
+"""An Icechunk repository (lakeops' own writer, the Icechunk seed format, docs/architecture.md) holding
 ``objects`` chunk objects: half reached by the tip of ``main`` (one commit of a 1-D array of small
 chunks), half left behind by crashed writers (never referenced, 30 days old), for garbage collection."""
 

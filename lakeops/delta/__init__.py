@@ -1,1 +1,1 @@
-"""Delta Lake: the transaction log protocol (``specs/delta-protocol.txt``)."""
+"""Delta Lake: the transaction log protocol (https://github.com/delta-io/delta/blob/master/PROTOCOL.md)."""

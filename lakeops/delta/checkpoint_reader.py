@@ -1,4 +1,4 @@
-"""Reading checkpoint parquet files into actions ("Checkpoints", "Checkpoint Format", "Checkpoint Schema").
+"""Reading checkpoint parquet files into actions ("Checkpoints", "V1 Spec", "Checkpoint Schema").
 
 Each row holds one action in its own struct column. ``stats`` may be absent when a writer only stored
 ``stats_parsed`` (``delta.checkpoint.writeStatsAsJson=false``); the JSON form is then rebuilt from the

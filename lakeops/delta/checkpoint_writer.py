@@ -1,4 +1,4 @@
-"""Encoding actions into checkpoint parquet ("Checkpoints", "Checkpoint Format", Appendix "Checkpoint Schema").
+"""Encoding actions into checkpoint parquet ("Checkpoints", "V1 Spec", Appendix "Checkpoint Schema").
 
 One row per action, each action kind in its own struct column (``metaData``, ``protocol``, ``txn``,
 ``add``, ``remove``). The column types follow the appendix and what delta-rs and Delta Spark write:

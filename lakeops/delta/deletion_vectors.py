@@ -2,7 +2,7 @@
 
 Implements the protocol sections "Deletion Vectors" (descriptor schema, derived fields
 ``uniqueId``/``absolutePath``), "Deletion Vector Format" and "Deletion Vector File Storage Format",
-as corrected by the real bytes (``SPEC-NOTES.md``, "Delta deletion vectors"):
+as corrected by the real bytes (docs/architecture.md, "Where the bytes differ from the specs"):
 
 * A DV file is ``version byte 1``, then per DV ``dataSize`` (4 bytes, big-endian), the bitmap bytes,
   and the CRC-32 of those bitmap bytes (4 bytes, big-endian). A descriptor's ``offset`` points at the

@@ -1,5 +1,5 @@
 """Protocol versions and table features ("Protocol Evolution", "Table Features", Appendix
-"Valid Feature Names in Table Features", "Reader/Writer Version Requirements").
+"Valid Feature Names in Table Features", "Writer Version Requirements", "Reader Version Requirements").
 
 lakeops implements every feature the specification names. A table listing anything else is refused:
 for reading if the feature is a reader feature, for writing if it is a writer feature, and the error
@@ -50,7 +50,8 @@ def _refuse_unknown(table: str, kind: str, listed: list[str] | None, supported: 
 def check_readable(protocol: Protocol, table: str) -> None:
     """Raise :class:`UnsupportedFeature` unless lakeops can read this table correctly."""
     if protocol.min_reader_version > MAX_READER_VERSION:
-        # Still name any unknown reader feature the protocol lists: "say which feature" (DESIGN.md).
+        # Still name any unknown reader feature the protocol lists: "say which feature"
+        # (docs/architecture.md, "Safety rules").
         listed = sorted(set(protocol.reader_features or ()) - READER_FEATURES)
         also = f"; unsupported reader features listed: {', '.join(listed)}" if listed else ""
         raise UnsupportedFeature(

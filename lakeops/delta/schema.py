@@ -1,6 +1,6 @@
 """Delta table schemas: JSON, Arrow, and column mapping.
 
-Implements these sections of ``specs/delta-protocol.txt``:
+Implements these sections of the Delta protocol (https://github.com/delta-io/delta/blob/master/PROTOCOL.md):
 
 * "Schema Serialization Format": primitive types (``string``, ``long``, ``integer``, ``short``,
   ``byte``, ``float``, ``double``, ``decimal(p,s)``, ``boolean``, ``binary``, ``date``,

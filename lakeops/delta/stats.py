@@ -1,6 +1,6 @@
 """Delta per-file statistics (``add.stats``) for a data file lakeops has just written.
 
-Implements "Per-file Statistics" of ``specs/delta-protocol.txt`` from the file's Parquet footer
+Implements "Per-file Statistics" of the Delta protocol (PROTOCOL.md) from the file's Parquet footer
 (:mod:`lakeops.parquet.statistics`): ``numRecords``, and per column ``minValues``, ``maxValues``
 and ``nullCount``, nested like the schema and keyed by *physical* names ("Writer Requirements for
 Column Mapping": statistics are tracked with physical names).

@@ -1,1 +1,1 @@
-"""Apache Iceberg: the table spec (``specs/iceberg-table-spec.txt``), v1 and v2."""
+"""Apache Iceberg: the table spec (https://iceberg.apache.org/spec/), v1 and v2."""

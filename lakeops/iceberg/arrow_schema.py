@@ -1,4 +1,4 @@
-"""Iceberg schemas as Arrow schemas for Parquet (Appendix A "Parquet: Data Type Mappings", "Column
+"""Iceberg schemas as Arrow schemas for Parquet (Appendix A "Parquet", "Data Type Mappings"; "Column
 Projection").
 
 Appendix A requires Parquet column ids and 3-level lists and maps; "Column Projection" selects file

@@ -1,5 +1,5 @@
 """An Iceberg table's health in numbers: what compaction, manifest rewriting, expiry and orphan
-removal would act on ("Snapshots", "Snapshot Reference", "Scan Planning").
+removal would act on ("Snapshots", "Snapshot References", "Scan Planning").
 
 Read-only and driver-side: one scan plan of the chosen snapshot (manifests read concurrently) and
 the metadata file. Time travel follows the spec: a snapshot by id, or the snapshot that was current

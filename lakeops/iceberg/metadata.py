@@ -1,5 +1,5 @@
 """Iceberg table metadata ("Table Metadata", "Table Metadata Fields", "Snapshots", "Snapshot
-Reference", "Table statistics"; Appendix C "Table Metadata and Snapshots"; Appendix E).
+References", "Table Statistics"; Appendix C "Table Metadata and Snapshots"; Appendix E).
 
 One model reads v1, v2 and v3 files and presents them as v2, with Appendix E's defaults where v1 is
 silent (sequence numbers 0; ``schemas``/``partition-specs``/``sort-orders`` built from the deprecated
@@ -70,7 +70,7 @@ class Snapshot(BaseModel):
 
 
 class SnapshotRef(BaseModel):
-    """A branch or tag with its optional retention fields ("Snapshot Reference")."""
+    """A branch or tag with its optional retention fields ("Snapshot References")."""
 
     model_config = _OPEN
 
@@ -106,7 +106,7 @@ class BlobMetadata(BaseModel):
 
 
 class StatisticsFile(BaseModel):
-    """A Puffin statistics file of one snapshot ("Table statistics")."""
+    """A Puffin statistics file of one snapshot ("Table Statistics")."""
 
     model_config = _OPEN
 

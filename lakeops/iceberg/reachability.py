@@ -1,5 +1,5 @@
 """Which files snapshots reach: manifest lists, manifests, data and delete files, statistics files
-("Snapshots", "Manifest Lists", "Manifests", "Table statistics").
+("Snapshots", "Manifest Lists", "Manifests", "Table Statistics").
 
 Expiry and orphan removal both decide what may be deleted by subtracting what must stay, and both
 compute "what must stay" here, the same way: every live entry (added or existing) of every manifest

@@ -1,7 +1,7 @@
 """The Icechunk side of the format-neutral operations: plans by repository kind, and their reports.
 
 ``lakeops/ops/{expiry,orphans,compaction,cdc,inspect}.py`` hand an Icechunk location to this module.
-Seed-format repositories (specs/icechunk-spec.md) are maintained by :mod:`lakeops.icechunk.maintenance`
+Seed-format repositories (docs/architecture.md, "Specifications") are maintained by :mod:`lakeops.icechunk.maintenance`
 (expiry, garbage collection, packing, diffs); repositories in the ``icechunk`` package's newer
 format are detected and their expiry and garbage collection delegated to that package
 (:mod:`lakeops.icechunk.maintenance.delegated`); the other operations refuse them by name.

@@ -1,4 +1,4 @@
-"""Parquet: footer statistics by logical type (``specs/parquet-logical-types.md``).
+"""Parquet: footer statistics by logical type (https://github.com/apache/parquet-format/blob/master/LogicalTypes.md).
 
 Format-neutral: Delta (``lakeops.delta.stats``) and Iceberg metrics both build on
 :mod:`lakeops.parquet.statistics`.

@@ -1,7 +1,7 @@
 """Per-column statistics of a Parquet file, read from its footer and typed by logical type.
 
 Implements the reading side of the Parquet ``Statistics`` of every column chunk, interpreted with
-the logical types of ``specs/parquet-logical-types.md`` (sections "Numeric Types", "Temporal Types",
+the logical types of Parquet's LogicalTypes.md (sections "Numeric Types", "Temporal Types",
 "String Types", "Embedded Types", the ``ConvertedType`` compatibility tables, and the sort order each
 type declares), aggregated over all row groups of the file.
 

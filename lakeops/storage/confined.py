@@ -1,5 +1,5 @@
-"""Root confinement: the one check every delete, move and write of lakeops passes (DESIGN.md "Storage"
-and "Safety rules"; issue 19).
+"""Root confinement: the one check every delete, move and write of lakeops passes (docs/architecture.md,
+"Storage" and "Safety rules"; issue 19).
 
 Why a storage wrapper and not a check in each caller: lakeops deletes in a dozen places (VACUUM and
 orphan batches, log and snapshot expiry, Icechunk refs and garbage collection, trash purge and

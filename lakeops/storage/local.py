@@ -1,6 +1,6 @@
 """Local file system implementation of the :class:`~lakeops.storage.base.Storage` protocol.
 
-It mirrors S3 semantics so the same table code and tests run on both (DESIGN.md, "Storage"):
+It mirrors S3 semantics so the same table code and tests run on both (docs/architecture.md, "Storage"):
 directories are not objects (reading one is :class:`~lakeops.errors.NotFound`), listing is a
 flat, recursive, path-sorted stream, and writes are all-or-nothing. Atomicity comes from the
 POSIX primitives: ``os.replace`` for :meth:`LocalStorage.write` and ``os.link`` (which fails if

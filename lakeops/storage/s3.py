@@ -1,6 +1,6 @@
 """Amazon S3 (and S3-compatible stores) implementation of :class:`~lakeops.storage.base.Storage`.
 
-Atomic commits rely on S3 conditional writes (``PutObject`` with ``If-None-Match: *``, DESIGN.md
+Atomic commits rely on S3 conditional writes (``PutObject`` with ``If-None-Match: *``, docs/architecture.md,
 "Storage"): S3 answers 412 ``PreconditionFailed`` when the key exists and 409
 ``ConditionalRequestConflict`` while a concurrent conditional write to the key is in flight (AWS
 asks callers to retry that one). Clients are expensive to build and thread-safe, so one client per

@@ -5,7 +5,7 @@ Table formats record the same location in many spellings: ``s3a://`` from Hadoop
 from users. Comparing such strings naively either misses a match (a file looks orphaned) or,
 worse, accepts a path outside the table (``/a/bc`` "starts with" ``/a/b``). Every comparison in
 lakeops therefore goes through :func:`normalize` first; every delete, move and write is confined to
-its table root by :mod:`lakeops.storage.confined`, which builds on :func:`is_within` (DESIGN.md,
+its table root by :mod:`lakeops.storage.confined`, which builds on :func:`is_within` (docs/architecture.md,
 "Storage" and "Safety rules").
 
 Canonical forms:

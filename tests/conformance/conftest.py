@@ -1,6 +1,6 @@
-"""Real Delta tables from other writers (``testdata/delta-rs`` and ``testdata/delta-kernel``).
+"""Real Delta tables from other writers (``tests/data/delta-rs`` and ``tests/data/delta-kernel``).
 
-The testdata directory is read-only. Plain tables are read in place; the ``.tar.zst`` golden tables
+The fixtures are read-only. Plain tables are read in place; the ``.tar.zst`` golden tables
 are unpacked once per session into a temporary directory. A test that writes or deletes must first
 take its own copy with :func:`copy_table`.
 """
@@ -48,7 +48,7 @@ def discover_table_names() -> list[str]:
 def delta_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FixtureTable]:
     """Every discovered table by name, archives unpacked (once) under a session temporary directory."""
     if not TESTDATA.is_dir():
-        pytest.fail(f"testdata directory {TESTDATA} is missing (set LAKEOPS_TESTDATA)")
+        pytest.fail(f"testdata directory {TESTDATA} is missing (tests/data of the checkout)")
     unpack_dir = tmp_path_factory.mktemp("delta-testdata")
     tables: dict[str, FixtureTable] = {}
     for name in discover_table_names():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -88,8 +89,13 @@ def test_workspace_loads_the_definitions_of_the_registry_file(tmp_path: Path, mo
         importlib.reload(module)
 
 
-def test_the_shipped_instance_runs_one_maintenance_run_per_table_at_a_time() -> None:
-    instance = dg.DagsterInstance.from_config(str(ROOT / "dagster_home"))
+def test_the_shipped_instance_runs_one_maintenance_run_per_table_at_a_time(tmp_path: Path) -> None:
+    # The shipped dagster.yaml in a home of its own: opening an instance creates its SQLite storage,
+    # which belongs in no checkout (runtime databases are not tracked).
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(home))
     pools = instance.get_concurrency_config().pool_config
     assert pools.pool_granularity is not None and pools.pool_granularity.value == "run"
     assert pools.default_pool_limit == 1

@@ -415,8 +415,10 @@ def test_unsupported_writer_features_are_refused(tmp_path: Path, capsys: pytest.
     assert sorted(os.listdir(log)) == [f"{0:020d}.json"]
 
 
-def test_icechunk_has_no_checkpoints(capsys: pytest.CaptureFixture[str]) -> None:
-    report = run_json(capsys, "checkpoint", str(TESTDATA / "icechunk-seed-format" / "test-repo"))
+def test_icechunk_has_no_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A copy: the run leaves its audit record in the repository, and the fixtures are read-only.
+    shutil.copytree(TESTDATA / "icechunk-seed-format" / "test-repo", tmp_path / "repo")
+    report = run_json(capsys, "checkpoint", str(tmp_path / "repo"))
     assert (report["format"], report["status"], report["parts"]) == ("icechunk", "not applicable", 0)
 
 

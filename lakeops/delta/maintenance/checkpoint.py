@@ -1,7 +1,7 @@
 """Writing a Delta checkpoint: plan, part tasks, and the ``_last_checkpoint`` pointer written last.
 
 Implements "Checkpoints" (content, single and multi-part file names, "readers must only use a
-complete checkpoint"), "Checkpoint Format", "Last Checkpoint File" and "JSON checksum", and the
+complete checkpoint"), "V1 Spec", "Last Checkpoint File" and "JSON checksum", and the
 writer requirement under "Checkpoints" that multi-part rows be clustered by ``path`` so every
 attempt writes the same bytes into the same part.
 

@@ -1,8 +1,9 @@
 """Delta log expiry: delete commits and checkpoints older than ``delta.logRetentionDuration``.
 
-Implements "Metadata Cleanup" (PROTOCOL.md, "Requirements for Writers" > "Checkpoints"; the copy in
-``specs/delta-protocol.txt`` predates that section and only says, under "Checkpoints", that
-checkpoints "allow older JSON Delta log entries to be deleted after a period of time"):
+Implements "Metadata Cleanup" of the Delta protocol (https://github.com/delta-io/delta/blob/master/PROTOCOL.md,
+"Additional Requirements for Writers" > "Checkpoints"; older revisions of the protocol lack that section
+and only say, under "Checkpoints", that checkpoints "allow older JSON Delta log entries to be deleted
+after a period of time"):
 
 1. ``cutoff = now - retention``; the *cutoff version* is the newest commit not newer than it, dated
    as readers date commits (file modification time, made monotonic: :func:`commit_timestamps`).

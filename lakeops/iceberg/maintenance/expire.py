@@ -1,5 +1,5 @@
-"""Snapshot expiry of Iceberg tables ("Snapshot Retention Policy", "Snapshot Reference", "Table
-Metadata Fields": ``snapshot-log``, ``metadata-log``, ``statistics``; "Table statistics").
+"""Snapshot expiry of Iceberg tables ("Snapshot Retention Policy", "Snapshot References",
+"Table Metadata Fields": ``snapshot-log``, ``metadata-log``, ``statistics``; "Table Statistics").
 
 Why: snapshots pin every file they reach, so a table only sheds replaced data once its old
 snapshots leave the metadata. Three steps, in an order that never loses a file a reader needs:
@@ -26,8 +26,8 @@ snapshots leave the metadata. Three steps, in an order that never loses a file a
    table location are deleted, never the current metadata file. An unknown commit outcome raises
    before anything is computed, so nothing is deleted.
 
-Like every cleanup, a retention shorter than the table's own needs ``force`` (DESIGN.md "Safety
-rules"): a reader or writer that started before the horizon may still need those snapshots.
+Like every cleanup, a retention shorter than the table's own needs ``force`` (docs/architecture.md,
+"Safety rules"): a reader or writer that started before the horizon may still need those snapshots.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ computed as *listed minus referenced*, never guessed:
   the location's but whose path equals a listed file's is ambiguous (a bucket alias? another
   store?): by default the run stops naming it; ``ignore`` keeps such files, ``delete`` treats them
   as unreferenced (the reference implementation's ``prefix_mismatch_mode``).
-* **Age floor** (DESIGN.md "Safety rules"): a file not older than ``older_than`` (default 3 days) is
+* **Age floor** (docs/architecture.md, "Safety rules"): a file not older than ``older_than`` (default 3 days) is
   kept whatever the metadata says: it may belong to a commit in flight. A shorter floor needs
   ``force_short_retention``.
 * **Deleting** goes through :mod:`lakeops.deletion` batches that refuse anything outside the

@@ -1,7 +1,8 @@
 """Repositories in the ``icechunk`` package's own on-disk format (Icechunk 1.x and later).
 
-specs/icechunk-spec.md describes the seed format lakeops reads and writes itself ("File Formats":
-plain MessagePack; "Reference Files": one new file per branch version). Current Icechunk releases
+The Icechunk spec of the seed format (docs/architecture.md, "Specifications") describes the format
+lakeops reads and writes itself ("File Formats": plain MessagePack; "Reference Files": one new file
+per branch version). Current Icechunk releases
 write another format: binary files that start with the header ``ICE🧊CHUNK`` (then the writer's
 name padded to 24 bytes, the spec version and the file type), branches held in one mutable
 ``refs/branch.NAME/ref.json``, a repository-info object ``repo`` at the root in later spec

@@ -41,8 +41,6 @@ from lakeops.storage import Storage, open_storage
 DV_SMALL = TESTDATA / "delta-rs" / "table-with-dv-small"
 SPEC_INLINE = "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
 
-needs_testdata = pytest.mark.skipif(not DV_SMALL.is_dir(), reason="shared testdata not available")
-
 
 def _dv_adds(table: Path) -> list[Add]:
     adds = []
@@ -184,7 +182,6 @@ def test_row_index_above_2_63_is_refused() -> None:
 # --- the real on-disk DV ---------------------------------------------------------------------
 
 
-@needs_testdata
 def test_real_u_dv_of_table_with_dv_small() -> None:
     (add,) = _dv_adds(DV_SMALL)
     descriptor = add.deletion_vector
@@ -200,7 +197,6 @@ def test_real_u_dv_of_table_with_dv_small() -> None:
     assert list(bitmap) == [0, 9]
 
 
-@needs_testdata
 @pytest.mark.parametrize("table", ["table-with-dv-small", "table_with_deletion_logs", "cdf-table-with-cdc-and-dvs"])
 def test_every_dv_of_real_tables_verifies(table: str) -> None:
     root = TESTDATA / "delta-rs" / table
@@ -217,8 +213,6 @@ def test_every_dv_of_real_tables_verifies(table: str) -> None:
 @pytest.fixture(scope="module")
 def kernel_dv_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     archive = TESTDATA / "delta-kernel" / "dv-partitioned-with-checkpoint.tar.zst"
-    if not archive.exists():
-        pytest.skip("shared testdata not available")
     target = tmp_path_factory.mktemp("kernel")
     result = subprocess.run(["tar", "--zstd", "-xf", str(archive), "-C", str(target)], capture_output=True)
     if result.returncode != 0:
@@ -241,8 +235,6 @@ def test_every_dv_of_kernel_partitioned_table_verifies(kernel_dv_table: Path) ->
 
 @pytest.fixture
 def dv_copy(tmp_path: Path) -> tuple[Path, Add]:
-    if not DV_SMALL.is_dir():
-        pytest.skip("shared testdata not available")
     root = tmp_path / "table"
     shutil.copytree(DV_SMALL, root)
     (add,) = _dv_adds(root)
@@ -366,7 +358,6 @@ def test_inline_round_trip_with_unaligned_size(tmp_path: Path) -> None:
 
 
 @pytest.mark.s3
-@needs_testdata
 def test_real_dv_read_through_s3(s3_bucket: Any) -> None:
     """The same DV through S3 ranged GETs (moto over HTTP)."""
     root = f"{s3_bucket.uri}/table-with-dv-small"

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
+from lakeops_testdata import TESTDATA
 
 from lakeops.delta.actions import Metadata
 from lakeops.delta.schema import (
@@ -365,7 +366,7 @@ def test_indexed_columns_where_we_follow_delta_spark(tmp_path: Path) -> None:
 
 
 def test_the_column_mapping_fixture_uses_physical_names() -> None:
-    table_dir = Path("/work/shared/testdata/delta-rs/table_with_column_mapping")
+    table_dir = TESTDATA / "delta-rs" / "table_with_column_mapping"
     written = Written(table_dir)
     for index, add in enumerate(written.adds):
         recorded = json.loads(add["stats"])

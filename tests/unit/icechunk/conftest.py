@@ -13,7 +13,7 @@ TEST_REPO = TESTDATA / "icechunk-seed-format" / "test-repo"
 
 @pytest.fixture
 def test_repo() -> Path:
-    """The read-only repository written by Icechunk 0.1.0-alpha.1 (see testdata/README.md)."""
+    """The read-only repository written by Icechunk 0.1.0-alpha.1 (see tests/data/PROVENANCE.md)."""
     return TEST_REPO
 
 

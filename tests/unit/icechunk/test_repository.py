@@ -1,5 +1,5 @@
 """Reading the real Icechunk 0.1.0-alpha.1 test repository: every fact its own test asserts
-(testdata/README.md), on local disk and on S3."""
+(tests/data/PROVENANCE.md), on local disk and on S3."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from lakeops_testdata import TESTDATA
 
 from lakeops.errors import CorruptFile
 from lakeops.parquet.statistics import (
@@ -399,8 +400,11 @@ def test_typed_and_raw_decoding_agree(tmp_path: Path) -> None:
 def test_the_databricks_file_without_usable_string_bounds() -> None:
     """A Photon-written file whose string min/max pyarrow does not trust (legacy fields only)."""
     path = (
-        "/work/shared/testdata/delta-rs/table_with_column_mapping/"
-        "BH/part-00000-4d6e745c-8e04-48d9-aa60-438228358f1a.c000.zstd.parquet"
+        TESTDATA
+        / "delta-rs"
+        / "table_with_column_mapping"
+        / "BH"
+        / "part-00000-4d6e745c-8e04-48d9-aa60-438228358f1a.c000.zstd.parquet"
     )
     fs = file_statistics(pq.ParquetFile(path).metadata)
     (column,) = fs.columns
