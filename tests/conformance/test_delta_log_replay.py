@@ -1,4 +1,4 @@
-"""Log replay against every real Delta table in testdata, checked against delta-rs ("Delta Log
+"""Log replay against every real Delta table in tests/data, checked against delta-rs ("Delta Log
 Entries", "Checkpoints", "Last Checkpoint File", "Action Reconciliation", "Table Features").
 
 Each table either replays to exactly the state delta-rs (``deltalake`` 1.6) reports — version, live
