@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 from pyroaring import BitMap64
 
+from lakeops.change_columns import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, DELTA_CHANGE_COLUMNS
 from lakeops.delta.actions import Add, DeletionVectorDescriptor, Metadata, Remove
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path, read_deletion_vector, row_indexes
@@ -63,9 +64,6 @@ from lakeops.storage import Storage
 from lakeops.storage.uri import normalize
 
 __all__ = [
-    "CHANGE_TYPE",
-    "COMMIT_TIMESTAMP",
-    "COMMIT_VERSION",
     "ChangeFeed",
     "ChangeFile",
     "ChangeType",
@@ -79,9 +77,6 @@ __all__ = [
     "rows_by_change_type",
 ]
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
 ChangeType = Literal["insert", "delete", "update_preimage", "update_postimage"]
 CHANGE_TYPES: tuple[str, ...] = get_args(ChangeType)
 #: Commit files read at once while planning (IO-bound: object store round trips).
@@ -178,7 +173,7 @@ def _relaxed_field(f: StructField) -> StructField:
 
 def change_feed_schema(schema: StructType) -> StructType:
     """The schema of change rows: the table's logical columns (nullable, plain) + the three CDF columns."""
-    reserved = [f.name for f in schema.fields if f.name.lower() in (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)]
+    reserved = [f.name for f in schema.fields if f.name.lower() in DELTA_CHANGE_COLUMNS]
     if reserved:
         raise UnsupportedFeature(
             f"column {reserved[0]!r} clashes with a change data feed column; the change feed cannot be produced"

@@ -15,8 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import VersionNotFound
 from lakeops.iceberg.maintenance.compaction import DEFAULT_TARGET_FILE_SIZE
-from lakeops.iceberg.manifest import FileContent
-from lakeops.iceberg.manifest_list import manifests_of
+from lakeops.iceberg.manifest import FileContent, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import IcebergTable

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lakeops.errors import InvalidArgument, LakeopsError, ProtocolError, UnsupportedFeature
+from lakeops.errors import InvalidArgument, LakeopsError, NotFound, ProtocolError, UnsupportedFeature
 from lakeops.iceberg.avro_schema import (
     AvroFile,
     avro_schema,
@@ -38,7 +38,14 @@ from lakeops.iceberg.avro_schema import (
     to_avro,
     write_avro,
 )
-from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, PartitionFieldSummary, field_json
+from lakeops.iceberg.manifest_list import (
+    ManifestContent,
+    ManifestFile,
+    PartitionFieldSummary,
+    field_json,
+    read_manifest_list,
+)
+from lakeops.iceberg.metadata import Snapshot
 from lakeops.iceberg.partitioning import PARTITION_DATA_ID_START, PartitionSpec
 from lakeops.iceberg.single_values import to_bytes
 from lakeops.iceberg.types import Schema, StructType
@@ -55,6 +62,7 @@ __all__ = [
     "inline_manifest_file",
     "iter_manifest",
     "manifest_entry_type",
+    "manifests_of",
     "read_manifest",
     "read_manifest_metadata",
     "write_manifest",
@@ -393,6 +401,19 @@ def inline_manifest_file(storage: Storage, path: str, *, snapshot_id: int) -> Ma
     partition_type = _partition_type(avro, what)
     entries = list(_entries(avro, partition_type, manifest, include_deleted=True, what=what))
     return manifest.model_copy(update={**_counts(entries), "partitions": _summaries(partition_type, entries)})
+
+
+def manifests_of(storage: Storage, snapshot: Snapshot) -> list[ManifestFile]:
+    """The manifests of a snapshot: its manifest list, or the manifests a v1 snapshot lists inline
+    (each read for its partition spec id and counts; Appendix E: sequence numbers 0)."""
+    if snapshot.manifest_list is not None:
+        try:
+            return read_manifest_list(storage, snapshot.manifest_list)
+        except NotFound as exc:
+            raise NotFound(f"snapshot {snapshot.snapshot_id}: {exc}") from exc
+    if snapshot.manifests is None:
+        raise ProtocolError(f"snapshot {snapshot.snapshot_id} has neither a manifest-list nor manifests")
+    return [inline_manifest_file(storage, path, snapshot_id=snapshot.snapshot_id) for path in snapshot.manifests]
 
 
 # --- writing -----------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ __all__ = [
     "field_json",
     "manifest_file_type",
     "manifest_paths_of",
-    "manifests_of",
     "read_manifest_list",
     "write_manifest_list",
 ]
@@ -174,7 +173,7 @@ def read_manifest_list(storage: Storage, location: str) -> list[ManifestFile]:
 def manifest_paths_of(storage: Storage, snapshot: Snapshot) -> list[str]:
     """Only the manifest paths a snapshot lists (field 500), without converting its records: what
     reachability needs of the many snapshots whose other manifest fields it never reads, at a
-    seventh of the cost of :func:`manifests_of`."""
+    seventh of the cost of :func:`~lakeops.iceberg.manifest.manifests_of`."""
     if snapshot.manifest_list is None:
         if snapshot.manifests is None:
             raise ProtocolError(f"snapshot {snapshot.snapshot_id} has neither a manifest-list nor manifests")
@@ -199,21 +198,6 @@ def manifest_paths_of(storage: Storage, snapshot: Snapshot) -> list[str]:
             raise ProtocolError(f"{what}: a manifest_file record has no manifest_path string")
         paths.append(path)
     return paths
-
-
-def manifests_of(storage: Storage, snapshot: Snapshot) -> list[ManifestFile]:
-    """The manifests of a snapshot: its manifest list, or the manifests a v1 snapshot lists inline
-    (each read for its partition spec id and counts; Appendix E: sequence numbers 0)."""
-    if snapshot.manifest_list is not None:
-        try:
-            return read_manifest_list(storage, snapshot.manifest_list)
-        except NotFound as exc:
-            raise NotFound(f"snapshot {snapshot.snapshot_id}: {exc}") from exc
-    if snapshot.manifests is None:
-        raise ProtocolError(f"snapshot {snapshot.snapshot_id} has neither a manifest-list nor manifests")
-    from lakeops.iceberg.manifest import inline_manifest_file  # manifest.py builds on this module
-
-    return [inline_manifest_file(storage, path, snapshot_id=snapshot.snapshot_id) for path in snapshot.manifests]
 
 
 def _record(manifest: ManifestFile, *, format_version: int, snapshot_id: int, sequence_number: int) -> dict[str, Any]:

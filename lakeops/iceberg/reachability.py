@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lakeops.iceberg.manifest import EntryStatus, read_manifest
-from lakeops.iceberg.manifest_list import ManifestFile, manifest_paths_of, manifests_of
+from lakeops.iceberg.manifest import EntryStatus, manifests_of, read_manifest
+from lakeops.iceberg.manifest_list import ManifestFile, manifest_paths_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.storage import Storage
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from lakeops.errors import InvalidArgument
 from lakeops.iceberg.deletes import FILE_PATH_ID
-from lakeops.iceberg.manifest import EntryStatus, FileContent, ManifestEntry, read_manifest
-from lakeops.iceberg.manifest_list import ManifestFile, manifests_of
+from lakeops.iceberg.manifest import EntryStatus, FileContent, ManifestEntry, manifests_of, read_manifest
+from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec
 from lakeops.iceberg.single_values import from_bytes

@@ -28,8 +28,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lakeops.errors import CommitConflict
-from lakeops.iceberg.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, read_manifest, write_manifest
-from lakeops.iceberg.manifest_list import ManifestFile, manifests_of, write_manifest_list
+from lakeops.iceberg.manifest import (
+    DataFile,
+    EntryStatus,
+    FileContent,
+    ManifestEntry,
+    manifests_of,
+    read_manifest,
+    write_manifest,
+)
+from lakeops.iceberg.manifest_list import ManifestFile, write_manifest_list
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef, TableMetadata
 from lakeops.iceberg.scan import LiveFile, may_reference
 from lakeops.iceberg.table import IcebergTable

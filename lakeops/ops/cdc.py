@@ -2,7 +2,7 @@
 
 Spark jobs call :func:`plan`, run :func:`task_for` on every unit of ``plan.units``, then call
 :func:`commit`; everything format-specific stays behind this module. Delta sources export their
-change data feed (:mod:`lakeops.delta.maintenance.cdf_export`; ``--from``/``--to`` are versions),
+change data feed (:mod:`lakeops.changefeed.cdf_export`; ``--from``/``--to`` are versions),
 Iceberg tables their changelog (:mod:`lakeops.iceberg.maintenance.changelog`; ``--from``/``--to``
 are snapshot ids, branches or tags, and the report's versions are sequence numbers). ``--from 0``
 starts at the table's creation in both: Delta's version 0 is included, and Iceberg's ``0`` (never a
@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from lakeops.delta.maintenance import cdf_export
-from lakeops.delta.maintenance.cdf_export import ExportOptions, ExportPlan, ExportResult
-from lakeops.delta.maintenance.change_table import DEFAULT_UNIT_BYTES, written_locations
+from lakeops.changefeed import cdf_export
+from lakeops.changefeed.cdf_export import ExportOptions, ExportPlan, ExportResult
+from lakeops.changefeed.table import DEFAULT_UNIT_BYTES, written_locations
 from lakeops.delta.writer import require_writable_location
 from lakeops.errors import CommitConflict, UsageError
 from lakeops.iceberg.maintenance import changelog

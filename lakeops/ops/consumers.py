@@ -2,7 +2,7 @@
 must keep until it has extracted the rest.
 
 A consumer's output records the last source version it holds as a ``txn`` action keyed by the
-source's table id (Delta "Transaction Identifiers"; :mod:`lakeops.delta.maintenance.cdf_export`).
+source's table id (Delta "Transaction Identifiers"; :mod:`lakeops.changefeed.cdf_export`).
 Having extracted through version ``w`` it next reads the changes of ``w+1..``, which needs
 
 * the commits from ``w`` on and the state at ``w`` (log expiry keeps them:

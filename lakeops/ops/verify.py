@@ -40,8 +40,14 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from lakeops.change_columns import (
+    CHANGE_TYPE,
+    COMMIT_SNAPSHOT_ID,
+    COMMIT_VERSION,
+    DELTA_CHANGE_COLUMNS,
+    ICEBERG_CHANGE_COLUMNS,
+)
 from lakeops.delta.actions import Add
-from lakeops.delta.cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.log_segment import list_log, read_log_file
@@ -84,10 +90,7 @@ __all__ = [
 ]
 
 #: The change-feed columns lakeops adds to a source's columns (Delta CDF and the Iceberg changelog).
-COMMIT_SNAPSHOT_ID = "_commit_snapshot_id"
-_CHANGE_COLUMNS = frozenset(
-    {CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP, COMMIT_SNAPSHOT_ID, "_commit_sequence_number"}
-)
+_CHANGE_COLUMNS = frozenset({*DELTA_CHANGE_COLUMNS, *ICEBERG_CHANGE_COLUMNS})
 #: Missing files named in a summary; the count says how many more.
 _SHOWN = 5
 

@@ -77,7 +77,7 @@ CHECK_EVERY_S = 10.0
 HISTORY = 20
 #: What the plan units' tasks import, imported once per Python worker before the loops start.
 WORKER_MODULES = (
-    "lakeops.delta.maintenance.cdf_export",
+    "lakeops.changefeed.cdf_export",
     "lakeops.delta.maintenance.compaction",
     "lakeops.iceberg.maintenance.changelog",
     "lakeops.iceberg.maintenance.compaction",

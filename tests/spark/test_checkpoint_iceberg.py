@@ -14,7 +14,7 @@ from pyiceberg_tables import PyIcebergTable, batch, create_table, small_file_tab
 
 from lakeops.errors import CommitConflict
 from lakeops.iceberg.catalog import SqlCatalog
-from lakeops.iceberg.manifest_list import manifests_of
+from lakeops.iceberg.manifest import manifests_of
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import checkpoint

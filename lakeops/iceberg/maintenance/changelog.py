@@ -23,7 +23,7 @@ Rows are read by field id in the schema of the ``--to`` snapshot ("Column Projec
 added later are null in older rows. Iceberg ``timestamp`` values are written as Delta ``timestamp``
 (UTC), since a plain Delta table has no ``timestamp_ntz`` without a table feature.
 
-**Output** (:mod:`lakeops.delta.maintenance.change_table`): the table's columns plus
+**Output** (:mod:`lakeops.changefeed.table`): the table's columns plus
 ``_change_type``, ``_commit_snapshot_id``, ``_commit_sequence_number`` and ``_commit_timestamp``
 (the snapshot's ``timestamp-ms``, UTC). The idempotency watermark (``txn.version``) is the
 **sequence number** of the last snapshot extracted, and ``txn.appId`` is ``iceberg:<table-uuid>``.
@@ -55,8 +55,14 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.delta.commit import CommitResult
-from lakeops.delta.maintenance.change_table import (
+from lakeops.change_columns import (
+    CHANGE_TYPE,
+    COMMIT_SEQUENCE_NUMBER,
+    COMMIT_SNAPSHOT_ID,
+    COMMIT_TIMESTAMP,
+    ICEBERG_CHANGE_COLUMNS,
+)
+from lakeops.changefeed.table import (
     DEFAULT_UNIT_BYTES,
     ChangePlan,
     ExtractResult,
@@ -66,6 +72,7 @@ from lakeops.delta.maintenance.change_table import (
     start_position,
     write_changes,
 )
+from lakeops.delta.commit import CommitResult
 from lakeops.delta.schema import LONG, STRING, TIMESTAMP, StructField, from_arrow_type, parse_schema, to_arrow_schema
 from lakeops.delta.schema import StructType as DeltaStruct
 from lakeops.errors import InvalidArgument, NotFound, UnsupportedFeature, VersionNotFound
@@ -73,8 +80,7 @@ from lakeops.iceberg.arrow_schema import to_arrow_schema as iceberg_arrow_schema
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.deletes import apply_equality_deletes, read_equality_deletes, read_position_deletes
 from lakeops.iceberg.maintenance.compaction import DeleteRef, _extra_read_fields
-from lakeops.iceberg.manifest import FileContent
-from lakeops.iceberg.manifest_list import manifests_of
+from lakeops.iceberg.manifest import FileContent, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.scan import DeleteIndex, LiveFile, read_live_files
 from lakeops.iceberg.table import IcebergTable, TableRef
@@ -84,7 +90,6 @@ from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = [
-    "CHANGE_COLUMNS",
     "FROM_CREATION",
     "ChangeUnit",
     "ChangelogOptions",
@@ -99,11 +104,6 @@ __all__ = [
     "resolve_snapshot",
 ]
 
-CHANGE_TYPE = "_change_type"
-COMMIT_SNAPSHOT_ID = "_commit_snapshot_id"
-COMMIT_SEQUENCE_NUMBER = "_commit_sequence_number"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER, COMMIT_TIMESTAMP)
 #: Rows read at a time: a task's memory is bounded by this, not by its files.
 READ_BATCH_ROWS = 131_072
 _ROW = "_lakeops_row_index"
@@ -232,7 +232,7 @@ def _delta_arrow_type(type_: pa.DataType) -> pa.DataType:
 
 def change_schema(schema: Schema, table: str) -> DeltaStruct:
     """The output's schema: the table's columns (as Delta types, nullable) plus the four change columns."""
-    clash = [f.name for f in schema.fields if f.name.lower() in CHANGE_COLUMNS]
+    clash = [f.name for f in schema.fields if f.name.lower() in ICEBERG_CHANGE_COLUMNS]
     if clash:
         raise UnsupportedFeature(f"{table}: column {clash[0]!r} clashes with a changelog column")
     fields = []

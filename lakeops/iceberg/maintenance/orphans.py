@@ -47,8 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
 from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
-from lakeops.iceberg.manifest import read_manifest
-from lakeops.iceberg.manifest_list import ManifestFile, manifests_of
+from lakeops.iceberg.manifest import manifests_of, read_manifest
+from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
 from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table

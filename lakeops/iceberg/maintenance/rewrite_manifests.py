@@ -45,8 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.errors import CommitConflict, InvalidArgument, ProtocolError
 from lakeops.iceberg.commit import CommitOutcome, commit_change
-from lakeops.iceberg.manifest import EntryStatus, ManifestEntry, read_manifest, write_manifest
-from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, manifests_of, write_manifest_list
+from lakeops.iceberg.manifest import EntryStatus, ManifestEntry, manifests_of, read_manifest, write_manifest
+from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, write_manifest_list
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec
 from lakeops.iceberg.scan import LiveFile, read_live_files

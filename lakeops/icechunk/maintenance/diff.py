@@ -23,7 +23,7 @@ snapshot id, its parent's id, its depth (``total_parents``, the number of ancest
 **Export** (``lakeops cdc REPO --from F --to T``): the changes of every snapshot after F up to T on
 T's ancestry (F must be an ancestor of T), in depth order, written by Spark tasks (:func:`extract_unit`,
 a few consecutive snapshots per task) as Parquet files of a Delta table and committed once with
-:mod:`lakeops.delta.writer`. Idempotency follows :mod:`lakeops.delta.maintenance.cdf_export`
+:mod:`lakeops.delta.writer`. Idempotency follows :mod:`lakeops.changefeed.cdf_export`
 ("Transaction Identifiers"): ``txn.appId`` is ``icechunk:<id of the repository's initial snapshot>``
 (the root of every ancestry, so stable for the repository), ``txn.version`` the depth of the last
 snapshot extracted, and the output records the first depth it holds; a range already held is not
@@ -43,10 +43,9 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakeops.changefeed.table import FIRST_VERSION_KEY, SOURCE_ID_KEY, SOURCE_KEY, require_empty_or_abandoned
 from lakeops.delta.actions import Metadata, Txn
 from lakeops.delta.commit import CommitResult
-from lakeops.delta.maintenance.cdf_export import FIRST_VERSION_KEY, SOURCE_ID_KEY, SOURCE_KEY
-from lakeops.delta.maintenance.change_table import require_empty_or_abandoned
 from lakeops.delta.schema import LONG, STRING, TIMESTAMP, StructField, StructType, parse_schema, to_arrow_schema
 from lakeops.delta.writer import DataFileWriter, TargetTable, WrittenFile, append_files, new_table_metadata, read_target
 from lakeops.errors import InvalidArgument, VersionNotFound

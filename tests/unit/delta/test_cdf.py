@@ -18,6 +18,8 @@ from deltalake import write_deltalake
 from lakeops_testdata import TESTDATA
 from pyroaring import BitMap64
 
+from lakeops.changefeed import cdf_export
+from lakeops.changefeed.cdf_export import ExportOptions, ExportPlan, ExportResult
 from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.delta.cdf import (
     ChangeFeed,
@@ -28,8 +30,6 @@ from lakeops.delta.cdf import (
     require_files_present,
 )
 from lakeops.delta.deletion_vectors import inline_dv_descriptor, write_dv_file
-from lakeops.delta.maintenance import cdf_export
-from lakeops.delta.maintenance.cdf_export import ExportOptions, ExportPlan, ExportResult
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot

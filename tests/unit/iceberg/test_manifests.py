@@ -28,6 +28,7 @@ from lakeops.iceberg.manifest import (
     ManifestEntry,
     iter_manifest,
     manifest_entry_type,
+    manifests_of,
     read_manifest,
     read_manifest_metadata,
     write_manifest,
@@ -36,7 +37,6 @@ from lakeops.iceberg.manifest_list import (
     ManifestContent,
     ManifestFile,
     manifest_file_type,
-    manifests_of,
     read_manifest_list,
     write_manifest_list,
 )

@@ -23,8 +23,8 @@ from lakeops.iceberg.maintenance.rewrite_manifests import (
     plan_rewrite_manifests,
     write_output,
 )
-from lakeops.iceberg.manifest import DataFile, EntryStatus, ManifestEntry, read_manifest
-from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, manifests_of
+from lakeops.iceberg.manifest import DataFile, EntryStatus, ManifestEntry, manifests_of, read_manifest
+from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile
 from lakeops.iceberg.scan import LiveFile, plan_scan, read_live_files
 from lakeops.iceberg.table import IcebergTable, TableRef
 from lakeops.storage import StorageOptions

@@ -16,7 +16,7 @@ from icechunk_repos import build_history
 from pyiceberg_tables import PyIcebergTable, small_file_table
 
 from lakeops.errors import UnsupportedFeature
-from lakeops.iceberg.manifest_list import manifests_of
+from lakeops.iceberg.manifest import manifests_of
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import TableRef
 from lakeops.icechunk.maintenance.packing import pack_unit

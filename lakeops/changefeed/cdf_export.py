@@ -7,7 +7,7 @@ AddCDCFile", "Deletion Vectors", "Column Mapping"); the output is written by
 :mod:`lakeops.delta.writer`. The output table is unpartitioned and holds the source's logical
 columns plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``.
 
-Idempotency ("Transaction Identifiers") is :mod:`lakeops.delta.maintenance.change_table`'s: every
+Idempotency ("Transaction Identifiers") is :mod:`lakeops.changefeed.table`'s: every
 commit to the output carries ``txn(appId = source metaData.id, version = last source version
 extracted)``, so the output holds the changes of source versions ``firstVersion..txn.version``, each
 once; a range already held writes nothing, an overlapping one is extracted from ``txn.version + 1``,
@@ -20,18 +20,7 @@ from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.delta.actions import Metadata
-from lakeops.delta.cdf import (
-    ChangeFeed,
-    ChangeFile,
-    change_feed_schema,
-    load_feed_end,
-    plan_change_feed,
-    read_change_rows,
-    require_files_present,
-)
-from lakeops.delta.commit import CommitResult
-from lakeops.delta.maintenance.change_table import (
+from lakeops.changefeed.table import (
     DEFAULT_UNIT_BYTES,
     FIRST_VERSION_KEY,
     SOURCE_ID_KEY,
@@ -45,6 +34,17 @@ from lakeops.delta.maintenance.change_table import (
     write_changes,
     written_locations,
 )
+from lakeops.delta.actions import Metadata
+from lakeops.delta.cdf import (
+    ChangeFeed,
+    ChangeFile,
+    change_feed_schema,
+    load_feed_end,
+    plan_change_feed,
+    read_change_rows,
+    require_files_present,
+)
+from lakeops.delta.commit import CommitResult
 from lakeops.delta.schema import ColumnMappingMode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import TargetTable

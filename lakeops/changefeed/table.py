@@ -1,6 +1,6 @@
 """The Delta table that ``lakeops cdc`` appends change rows to, whatever the source's format.
 
-Delta change feeds (:mod:`lakeops.delta.maintenance.cdf_export`) and Iceberg changelogs
+Delta change feeds (:mod:`lakeops.changefeed.cdf_export`) and Iceberg changelogs
 (:mod:`lakeops.iceberg.maintenance.changelog`) are exported the same way: Spark tasks write Parquet
 files with :class:`~lakeops.delta.writer.DataFileWriter`, and the driver commits them in one output
 version (:func:`commit_changes`, over :func:`~lakeops.delta.writer.append_files`).

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeops.delta.maintenance.change_table import require_empty_or_abandoned
+from lakeops.changefeed.table import require_empty_or_abandoned
 from lakeops.errors import InvalidArgument
 from lakeops.storage import open_storage
 
