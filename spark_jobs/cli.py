@@ -31,19 +31,8 @@ from lakeops.quarantine import require_run_id
 from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration, parse_retention, parse_size
+from spark_jobs.commands import COMMANDS
 from spark_jobs.operations import MaskedConsole, audited, options_from_args
-
-#: Command name -> module implementing it (``HELP``, ``USES_SPARK``, ``configure``, ``run``).
-COMMANDS: dict[str, str] = {
-    "inspect": "spark_jobs.inspect_table",  # not `inspect`: scripts run by spark-submit would shadow the stdlib
-    "compact": "spark_jobs.compact",
-    "checkpoint": "spark_jobs.checkpoint",
-    "expire": "spark_jobs.expire",
-    "orphans": "spark_jobs.orphans",
-    "cdc": "spark_jobs.cdc",
-    "restore": "spark_jobs.restore",
-    "purge-trash": "spark_jobs.purge_trash",
-}
 
 #: Progress and errors; messages hold paths and user values, never rich markup (errors add their own),
 #: and never a secret (:class:`~spark_jobs.operations.MaskedConsole`).

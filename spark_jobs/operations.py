@@ -1,6 +1,6 @@
 """The programmatic entry point of every operation, shared by the ``lakeops`` CLI and Dagster.
 
-Each command module of :data:`spark_jobs.cli.COMMANDS` defines ``Options`` (a pydantic model of its
+Each command module of :data:`spark_jobs.commands.COMMANDS` defines ``Options`` (a pydantic model of its
 options, named as the CLI names them; unknown options are an error) and ``execute(table, options,
 storage_options, *, spark, progress) -> Report`` (plan → execute on Spark → commit → report). Its
 ``run(args, ...)`` only maps parsed command-line arguments onto those, so the CLI, ``spark-submit``
@@ -30,6 +30,7 @@ from lakeops.ops.target import CatalogOptions, resolve_target, table_root
 from lakeops.redaction import mask_exception, mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_size
+from spark_jobs.commands import COMMANDS
 
 __all__ = [
     "AUDITED",
@@ -264,8 +265,6 @@ def run_operation(
     name or a bad value raises :class:`InvalidArgument` naming the table, the command and the
     option. Progress lines go to ``progress`` (default: discarded).
     """
-    from spark_jobs.cli import COMMANDS
-
     if name not in COMMANDS:
         raise InvalidArgument(f"{table}: unknown operation {name!r}; expected one of {', '.join(COMMANDS)}")
     operation = cast(Operation, importlib.import_module(COMMANDS[name]))
