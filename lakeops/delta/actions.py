@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.errors import CorruptFile
 
-_A = TypeVar("_A", bound="_Action")
+_A = TypeVar("_A", bound="ActionModel")
 
 #: The protocol's ``long`` and ``int``: signed 64- and 32-bit integers (checked by pydantic-core, no
 #: Python call per value: a replay validates millions of them).
@@ -29,7 +29,10 @@ Int = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 BOUNDS = {"long": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
 
 
-class _Action(BaseModel):
+class ActionModel(BaseModel):
+    """The base of every action model (and of the structures actions hold): protocol field names,
+    frozen, unknown fields kept."""
+
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="allow")
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -37,7 +40,7 @@ class _Action(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-class DeletionVectorDescriptor(_Action):
+class DeletionVectorDescriptor(ActionModel):
     """Where a deletion vector lives and how many rows it removes ("Deletion Vector Descriptor Schema")."""
 
     storage_type: Literal["u", "i", "p"] = Field(alias="storageType")
@@ -53,12 +56,12 @@ class DeletionVectorDescriptor(_Action):
         return base if self.offset is None else f"{base}@{self.offset}"
 
 
-class Format(_Action):
+class Format(ActionModel):
     provider: str = "parquet"
     options: dict[str, str] = Field(default_factory=dict)
 
 
-class Metadata(_Action):
+class Metadata(ActionModel):
     """The ``metaData`` action: schema, partitioning and table properties."""
 
     id: str
@@ -71,7 +74,7 @@ class Metadata(_Action):
     configuration: dict[str, str] = Field(default_factory=dict)
 
 
-class Protocol(_Action):
+class Protocol(ActionModel):
     """The ``protocol`` action: reader/writer versions and, from 3/7, the table feature lists."""
 
     min_reader_version: Int = Field(alias="minReaderVersion")
@@ -80,7 +83,7 @@ class Protocol(_Action):
     writer_features: list[str] | None = Field(alias="writerFeatures", default=None)
 
 
-class Add(_Action):
+class Add(ActionModel):
     """The ``add`` action: one logical file (data file + optional DV) present in the table."""
 
     path: str
@@ -115,7 +118,7 @@ class Add(_Action):
         return count
 
 
-class Remove(_Action):
+class Remove(ActionModel):
     """The ``remove`` action: a tombstone for a logical file no longer in the table."""
 
     path: str
@@ -133,7 +136,7 @@ class Remove(_Action):
         return (self.path, self.deletion_vector.unique_id if self.deletion_vector else None)
 
 
-class AddCDCFile(_Action):
+class AddCDCFile(ActionModel):
     """The ``cdc`` action: a file holding only the rows this version changed."""
 
     path: str
@@ -143,7 +146,7 @@ class AddCDCFile(_Action):
     tags: dict[str, str | None] | None = None
 
 
-class Txn(_Action):
+class Txn(ActionModel):
     """The ``txn`` action: an application's idempotency marker."""
 
     app_id: str = Field(alias="appId")
@@ -151,7 +154,7 @@ class Txn(_Action):
     last_updated: Long | None = Field(alias="lastUpdated", default=None)
 
 
-class CommitInfo(_Action):
+class CommitInfo(ActionModel):
     """The ``commitInfo`` action: free-form provenance; only the fields lakeops reads are typed."""
 
     timestamp: Long | None = None
@@ -164,7 +167,7 @@ class CommitInfo(_Action):
 Action = Protocol | Metadata | Add | Remove | AddCDCFile | Txn | CommitInfo
 
 #: The single JSON key each action is wrapped in, in log files and checkpoint columns.
-ACTION_KEYS: dict[str, type[_Action]] = {
+ACTION_KEYS: dict[str, type[ActionModel]] = {
     "protocol": Protocol,
     "metaData": Metadata,
     "add": Add,
@@ -173,10 +176,10 @@ ACTION_KEYS: dict[str, type[_Action]] = {
     "txn": Txn,
     "commitInfo": CommitInfo,
 }
-KEY_OF: dict[type[_Action], str] = {cls: key for key, cls in ACTION_KEYS.items()}
+KEY_OF: dict[type[ActionModel], str] = {cls: key for key, cls in ACTION_KEYS.items()}
 
 
-def action_to_line(action: _Action) -> str:
+def action_to_line(action: ActionModel) -> str:
     """One line of a commit file: ``{"<key>": {...}}`` with compact separators."""
     return json.dumps({KEY_OF[type(action)]: action.to_json_dict()}, separators=(",", ":"))
 

@@ -50,7 +50,7 @@ from lakeops.delta.schema import (
     to_arrow_type,
     type_to_json,
 )
-from lakeops.delta.stats import _BOUNDED_TYPES, DataSkippingConfig, indexed_columns
+from lakeops.delta.stats import BOUNDED_TYPES, DataSkippingConfig, indexed_columns
 from lakeops.errors import LakeopsError, ProtocolError
 
 __all__ = [
@@ -220,7 +220,7 @@ def stats_struct_type(metadata: Metadata, protocol: Protocol) -> pa.StructType:
             continue
         path = tuple(physical_name(f, mode) for f in leaf)
         _put(nulls, path, pa.int64())  # arrays and maps too, as Delta Spark records them
-        if isinstance(dtype, DecimalType) or (isinstance(dtype, PrimitiveType) and dtype.name in _BOUNDED_TYPES):
+        if isinstance(dtype, DecimalType) or (isinstance(dtype, PrimitiveType) and dtype.name in BOUNDED_TYPES):
             _put(bounds, path, to_arrow_type(dtype, include_metadata=False))
     fields = [pa.field("numRecords", pa.int64())]
     if bounds:

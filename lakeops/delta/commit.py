@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakeops import __version__
-from lakeops.delta.actions import Add, CommitInfo, Remove, _Action, action_to_line
+from lakeops.delta.actions import ActionModel, Add, CommitInfo, Remove, action_to_line
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_file_name
@@ -47,7 +47,7 @@ ConflictRule = Callable[[CommitActions], str | None]
 class PendingCommit(Protocol):
     """What the next attempt writes, and how it meets a version that landed first."""
 
-    def actions(self) -> Sequence[_Action]:
+    def actions(self) -> Sequence[ActionModel]:
         """The actions of the next attempt (after a rebase, possibly fewer than before)."""
         ...
 
@@ -64,11 +64,11 @@ class PendingCommit(Protocol):
 class _FixedCommit:
     """Actions that either apply on top of a winner unchanged or not at all."""
 
-    fixed: Sequence[_Action]
+    fixed: Sequence[ActionModel]
     metrics: dict[str, object]
     rule: ConflictRule
 
-    def actions(self) -> Sequence[_Action]:
+    def actions(self) -> Sequence[ActionModel]:
         return self.fixed
 
     def operation_metrics(self) -> dict[str, object]:
@@ -85,7 +85,7 @@ class CommitResult:
     txn_id: str
 
 
-def _render(actions: Sequence[_Action], info: CommitInfo) -> bytes:
+def _render(actions: Sequence[ActionModel], info: CommitInfo) -> bytes:
     lines = [action_to_line(info)] + [action_to_line(a) for a in actions]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
@@ -109,7 +109,7 @@ def commit(
     table_root: str,
     *,
     read_version: int,
-    actions: Sequence[_Action],
+    actions: Sequence[ActionModel],
     operation: str,
     operation_parameters: dict[str, object],
     operation_metrics: dict[str, object] | None = None,

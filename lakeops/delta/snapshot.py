@@ -32,7 +32,7 @@ from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, normalize
 
-__all__ = ["DeltaSnapshot", "FileKey", "load_snapshot"]
+__all__ = ["DeltaSnapshot", "FileKey", "Replay", "load_snapshot"]
 
 
 @dataclass
@@ -73,7 +73,10 @@ class DeltaSnapshot:
         return self.version - checkpoint if checkpoint is not None else self.version + 1
 
 
-class _Replay:
+class Replay:
+    """The state a replay of log actions builds ("Action Reconciliation"): protocol, metadata, live
+    files, tombstones, transactions. A checkpoint part replays into one too."""
+
     def __init__(self, table_root: str) -> None:
         self.table_root = table_root
         self.protocol: Protocol | None = None
@@ -178,15 +181,15 @@ def load_snapshot(
     )
 
 
-def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Protocol, Metadata, _Replay]:
+def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Protocol, Metadata, Replay]:
     """The checkpoint then each commit of ``segment``, applied in order; refuses a state without a
     protocol or metadata, or with a reader feature lakeops does not implement."""
-    replay = _Replay(table_root)
+    replay = Replay(table_root)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
             replay.apply_checkpoint(read_checkpoint_part_columnar(storage, part.path))
         if not replay.columns_are_keys():
-            replay = _Replay(table_root)
+            replay = Replay(table_root)
             for part in segment.checkpoint.files:
                 replay.apply_checkpoint(read_checkpoint_part(storage, part.path))
         if replay.protocol is None or replay.metadata is None:

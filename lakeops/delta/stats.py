@@ -61,6 +61,7 @@ from lakeops.errors import ProtocolError
 from lakeops.parquet.statistics import ColumnStatistics, FileStatistics, StatValue, file_statistics
 
 __all__ = [
+    "BOUNDED_TYPES",
     "DEFAULT_NUM_INDEXED_COLS",
     "NUM_INDEXED_COLS_KEY",
     "STATS_COLUMNS_KEY",
@@ -82,7 +83,8 @@ STRING_PREFIX_LENGTH = 32
 
 _ASCII_TIE_BREAKER = "\x7f"
 _MAX_CODE_POINT = "\U0010ffff"
-_BOUNDED_TYPES = frozenset(
+#: Primitive types whose minimum and maximum are kept in file statistics.
+BOUNDED_TYPES = frozenset(
     {
         "byte",
         "short",
@@ -286,7 +288,7 @@ def _bound(
         if isinstance(value, int) and not isinstance(value, bool):
             return Decimal(value)  # an integer file column widened to decimal ("Type Widening")
         return None
-    if not isinstance(dtype, PrimitiveType) or dtype.name not in _BOUNDED_TYPES:
+    if not isinstance(dtype, PrimitiveType) or dtype.name not in BOUNDED_TYPES:
         return None
     name = dtype.name
     if name == "boolean":

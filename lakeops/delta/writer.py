@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
-from lakeops.delta.actions import Add, Metadata, Protocol, Txn, _Action
+from lakeops.delta.actions import ActionModel, Add, Metadata, Protocol, Txn
 from lakeops.delta.commit import CommitResult, ConflictRule, commit
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_writable
@@ -257,7 +257,7 @@ def append_files(
     Concurrency: the commit is put-if-absent; a concurrent commit is tolerated unless
     :func:`txn_conflicts` of ``txn``'s application says otherwise (:class:`CommitConflict`).
     """
-    actions: list[_Action] = []
+    actions: list[ActionModel] = []
     if target.exists:
         assert target.metadata is not None
         if parse_schema(target.metadata.schema_string) != parse_schema(metadata.schema_string):

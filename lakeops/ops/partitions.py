@@ -37,7 +37,7 @@ from lakeops.delta.maintenance.compaction import CompactionOptions, effective_ta
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
-from lakeops.iceberg.maintenance.compaction import IcebergCompactionOptions, _sizes
+from lakeops.iceberg.maintenance.compaction import IcebergCompactionOptions, size_bounds
 from lakeops.iceberg.manifest import FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionField
@@ -211,7 +211,7 @@ def _iceberg_health(target: Target, options: StorageOptions) -> list[PartitionHe
         ]
         sizes[partition_key(values)].append(live.file_size)
     defaults = IcebergCompactionOptions()
-    return _health(sizes, _sizes(metadata, defaults)[1], defaults.min_input_files)
+    return _health(sizes, size_bounds(metadata, defaults)[1], defaults.min_input_files)
 
 
 def _health(sizes: dict[str, list[int]], small_below: int, min_input_files: int) -> list[PartitionHealth]:

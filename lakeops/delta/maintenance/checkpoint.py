@@ -66,7 +66,7 @@ from lakeops.delta.retention import (
     SET_TRANSACTION_RETENTION_PROPERTY,
     table_retention,
 )
-from lakeops.delta.snapshot import DeltaSnapshot, _Replay
+from lakeops.delta.snapshot import DeltaSnapshot, Replay
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join
@@ -430,8 +430,8 @@ def write_part(part: CheckpointPart) -> PartWritten:
     return _write(storage, part, actions, started)
 
 
-def _replay_part(storage: Storage, segment: LogSegment, part: CheckpointPart) -> _Replay:
-    replay = _Replay(part.table_root)
+def _replay_part(storage: Storage, segment: LogSegment, part: CheckpointPart) -> Replay:
+    replay = Replay(part.table_root)
     if segment.checkpoint is not None:
         for info in segment.checkpoint.files:
             replay.apply_checkpoint(

@@ -31,7 +31,7 @@ from typing import Any, cast
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.delta.actions import Add, Remove, _Action
+from lakeops.delta.actions import ActionModel, Add, Remove
 from lakeops.delta.commit import CommitResult, commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_writable
@@ -408,7 +408,7 @@ class _OptimizeCommit:
     def _adds(self) -> list[Add]:
         return [Add.model_validate(w.add) for g in self.kept for w in self.results[g.group_id].written]
 
-    def actions(self) -> Sequence[_Action]:
+    def actions(self) -> Sequence[ActionModel]:
         return [*self._removes(), *self._adds()]
 
     def operation_metrics(self) -> dict[str, object]:

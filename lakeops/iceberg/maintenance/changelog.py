@@ -79,7 +79,7 @@ from lakeops.errors import InvalidArgument, NotFound, UnsupportedFeature, Versio
 from lakeops.iceberg.arrow_schema import to_arrow_schema as iceberg_arrow_schema
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.deletes import apply_equality_deletes, read_equality_deletes, read_position_deletes
-from lakeops.iceberg.maintenance.compaction import DeleteRef, _extra_read_fields
+from lakeops.iceberg.maintenance.compaction import DeleteRef, extra_read_fields
 from lakeops.iceberg.manifest import FileContent, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.scan import DeleteIndex, LiveFile, read_live_files
@@ -506,7 +506,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
     if equality_ids - set(schema.fields_by_id()):
         extra = [
             f.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for f in _extra_read_fields(metadata, equality_ids - set(schema.fields_by_id()))
+            for f in extra_read_fields(metadata, equality_ids - set(schema.fields_by_id()))
         ]
         units = [u.model_copy(update={"extra_read_fields": extra}) for u in units]
     return ChangelogPlan(

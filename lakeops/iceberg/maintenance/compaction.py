@@ -71,8 +71,10 @@ __all__ = [
     "RewriteGroup",
     "RewriteResult",
     "commit_groups",
+    "extra_read_fields",
     "plan_compaction",
     "rewrite_group",
+    "size_bounds",
     "written_locations",
 ]
 
@@ -212,7 +214,8 @@ class CompactionPlan(BaseModel):
         return sum(g.bytes for g in self.groups)
 
 
-def _sizes(metadata: TableMetadata, options: IcebergCompactionOptions) -> tuple[int, int, int]:
+def size_bounds(metadata: TableMetadata, options: IcebergCompactionOptions) -> tuple[int, int, int]:
+    """``(target, low, high)``: the target file size and the bounds outside which a file is rewritten."""
     target = options.target_file_size or metadata.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
     low = options.min_file_size if options.min_file_size is not None else int(target * 0.75)
     high = options.max_file_size or int(target * 1.8)
@@ -238,7 +241,7 @@ def _partition_path(spec: PartitionSpec, ptype: StructType, values: dict[str, An
     return "/".join(parts)
 
 
-def _extra_read_fields(metadata: TableMetadata, equality_ids: set[int]) -> list[NestedField]:
+def extra_read_fields(metadata: TableMetadata, equality_ids: set[int]) -> list[NestedField]:
     """Top-level fields of older schemas holding equality-delete columns the current schema dropped."""
     current = metadata.current_schema().fields_by_id()
     extra: dict[int, NestedField] = {}
@@ -294,7 +297,7 @@ def plan_compaction(
     """Scan the current snapshot and choose the file groups to rewrite."""
     metadata = table.metadata
     metadata.check_writable()
-    target, low, high = _sizes(metadata, options)
+    target, low, high = size_bounds(metadata, options)
     partition_filter = PartitionFilter(parse_predicate(options.where), metadata) if options.where else None
     snapshot = metadata.current_snapshot()
     scan = plan_scan(table.storage, metadata, snapshot, partition_filter=partition_filter)
@@ -426,7 +429,7 @@ def _unit(
         table_schema=metadata.current_schema().to_json(),
         extra_read_fields=[
             f.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for f in _extra_read_fields(metadata, equality_ids)
+            for f in extra_read_fields(metadata, equality_ids)
         ],
         spec_id=spec.spec_id,
         partition={f.name: to_json(f.type, values.get(f.name)) for f in ptype.fields},

@@ -33,7 +33,7 @@ from lakeops.delta.maintenance.checkpoint import (
     select_actions,
     write_parts_on_driver,
 )
-from lakeops.delta.snapshot import _Replay, load_snapshot
+from lakeops.delta.snapshot import Replay, load_snapshot
 from lakeops.errors import CorruptFile, LakeopsError
 from lakeops.storage import LocalStorage, StorageOptions, open_storage
 
@@ -45,7 +45,7 @@ def _reference(root: str) -> dict[tuple[str, str | None], Add]:
     """The live files as the object-per-file replay gives them."""
     storage = open_storage(root)
     segment = segment_for_version(list_log(storage, root), root)
-    replay = _Replay(root)
+    replay = Replay(root)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
             replay.apply_checkpoint(read_checkpoint_part(storage, part.path))
