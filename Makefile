@@ -67,6 +67,7 @@ bench-full: install
 
 lint: install
 	$(VENV)/bin/ruff check lakeops spark_jobs orchestration bench tests
+	$(VENV)/bin/lint-imports
 
 typecheck: install
 	$(VENV)/bin/mypy lakeops spark_jobs orchestration bench

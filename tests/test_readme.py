@@ -49,7 +49,7 @@ EXCLUDED: dict[str, str] = {
     "runs its entry point",
 }
 #: Commands run by the slow test only (``make test-all``), with what takes the time.
-SLOW: dict[str, str] = {"make lint typecheck": "ruff and mypy over the whole tree, without caches"}
+SLOW: dict[str, str] = {"make lint typecheck": "ruff, the import contracts and mypy over the whole tree"}
 
 #: The first word of inline code that makes it a shell command.
 EXECUTABLES = {"make", "lakeops", "dagster", "spark-submit", "python", "pip", "docker", "git"}
