@@ -15,6 +15,7 @@ MAPPED = (
     "lakeops/delta/maintenance",
     "lakeops/iceberg/maintenance",
     "lakeops/icechunk/maintenance",
+    "lakeops/changefeed",
     "spark_jobs",
 )
 _PATH = re.compile(r"`((?:lakeops|spark_jobs|orchestration|tests|deploy|dagster_home|docs|bench)/[^`\s]*)`")
