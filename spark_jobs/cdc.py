@@ -14,12 +14,11 @@ from rich.console import Console
 from lakeops.ops import cdc
 from lakeops.ops.cdc import CdcOptions, CdcReport
 from lakeops.ops.icechunk import IcechunkCdcReport
-from lakeops.ops.target import resolve_target
+from lakeops.ops.target import IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
-from spark_jobs.runner import TaskFailed
 
 HELP = (
     "extract the change rows of versions V..W into a Delta table (Delta change data feed; Iceberg "
@@ -78,8 +77,7 @@ def execute(
 ) -> CdcReport | IcechunkCdcReport:
     """Plan, extract on Spark, commit."""
     target = resolve_target(table, options, storage_options)
-    if target.format == "icechunk":
-        assert target.location is not None
+    if isinstance(target, IcechunkTarget):
         return icechunk.cdc(
             target.location,
             from_snapshot=str(options.from_version),
@@ -101,33 +99,23 @@ def execute(
     plan = cdc.plan(table, options, storage_options)
     if plan.already_extracted:
         console.print(f"{plan.output_root} already holds {positions} through {plan.extracted_through}: nothing to do")
-        return cdc.dry_run_report(plan, started) if options.dry_run else cdc.commit(plan, [], storage_options, started)
+        if options.dry_run:
+            return cdc.dry_run_report(plan, started)
+        return cdc.run(plan, storage_options, executor=spark, progress=console, description="", started=started)
     console.print(
         f"{positions} {plan.from_version}..{plan.to_version}: {plan.source_files} files "
         f"({format_size(plan.source_bytes)}) in {len(plan.units)} units"
     )
     if options.dry_run:
         return cdc.dry_run_report(plan, started)
-    cdc.require_output_writable(plan, storage_options)
-    results: list[cdc.ExportResult] = []
-    if plan.units:
-        try:
-            results = spark.run_units(
-                plan.units,
-                cdc.task_for(plan),
-                cdc.ExportResult,
-                label=f"extracting {len(plan.units)} units",
-                description=f"lakeops cdc {target} {positions} {plan.from_version}..{plan.to_version}",
-                progress=console,
-                work_bytes=plan.source_bytes,
-            )
-        except TaskFailed as failure:
-            # Nothing was committed: the units that did finish leave no files behind either.
-            finished = [r for r in failure.completed.values() if isinstance(r, cdc.ExportResult)]
-            cdc.discard(plan, finished, storage_options)
-            raise
-    console.print(f"committing to {plan.output_root} ...")
-    report = cdc.commit(plan, results, storage_options, started)
+    report = cdc.run(
+        plan,
+        storage_options,
+        executor=spark,
+        progress=console,
+        description=f"lakeops cdc {target} {positions} {plan.from_version}..{plan.to_version}",
+        started=started,
+    )
     console.print(f"committed version {report.committed_version} of {plan.output_root}")
     return report
 

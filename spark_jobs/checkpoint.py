@@ -9,17 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 
-from pydantic import BaseModel
 from rich.console import Console
 
 from lakeops.ops import checkpoint
-from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport, Plan, RewriteManifestsPlan
+from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
 from lakeops.storage import StorageOptions
-from lakeops.units import format_size
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
-from spark_jobs.runner import TaskFailed
 
 HELP = (
     "write a Delta checkpoint (single or multi-part) and _last_checkpoint; "
@@ -83,49 +79,18 @@ def execute(
     plan = checkpoint.plan(table, options, storage_options)
     if plan is None:
         return checkpoint.not_applicable_report(table, started, dry_run=options.dry_run)
-    console.print(_describe(plan))
-    nothing = not plan.replaced if isinstance(plan, RewriteManifestsPlan) else not plan.parts
-    if options.dry_run or nothing:
+    console.print(plan.describe())
+    if options.dry_run or not plan.has_work:
         return checkpoint.unwritten_report(plan, started, dry_run=options.dry_run)
-    written: Sequence[BaseModel]
-    # A Delta plan whose parts would run in driver threads is written from the snapshot it holds:
-    # each part task would replay the whole log again (one table's state per thread, at once).
-    delta_on_driver = not isinstance(plan, RewriteManifestsPlan) and spark.runs_on_driver(len(plan.parts), None)
-    if not checkpoint.needs_spark(plan) or delta_on_driver:
-        written = checkpoint.write_on_driver(plan) if not isinstance(plan, RewriteManifestsPlan) else []
-    else:
-        units: Sequence[BaseModel] = checkpoint.units(plan)
-        try:
-            written = spark.run_units(
-                units,
-                checkpoint.task_for(plan),
-                checkpoint.result_type(plan),
-                label=f"writing {len(units)} " + ("manifests" if isinstance(plan, RewriteManifestsPlan) else "parts"),
-                description=f"lakeops checkpoint {table}",
-                progress=console,
-            )
-        except TaskFailed as failure:
-            checkpoint.discard(plan, list(failure.completed.values()), storage_options)  # type: ignore[arg-type]
-            console.print("a task failed; the table was not changed")
-            raise
-    report = checkpoint.finalize(plan, written, storage_options, started)  # type: ignore[arg-type]
-    if isinstance(plan, RewriteManifestsPlan):
-        console.print(f"committed snapshot {report.snapshot_id} ({report.manifests_after} manifests)")
-    else:
-        console.print(f"wrote checkpoint of version {report.version} ({report.parts} part(s))")
-    return report
-
-
-def _describe(plan: Plan) -> str:
-    if isinstance(plan, RewriteManifestsPlan):
-        return (
-            f"snapshot {plan.snapshot_id}: {len(plan.replaced)} of {plan.manifests_before} manifests "
-            f"({format_size(plan.replaced_bytes)}, {plan.entries} entries) into {len(plan.outputs)}"
-        )
-    return (
-        f"version {plan.version}: {plan.actions} actions ({plan.add_files} files, {plan.remove_tombstones} "
-        f"tombstones, {plan.expired_tombstones} expired) in {len(plan.parts)} part(s)"
+    report = checkpoint.run(
+        plan,
+        storage_options,
+        executor=spark,
+        progress=console,
+        description=f"lakeops checkpoint {table}",
+        started=started,
     )
+    return report
 
 
 if __name__ == "__main__":

@@ -7,19 +7,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
 
 from rich.console import Console
 
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
 from lakeops.ops.icechunk import IcechunkCompactionReport
-from lakeops.ops.target import resolve_target
+from lakeops.ops.target import IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
-from spark_jobs.runner import TaskFailed
 
 HELP = (
     "bin-pack small files into larger ones (Delta OPTIMIZE; Iceberg rewrite_data_files, applying deletes; "
@@ -120,8 +118,7 @@ def execute(
 ) -> CompactionReport | IcechunkCompactionReport:
     """Plan, rewrite on Spark, commit (in batches with partial progress)."""
     target = resolve_target(table, options, storage_options)
-    if target.format == "icechunk":
-        assert target.location is not None
+    if isinstance(target, IcechunkTarget):
         refuse_options(
             target.location,
             options,
@@ -143,51 +140,23 @@ def execute(
             spark=spark,
             progress=progress,
         )
-    console = progress
     started = time.monotonic()
-    console.print(f"planning compaction of {table} ...")
+    progress.print(f"planning compaction of {table} ...")
     plan = compaction.plan(table, options, storage_options)
-    console.print(
+    progress.print(
         f"{plan.input_files} of {plan.live_files} files ({format_size(plan.input_bytes)}) "
         f"in {len(plan.groups)} groups to rewrite"
     )
     if options.dry_run:
         return compaction.dry_run_report(plan, started)
-    batches = compaction.batches(plan, options.partial_progress)
-    report: CompactionReport | None = None
-    for number, groups in enumerate(batches, start=1):
-        results: list[Any] = []
-        if groups:
-            try:
-                results = spark.run_units(
-                    groups,
-                    compaction.task_for(plan),
-                    compaction.result_type(plan),
-                    label=f"rewriting {len(groups)} groups"
-                    + (f" (batch {number}/{len(batches)})" if len(batches) > 1 else ""),
-                    description=f"lakeops compact {table}",
-                    progress=console,
-                    work_bytes=sum(group.bytes for group in groups),
-                )
-            except TaskFailed as failure:
-                # Nothing of this batch was committed: the groups that did finish leave no files behind.
-                finished = [r for r in failure.completed.values() if isinstance(r, compaction.result_type(plan))]
-                compaction.discard(plan, finished, storage_options)  # type: ignore[arg-type]
-                raise
-            console.print("committing ...")
-        report = compaction.commit(
-            plan,
-            groups,
-            results,
-            storage_options,
-            started,
-            previous=report,
-            final=number == len(batches),
-        )
-        if report.committed_version is not None:
-            console.print(f"committed version {report.committed_version}")
-    assert report is not None
-    return report
+    return compaction.run(
+        plan,
+        storage_options,
+        executor=spark,
+        progress=progress,
+        description=f"lakeops compact {table}",
+        started=started,
+    )
 
 
 if __name__ == "__main__":

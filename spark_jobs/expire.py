@@ -19,7 +19,7 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import expiry
 from lakeops.ops.expiry import ExpireOptions, ExpiryOptions, ExpiryReport, SnapshotExpiryReport, parse_retention
 from lakeops.ops.icechunk import IcechunkExpiryReport
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.target import CatalogOptions, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.quarantine import TRASH_DIR, new_run_id
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
@@ -129,13 +129,12 @@ def execute(
     """Plan, then delete: Delta on the driver (a few log files need no cluster), Iceberg after its commit."""
     target = resolve_target(table, options, storage_options)
     quarantine_run = new_run_id() if options.quarantine and not options.dry_run else None
-    if target.iceberg is not None:
+    if isinstance(target, IcebergTarget):
         return expire_snapshots(
-            target.iceberg, options, storage_options, spark=spark, progress=progress, quarantine_run=quarantine_run
+            target.ref, options, storage_options, spark=spark, progress=progress, quarantine_run=quarantine_run
         )
     refuse_options(str(target), options, "snapshot_id")
-    if target.format == "icechunk":
-        assert target.location is not None
+    if isinstance(target, IcechunkTarget):
         refuse_options(target.location, options, "keep_from_version", "retain_last")
         return icechunk.expire(
             target.location,

@@ -15,6 +15,7 @@ from datetime import timedelta
 from rich.console import Console
 
 from lakeops.errors import UsageError
+from lakeops.execution import TaskFailed
 from lakeops.icechunk.maintenance import diff, packing
 from lakeops.icechunk.maintenance.diff import DiffOptions
 from lakeops.icechunk.maintenance.gc import GcPlan
@@ -23,7 +24,6 @@ from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import format_size, parse_retention
 from spark_jobs.operations import SparkSettings
-from spark_jobs.runner import TaskFailed
 
 __all__ = ["cdc", "compact", "expire", "orphans"]
 

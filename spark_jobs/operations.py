@@ -141,7 +141,8 @@ class SparkSettings(BaseModel):
         the driver when :meth:`runs_on_driver` (``work_bytes``: what the units read, if the plan
         knows), else as Spark tasks (:func:`spark_jobs.runner.run_units`). Either way results come
         in unit order and a failed unit raises ``TaskFailed`` with the completed results."""
-        from spark_jobs.runner import run_on_driver, run_units
+        from lakeops.execution import run_on_driver
+        from spark_jobs.runner import run_units
 
         if self.runs_on_driver(len(units), work_bytes):
             threads = min(len(units), os.cpu_count() or 1)

@@ -18,7 +18,7 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import consumers, orphans
 from lakeops.ops.icechunk import IcechunkGcReport
 from lakeops.ops.orphans import IcebergOrphansReport, OrphanOptions, OrphansReport, UnitListing, VacuumOptions
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.target import CatalogOptions, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_retention
@@ -106,14 +106,13 @@ def execute(
     """List and plan, re-check, delete (on Spark when there are many batches)."""
     target = resolve_target(table, options, storage_options)
     quarantine_run = new_run_id() if options.quarantine and not options.dry_run else None
-    if target.iceberg is not None:
+    if isinstance(target, IcebergTarget):
         refuse_options(str(target), options, "keep_from_version")
         return iceberg_orphans(
-            target.iceberg, options, storage_options, spark=spark, progress=progress, quarantine_run=quarantine_run
+            target.ref, options, storage_options, spark=spark, progress=progress, quarantine_run=quarantine_run
         )
     refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
-    if target.format == "icechunk":
-        assert target.location is not None
+    if isinstance(target, IcechunkTarget):
         refuse_options(target.location, options, "keep_from_version")
         return icechunk.orphans(
             target.location,

@@ -16,7 +16,8 @@ an earlier start or a gap is refused.
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +50,7 @@ from lakeops.delta.schema import ColumnMappingMode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import TargetTable
 from lakeops.errors import InvalidArgument
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -102,8 +104,10 @@ class ExportUnit(BaseModel):
         return sum(c.size or 0 for c in self.changes)
 
 
-class ExportPlan(ChangePlan):
+class ExportPlan(ChangePlan, MaintenancePlan[ExportUnit, ExtractResult]):
     """Immutable, printable plan: source versions ``from_version..to_version`` (positions are versions)."""
+
+    format: ClassVar[str] = "delta"
 
     versions_from_change_files: int
     versions_from_file_actions: int
@@ -120,6 +124,47 @@ class ExportPlan(ChangePlan):
     @property
     def source_bytes(self) -> int:
         return sum(u.bytes for u in self.units)
+
+    @property
+    def from_creation(self) -> bool:
+        return self.requested_from == 0
+
+    @property
+    def versions_extracted(self) -> int:
+        return self.versions
+
+    @property
+    def from_snapshot_id(self) -> None:
+        """Delta versions have no snapshot ids (an Iceberg changelog's plan has)."""
+        return None
+
+    @property
+    def to_snapshot_id(self) -> None:
+        return None
+
+    @property
+    def snapshots(self) -> list[Any]:
+        """Delta has no snapshots to summarise (an Iceberg changelog's plan lists them)."""
+        return []
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def work_units(self) -> list[ExportUnit]:
+        return self.units
+
+    def task(self) -> Callable[[ExportUnit], ExtractResult]:
+        return extract_unit
+
+    def commit(
+        self,
+        units: Sequence[ExportUnit],
+        results: Sequence[ExtractResult],
+        storage_options: StorageOptions,
+        *,
+        final: bool,
+    ) -> CommitOutcome:
+        return self.outcome(commit_export(self, list(results), storage_options))
 
 
 def _units(feed: ChangeFeed, output_root: str, storage_options: StorageOptions, unit_bytes: int) -> list[ExportUnit]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
@@ -40,6 +41,7 @@ from lakeops.delta.writer import (
     read_target,
 )
 from lakeops.errors import InvalidArgument
+from lakeops.plan import CommitOutcome
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import is_within, normalize, relative_to
@@ -95,6 +97,32 @@ class ChangePlan(BaseModel):
     output_metadata: Metadata
     extracted_through: int | None
     already_extracted: bool
+
+    # What every change export's MaintenancePlan shares (its units and commit are the format's).
+
+    def result_type(self) -> type[ExtractResult]:
+        return ExtractResult
+
+    def work_bytes(self, units: Sequence[_SizedUnit]) -> int:
+        return sum(u.bytes for u in units)
+
+    def outcome(self, committed: CommitResult | None) -> CommitOutcome:
+        """The output's commit as a :class:`~lakeops.plan.CommitOutcome` (None: the output already held the range)."""
+        return (
+            CommitOutcome()
+            if committed is None
+            else CommitOutcome(version=committed.version, attempts=committed.attempts)
+        )
+
+    def discard(self, results: Sequence[ExtractResult], storage_options: StorageOptions) -> int:
+        """Delete the files ``results`` wrote into the output (never anything else)."""
+        paths = written_locations(results)
+        return open_storage(self.output_root, storage_options).delete_many(paths) if paths else 0
+
+
+class _SizedUnit(Protocol):
+    @property
+    def bytes(self) -> int: ...
 
 
 def open_output(source_root: str, output: str, storage_options: StorageOptions) -> TargetTable:

@@ -8,7 +8,7 @@ still hold — and re-applied to it. Retries follow the table properties ``commi
 ``commit.retry.min-wait-ms``, ``commit.retry.max-wait-ms`` and ``commit.retry.total-timeout-ms``
 (exponential backoff with jitter).
 
-Outcomes are types: success returns :class:`CommitOutcome`; a change that no longer applies raises
+Outcomes are types: success returns :class:`CatalogCommit`; a change that no longer applies raises
 :class:`~lakeops.errors.CommitConflict` after removing every file its attempts wrote; an unknown
 outcome raises :class:`~lakeops.errors.CommitStateUnknown` and deletes nothing, because the
 metadata that references those files may be current.
@@ -29,7 +29,7 @@ from lakeops.iceberg.metadata import MetadataLogEntry, TableMetadata, serialize_
 from lakeops.iceberg.table import IcebergTable
 from lakeops.storage.uri import normalize
 
-__all__ = ["CommitOutcome", "RetryPolicy", "TableChange", "commit_change"]
+__all__ = ["CatalogCommit", "RetryPolicy", "TableChange", "commit_change"]
 
 DEFAULT_PREVIOUS_VERSIONS_MAX = 100
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -82,7 +82,7 @@ class TableChange(Protocol):
 
 
 @dataclass(frozen=True)
-class CommitOutcome:
+class CatalogCommit:
     table: IcebergTable
     attempts: int
 
@@ -116,7 +116,7 @@ def commit_change(
     current: IcebergTable | None = None,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> CommitOutcome:
+) -> CatalogCommit:
     """Commit ``change``, planned on ``start``, on top of ``current`` (default: ``start``), retrying
     on conflicts while it still applies, per ``policy`` (default: the table's ``commit.retry.*``).
     Whenever the base is not ``start``, the change is first validated against it."""
@@ -148,7 +148,7 @@ def commit_change(
         change.abandon(new)
         if trimmed and new.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true":
             _delete_trimmed(committed, trimmed)
-        return CommitOutcome(committed, attempt)
+        return CatalogCommit(committed, attempt)
 
 
 def _delete_trimmed(committed: IcebergTable, trimmed: list[str]) -> None:

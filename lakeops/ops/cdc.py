@@ -14,21 +14,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 from pydantic import ConfigDict, Field
+from rich.console import Console
 
 from lakeops.changefeed import cdf_export
 from lakeops.changefeed.cdf_export import ExportOptions, ExportPlan, ExportResult
-from lakeops.changefeed.table import DEFAULT_UNIT_BYTES, written_locations
+from lakeops.changefeed.table import DEFAULT_UNIT_BYTES
 from lakeops.delta.writer import require_writable_location
-from lakeops.errors import CommitConflict, UsageError
+from lakeops.errors import UnsupportedFeature, UsageError
+from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import changelog
 from lakeops.iceberg.maintenance.changelog import ChangelogOptions, ChangelogPlan, SnapshotChanges
 from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.run import run_batches
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 
 __all__ = [
@@ -37,12 +38,10 @@ __all__ = [
     "ExportPlan",
     "ExportResult",
     "Plan",
-    "commit",
-    "discard",
     "dry_run_report",
     "plan",
     "require_output_writable",
-    "task_for",
+    "run",
 ]
 
 Plan = ExportPlan | ChangelogPlan
@@ -135,25 +134,19 @@ def plan(table: str, options: CdcOptions, storage_options: StorageOptions) -> Pl
     """Plan the extraction of ``options.from_version..options.to_version`` of a Delta or Iceberg table
     into ``options.output``."""
     target = resolve_target(table, options, storage_options)
-    target.require("delta", "iceberg", operation="change capture")
-    if target.iceberg is not None:
-        loaded = load_table(target.iceberg, storage_options)
-        return changelog.plan_changelog(loaded, options.for_iceberg(), storage_options)
-    assert target.location is not None
-    return cdf_export.plan_export(target.location, options.for_delta(table), storage_options)
-
-
-def task_for(plan: Plan) -> Callable[[Any], ExportResult]:
-    """The pure function a Spark task applies to one unit of ``plan.units``."""
-    if isinstance(plan, ChangelogPlan):
-        return changelog.extract_unit
-    return cdf_export.extract_unit
+    match target:
+        case IcebergTarget(ref=ref):
+            return changelog.plan_changelog(load_table(ref, storage_options), options.for_iceberg(), storage_options)
+        case DeltaTarget(location=location):
+            return cdf_export.plan_export(location, options.for_delta(table), storage_options)
+        case IcechunkTarget():
+            raise UnsupportedFeature(f"{target}: Icechunk changes are extracted by lakeops.ops.icechunk")
 
 
 def _base_report(plan: Plan, started: float, dry_run: bool) -> CdcReport:
-    report = CdcReport(
-        format="iceberg" if isinstance(plan, ChangelogPlan) else "delta",
-        table=plan.table_name if isinstance(plan, ChangelogPlan) else plan.table_root,
+    return CdcReport(
+        format=plan.format,
+        table=plan.table_label(),
         dry_run=dry_run,
         read_version=plan.to_version,
         output=plan.output_root,
@@ -166,23 +159,14 @@ def _base_report(plan: Plan, started: float, dry_run: bool) -> CdcReport:
         source_files=plan.source_files,
         source_bytes=plan.source_bytes,
         duration_s=time.monotonic() - started,
+        from_creation=plan.from_creation,
+        versions_extracted=plan.versions_extracted,
+        versions_from_change_files=plan.versions_from_change_files,
+        versions_from_file_actions=plan.versions_from_file_actions,
+        from_snapshot_id=plan.from_snapshot_id,
+        to_snapshot_id=plan.to_snapshot_id,
+        snapshots=plan.snapshots,
     )
-    if isinstance(plan, ChangelogPlan):
-        update: dict[str, object] = {
-            "from_creation": plan.from_snapshot_id is None,
-            "versions_extracted": len(plan.snapshots),
-            "from_snapshot_id": plan.from_snapshot_id,
-            "to_snapshot_id": plan.to_snapshot_id,
-            "snapshots": plan.snapshots,
-        }
-    else:
-        update = {
-            "from_creation": plan.requested_from == 0,
-            "versions_extracted": plan.versions,
-            "versions_from_change_files": plan.versions_from_change_files,
-            "versions_from_file_actions": plan.versions_from_file_actions,
-        }
-    return report.model_copy(update=update)
 
 
 def require_output_writable(plan: Plan, storage_options: StorageOptions) -> None:
@@ -195,32 +179,33 @@ def dry_run_report(plan: Plan, started: float) -> CdcReport:
     return _base_report(plan, started, dry_run=True)
 
 
-def discard(plan: Plan, results: list[ExportResult], storage_options: StorageOptions) -> int:
-    """Delete the files this attempt wrote (never anything else, never outside the output table)."""
-    paths = written_locations(results)
-    return open_storage(plan.output_root, storage_options).delete_many(paths) if paths else 0
-
-
-def commit(plan: Plan, results: list[ExportResult], storage_options: StorageOptions, started: float) -> CdcReport:
-    """Commit the extracted files. On a definite conflict the new files are deleted and the error
-    re-raised (a re-run extracts what is still missing); on any other failure nothing is deleted."""
-    try:
-        if isinstance(plan, ChangelogPlan):
-            outcome = changelog.commit_changelog(plan, results, storage_options)
-        else:
-            outcome = cdf_export.commit_export(plan, results, storage_options)
-    except CommitConflict:
-        discard(plan, results, storage_options)
-        raise
+def run(
+    plan: Plan,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor,
+    progress: Console,
+    description: str,
+    started: float | None = None,
+) -> CdcReport:
+    """Extract the plan's units on ``executor`` and commit them as one output version. On a definite
+    conflict the new files are deleted and the error re-raised (a re-run extracts what is still
+    missing); on any other failure nothing is deleted."""
+    started = time.monotonic() if started is None else started
+    if not plan.already_extracted:
+        require_output_writable(plan, storage_options)
+    (batch,) = run_batches(
+        plan, executor, storage_options, action="extracting units", description=description, progress=progress
+    )
     report = _base_report(plan, started, dry_run=False)
     rows: Counter[str] = Counter()
-    for r in results:
+    for r in batch.results:
         rows.update(r.rows_by_change_type)
-    written = [w for r in results for w in r.written]
+    written = [w for r in batch.results for w in r.written]
     return report.model_copy(
         update={
-            "committed_version": outcome.version if outcome else None,
-            "commit_attempts": outcome.attempts if outcome else 0,
+            "committed_version": batch.outcome.version,
+            "commit_attempts": batch.outcome.attempts,
             "rows_insert": rows["insert"],
             "rows_delete": rows["delete"],
             "rows_update_preimage": rows["update_preimage"],

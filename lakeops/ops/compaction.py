@@ -1,9 +1,11 @@
-"""Compaction, format-neutral: plan by detected format, the unit task Spark runs, commit and report.
+r"""Compaction, format-neutral: plan by detected format, run and commit the plan, report.
 
-Spark jobs call :func:`plan`, run :func:`task_for` on the units of each of :func:`batches`, then
-:func:`commit` each batch; everything format-specific stays behind this module. Delta commits once
-(``OPTIMIZE``); Iceberg can commit every few groups (``partial_progress``), each a ``replace``
-snapshot, so a long compaction keeps what it finished if it is interrupted.
+:func:`plan` returns the format's plan (:class:`lakeops.delta.maintenance.compaction.CompactionPlan`,
+:class:`lakeops.iceberg.maintenance.compaction.CompactionPlan`), both
+:class:`~lakeops.plan.MaintenancePlan`\ s; :func:`run` executes it through :mod:`lakeops.ops.run` and
+folds each commit into one :class:`CompactionReport`. Delta commits once (``OPTIMIZE``); Iceberg can
+commit every few groups (``partial_progress``), each a ``replace`` snapshot, so a long compaction
+keeps what it finished if it is interrupted.
 
 A commit that loses a race retries on the new version, at most ``commit_retries`` times within
 ``commit_timeout``, dropping the groups the winning commits invalidated and committing the rest; the
@@ -13,37 +15,28 @@ deleted once the commit landed.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from rich.console import Console
 
 from lakeops.delta.maintenance import compaction as delta_compaction
 from lakeops.delta.maintenance.compaction import DEFAULT_DV_PURGE_RATIO
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import CommitConflict, InvalidArgument, StorageError
+from lakeops.errors import InvalidArgument, UnsupportedFeature
+from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import compaction as iceberg_compaction
 from lakeops.iceberg.table import load_table
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.run import Batch, commit_batch, run_batches
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import normalize
 from lakeops.units import parse_duration
 
-__all__ = [
-    "CompactionOptions",
-    "CompactionReport",
-    "batches",
-    "commit",
-    "discard",
-    "dry_run_report",
-    "plan",
-    "result_type",
-    "task_for",
-]
+__all__ = ["CompactionOptions", "CompactionReport", "Plan", "commit", "dry_run_report", "plan", "run"]
 
 Plan = delta_compaction.CompactionPlan | iceberg_compaction.CompactionPlan
 Group = delta_compaction.RewriteGroup | iceberg_compaction.RewriteGroup
@@ -146,95 +139,74 @@ class CompactionReport(Report):
 def plan(table: str, options: CompactionOptions, storage_options: StorageOptions) -> Plan:
     """Read the table at its latest version and plan the rewrite."""
     target = resolve_target(table, options, storage_options)
-    target.require("delta", "iceberg", operation="compaction")
-    if target.iceberg is not None:
-        loaded = load_table(target.iceberg, storage_options)
-        return iceberg_compaction.plan_compaction(
-            loaded, options.for_format(iceberg_compaction.IcebergCompactionOptions), storage_options
-        )
-    assert target.location is not None
-    snapshot = load_snapshot(open_storage(target.location, storage_options), target.location)
-    return delta_compaction.plan_compaction(
-        snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
-    )
+    match target:
+        case IcebergTarget(ref=ref):
+            return iceberg_compaction.plan_compaction(
+                load_table(ref, storage_options),
+                options.for_format(iceberg_compaction.IcebergCompactionOptions),
+                storage_options,
+            )
+        case DeltaTarget(location=location):
+            snapshot = load_snapshot(open_storage(location, storage_options), location)
+            return delta_compaction.plan_compaction(
+                snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
+            )
+        case IcechunkTarget():
+            raise UnsupportedFeature(f"{target}: Icechunk repositories are compacted by lakeops.ops.icechunk")
 
 
-def task_for(plan: Plan) -> Callable[[Any], BaseModel]:
-    """The pure function a Spark task applies to one unit of ``plan.groups``."""
-    if isinstance(plan, iceberg_compaction.CompactionPlan):
-        return iceberg_compaction.rewrite_group
-    return delta_compaction.rewrite_group
-
-
-def result_type(plan: Plan) -> type[BaseModel]:
-    if isinstance(plan, iceberg_compaction.CompactionPlan):
-        return iceberg_compaction.RewriteResult
-    return delta_compaction.RewriteResult
-
-
-def batches(plan: Plan, partial_progress: int | None) -> list[list[Any]]:
-    """The groups in commit order: all at once, or (Iceberg) ``partial_progress`` at a time."""
-    groups: list[Any] = list(plan.groups)
-    if not groups:
-        return [[]]
-    if partial_progress is None or isinstance(plan, delta_compaction.CompactionPlan):
-        return [groups]
-    return [groups[i : i + partial_progress] for i in range(0, len(groups), partial_progress)]
-
-
-def _table_location(plan: Plan, storage_options: StorageOptions) -> str:
-    if isinstance(plan, iceberg_compaction.CompactionPlan):  # an Iceberg path: literal
-        return normalize(load_table(plan.table, storage_options).metadata.location, literal=True)
-    return plan.table_root
+def run(
+    plan: Plan,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor,
+    progress: Console,
+    description: str,
+    started: float | None = None,
+) -> CompactionReport:
+    """Rewrite the plan's groups on ``executor`` and commit them (in batches with partial progress);
+    ``started``: when the run began (``time.monotonic()``), for the report's duration."""
+    started = time.monotonic() if started is None else started
+    report = _started_report(plan, started)
+    for batch in run_batches(
+        plan, executor, storage_options, action="rewriting groups", description=description, progress=progress
+    ):
+        report = _fold(report, batch, started)
+        if batch.outcome.committed:
+            progress.print(f"committed version {report.committed_version}")
+    return report
 
 
 def _base_report(plan: Plan, started: float, dry_run: bool) -> CompactionReport:
-    common: dict[str, Any] = {
-        "dry_run": dry_run,
-        "target_file_size": plan.target_file_size,
-        "live_files_before": plan.live_files,
-        "live_bytes_before": plan.live_bytes,
-        "candidate_files": plan.candidate_files,
-        "groups": len(plan.groups),
-        "partitions_compacted": plan.partitions_compacted,
-        "files_removed": plan.input_files,
-        "bytes_removed": plan.input_bytes,
-        "live_files_after": plan.live_files,
-        "duration_s": time.monotonic() - started,
-    }
-    if isinstance(plan, iceberg_compaction.CompactionPlan):
-        return CompactionReport(
-            format="iceberg",
-            table=plan.table_name,
-            read_version=plan.sequence_number,
-            snapshot_id=plan.snapshot_id,
-            base_snapshot_id=plan.snapshot_id,
-            **common,
-        )
-    return CompactionReport(format="delta", table=plan.table_root, read_version=plan.read_version, **common)
+    return CompactionReport(
+        format=plan.format,
+        table=plan.table_label(),
+        dry_run=dry_run,
+        read_version=plan.read_version,
+        snapshot_id=plan.snapshot_id,
+        base_snapshot_id=plan.snapshot_id,
+        target_file_size=plan.target_file_size,
+        live_files_before=plan.live_files,
+        live_bytes_before=plan.live_bytes,
+        candidate_files=plan.candidate_files,
+        groups=len(plan.groups),
+        partitions_compacted=plan.partitions_compacted,
+        files_removed=plan.input_files,
+        bytes_removed=plan.input_bytes,
+        live_files_after=plan.live_files,
+        duration_s=time.monotonic() - started,
+    )
+
+
+def _started_report(plan: Plan, started: float) -> CompactionReport:
+    """The report before any batch committed: nothing removed yet."""
+    return _base_report(plan, started, dry_run=False).model_copy(update={"files_removed": 0, "bytes_removed": 0})
 
 
 def dry_run_report(plan: Plan, started: float) -> CompactionReport:
     """What the run would rewrite, without writing anything."""
     report = _base_report(plan, started, dry_run=True)
-    if isinstance(plan, iceberg_compaction.CompactionPlan):
-        return report.model_copy(update={"delete_files_removed": len(plan.dangling_deletes)})
-    return report
-
-
-def _written(plan: Plan, results: Sequence[Result]) -> list[str]:
-    if isinstance(plan, iceberg_compaction.CompactionPlan):
-        return iceberg_compaction.written_locations(results)  # type: ignore[arg-type]
-    return delta_compaction.written_locations(results)  # type: ignore[arg-type]
-
-
-def discard(plan: Plan, results: Sequence[Result], storage_options: StorageOptions) -> int:
-    """Delete the files this attempt wrote (never anything else, never outside the table root)."""
-    paths = _written(plan, results)
-    if not paths:
-        return 0
-    root = _table_location(plan, storage_options)
-    return open_storage(root, storage_options).delete_many(paths)
+    return report.model_copy(update={"delete_files_removed": len(plan.dangling_deletes)})
 
 
 def commit(
@@ -247,41 +219,32 @@ def commit(
     previous: CompactionReport | None = None,
     final: bool = True,
 ) -> CompactionReport:
-    """Commit the rewritten ``groups`` (one batch) and fold the outcome into ``previous``.
+    """Commit the rewritten ``groups`` (one batch) and fold the outcome into ``previous``: what
+    :func:`run` does for each batch, for callers that run the groups themselves (files are deleted as
+    :func:`lakeops.ops.run.commit_batch` says)."""
+    report = previous or _started_report(plan, started)
+    complete = final and not report.groups_dropped_by_conflict
+    outcome = commit_batch(plan, groups, results, storage_options, final=complete)
+    return _fold(report, Batch(groups, results, outcome), started)
 
-    On a definite conflict the batch's new files are deleted and the error re-raised; on any other
-    failure nothing is deleted (the outcome may be unknown; ``orphans`` removes unreferenced files
-    later, past its age floor). Once the commit landed, the new files of groups it dropped are deleted.
-    """
-    report = previous or _base_report(plan, started, dry_run=False).model_copy(
-        update={"files_removed": 0, "bytes_removed": 0}
-    )
-    try:
-        if isinstance(plan, iceberg_compaction.CompactionPlan):
-            # Delete files planned as dangling may still apply to the files of a group dropped earlier.
-            dangling = final and not report.groups_dropped_by_conflict
-            commit_fields, attempts, dropped = _commit_iceberg(
-                plan, groups, results, storage_options, report, final=dangling
-            )
-        else:
-            commit_fields, attempts, dropped = _commit_delta(plan, results, storage_options)
-    except CommitConflict:
-        discard(plan, results, storage_options)
-        raise
-    with contextlib.suppress(StorageError):  # the commit landed: orphan removal takes what is left
-        discard(plan, [r for r in results if r.group_id in dropped], storage_options)
-    groups = [g for g in groups if g.group_id not in dropped]
-    results = [r for r in results if r.group_id not in dropped]
+
+def _fold(report: CompactionReport, batch: Batch[Any, Any], started: float) -> CompactionReport:
+    """``report`` with one committed batch added: what it removed and wrote, its attempts and drops."""
+    outcome = batch.outcome
+    groups, results = batch.kept()
     removed_files = sum(len(g.files) for g in groups)
     files_added = sum(len(r.written) for r in results)
+    committed = outcome.committed
     return report.model_copy(
         update={
-            **commit_fields,
-            "commits": report.commits + (1 if attempts else 0),
-            "commit_attempts": report.commit_attempts + attempts,
-            "commit_retries": report.commit_retries + max(attempts - 1, 0),
-            "groups_dropped_by_conflict": report.groups_dropped_by_conflict + len(dropped),
-            "conflicts": report.conflicts + [dropped[i] for i in sorted(dropped)],
+            "committed_version": outcome.version if committed else report.committed_version,
+            "snapshot_id": outcome.snapshot_id if committed else report.snapshot_id,
+            "delete_files_removed": report.delete_files_removed + outcome.metrics.get("delete_files_removed", 0),
+            "commits": report.commits + (1 if committed else 0),
+            "commit_attempts": report.commit_attempts + outcome.attempts,
+            "commit_retries": report.commit_retries + max(outcome.attempts - 1, 0),
+            "groups_dropped_by_conflict": report.groups_dropped_by_conflict + len(outcome.dropped),
+            "conflicts": report.conflicts + [outcome.dropped[i] for i in sorted(outcome.dropped)],
             "files_removed": report.files_removed + removed_files,
             "bytes_removed": report.bytes_removed + sum(g.bytes for g in groups),
             "files_added": report.files_added + files_added,
@@ -294,47 +257,3 @@ def commit(
             "duration_s": time.monotonic() - started,
         }
     )
-
-
-def _commit_iceberg(
-    plan: iceberg_compaction.CompactionPlan,
-    groups: Sequence[Group],
-    results: Sequence[Result],
-    storage_options: StorageOptions,
-    report: CompactionReport,
-    *,
-    final: bool,
-) -> tuple[dict[str, Any], int, dict[int, str]]:
-    """One ``replace`` snapshot for this batch (dangling deletes go with the last one)."""
-    done = iceberg_compaction.commit_groups(
-        plan,
-        cast(Sequence[iceberg_compaction.RewriteGroup], groups),
-        cast(Sequence[iceberg_compaction.RewriteResult], results),
-        storage_options,
-        include_dangling=final,
-    )
-    if done is None:
-        return {}, 0, {}
-    committed = done.outcome.metadata.current_snapshot()
-    assert committed is not None
-    return (
-        {
-            "committed_version": committed.sequence_number,
-            "snapshot_id": committed.snapshot_id,
-            "delete_files_removed": report.delete_files_removed + done.delete_files_removed,
-        },
-        done.outcome.attempts,
-        done.dropped,
-    )
-
-
-def _commit_delta(
-    plan: delta_compaction.CompactionPlan, results: Sequence[Result], storage_options: StorageOptions
-) -> tuple[dict[str, Any], int, dict[int, str]]:
-    """One ``OPTIMIZE`` version."""
-    done = delta_compaction.commit_compaction(
-        plan, list(cast(Sequence[delta_compaction.RewriteResult], results)), storage_options
-    )
-    if done is None:
-        return {"committed_version": None}, 0, {}
-    return {"committed_version": done.result.version}, done.result.attempts, done.dropped

@@ -38,7 +38,7 @@ from lakeops.errors import UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.metadata import Snapshot
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.detect import detect_format
-from lakeops.ops.target import Target
+from lakeops.ops.target import IcebergTarget, Target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -153,12 +153,12 @@ def pending_changes(
 ) -> PendingRange | None:
     """The commits before ``until_ms`` that ``output`` does not hold yet (extraction starting at
     ``since_ms``); None when there are none."""
-    if source.iceberg is not None:
+    if isinstance(source, IcebergTarget):
         # Here, not at the top: the changelog's module graph (compaction, scans, deletes) would
         # otherwise load with every VACUUM and expiry that asks this module for a retention.
         from lakeops.iceberg.maintenance.changelog import FROM_CREATION
 
-        start, after = _iceberg_pending(source.iceberg, output, storage_options, since_ms=since_ms)
+        start, after = _iceberg_pending(source.ref, output, storage_options, since_ms=since_ms)
         todo = [s for s in after if s.timestamp_ms < until_ms]
         if not todo:
             return None
@@ -169,7 +169,6 @@ def pending_changes(
             last=todo[-1].sequence_number,
             first_committed_ms=todo[0].timestamp_ms,
         )
-    assert source.location is not None
     location = _require_delta(source.location, storage_options, "change-feed ranges")
     first = _first_needed(location, storage_options, output, since_ms)
     listing = list_log(open_storage(location, storage_options), location)
@@ -188,10 +187,9 @@ def consumer_floor(
     """The ``keep_from_version`` that keeps every version the consumer still reads readable (Delta:
     the version before the first it needs; Iceberg: the sequence number of the snapshot it resumes
     from), or None when it needs nothing retained."""
-    if source.iceberg is not None:
-        start, _ = _iceberg_pending(source.iceberg, output, storage_options, since_ms=since_ms)
+    if isinstance(source, IcebergTarget):
+        start, _ = _iceberg_pending(source.ref, output, storage_options, since_ms=since_ms)
         return start.sequence_number if start is not None else 0
-    assert source.location is not None
     location = _require_delta(source.location, storage_options, "consumer-aware retention")
     first = _first_needed(location, storage_options, output, since_ms)
     return None if first is None else max(first - 1, 0)

@@ -18,10 +18,10 @@ from __future__ import annotations
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.log_segment import list_log, read_log_file
 from lakeops.errors import NotATable, VersionNotFound
-from lakeops.iceberg.table import load_table
+from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
 from lakeops.icechunk.repository import Repository
-from lakeops.ops.target import Target
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.storage import StorageOptions, open_storage
 
 __all__ = ["data_version"]
@@ -48,9 +48,8 @@ def _delta(location: str, storage_options: StorageOptions) -> str:
     return str(versions[-1])
 
 
-def _iceberg(target: Target, storage_options: StorageOptions) -> str:
-    assert target.iceberg is not None
-    metadata = load_table(target.iceberg, storage_options).metadata
+def _iceberg(ref: TableRef, storage_options: StorageOptions) -> str:
+    metadata = load_table(ref, storage_options).metadata
     head = metadata.current_snapshot()
     if head is None:
         return "empty"
@@ -78,9 +77,10 @@ def data_version(target: Target, storage_options: StorageOptions | None = None) 
     """The id of the latest commit of ``target`` that changed its data (Delta version, Iceberg
     snapshot id, Icechunk snapshot id of ``main``), as text."""
     storage_options = storage_options or StorageOptions()
-    if target.format == "iceberg":
-        return _iceberg(target, storage_options)
-    assert target.location is not None
-    if target.format == "icechunk":
-        return _icechunk(target.location, storage_options)
-    return _delta(target.location, storage_options)
+    match target:
+        case IcebergTarget(ref=ref):
+            return _iceberg(ref, storage_options)
+        case IcechunkTarget(location=location):
+            return _icechunk(location, storage_options)
+        case DeltaTarget(location=location):
+            return _delta(location, storage_options)

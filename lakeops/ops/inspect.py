@@ -14,10 +14,10 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
-from lakeops.iceberg.table import load_table
+from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.icechunk import IcechunkInspectReport, inspect_repository
 from lakeops.ops.report import InspectionReport, TableState
-from lakeops.ops.target import CatalogOptions, Target, resolve_target
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import cutoff_ms
 
@@ -102,11 +102,10 @@ def _mergeable_small_files(files: list[Add], threshold: int) -> int:
 
 
 def _inspect_iceberg(
-    target: Target, storage_options: StorageOptions, snapshot_id: int | None, timestamp: datetime | None
+    ref: TableRef, storage_options: StorageOptions, snapshot_id: int | None, timestamp: datetime | None
 ) -> InspectReport:
-    assert target.iceberg is not None
     started = time.monotonic()
-    table = load_table(target.iceberg, storage_options)
+    table = load_table(ref, storage_options)
     metadata = table.metadata
     snapshot = (
         metadata.snapshot_by_id(snapshot_id)
@@ -161,19 +160,24 @@ def inspect_table(
     started = time.monotonic()
     storage_options = storage_options or StorageOptions()
     target = resolve_target(location, catalog or CatalogOptions(), storage_options)
-    if target.format == "icechunk":
-        if version is not None or snapshot_id is not None or timestamp is not None:
-            raise UsageError(f"{target}: Icechunk repositories are inspected at their branch tips only")
-        assert target.location is not None
-        return inspect_repository(target.location, open_storage(target.location, storage_options), started)
-    if target.format == "iceberg":
-        if version is not None:
-            raise UsageError(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
-        return _inspect_iceberg(target, storage_options, snapshot_id, timestamp)
-    if snapshot_id is not None:
-        raise UsageError(f"{target}: --snapshot-id is for Iceberg tables; Delta tables have --version")
-    assert target.location is not None
-    location, fmt = target.location, target.format
+    match target:
+        case IcechunkTarget(location=location):
+            if version is not None or snapshot_id is not None or timestamp is not None:
+                raise UsageError(f"{target}: Icechunk repositories are inspected at their branch tips only")
+            return inspect_repository(location, open_storage(location, storage_options), started)
+        case IcebergTarget(ref=ref):
+            if version is not None:
+                raise UsageError(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
+            return _inspect_iceberg(ref, storage_options, snapshot_id, timestamp)
+        case DeltaTarget(location=location):
+            if snapshot_id is not None:
+                raise UsageError(f"{target}: --snapshot-id is for Iceberg tables; Delta tables have --version")
+            return _inspect_delta(location, storage_options, version, timestamp, started)
+
+
+def _inspect_delta(
+    location: str, storage_options: StorageOptions, version: int | None, timestamp: datetime | None, started: float
+) -> InspectReport:
     storage = open_storage(location, storage_options)
     snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
     threshold = effective_target_size(snapshot, CompactionOptions())
@@ -189,7 +193,7 @@ def inspect_table(
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
     return InspectReport(
-        format=fmt,
+        format="delta",
         table=location,
         read_version=snapshot.version,
         version=snapshot.version,

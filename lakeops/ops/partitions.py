@@ -42,7 +42,7 @@ from lakeops.iceberg.manifest import FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionField
 from lakeops.iceberg.scan import plan_scan
-from lakeops.iceberg.table import load_table
+from lakeops.iceberg.table import TableRef, load_table
 from lakeops.iceberg.transforms import (
     HourTransform,
     IdentityTransform,
@@ -52,7 +52,7 @@ from lakeops.iceberg.transforms import (
     parse_transform,
 )
 from lakeops.iceberg.types import FixedType, IcebergType, PrimitiveType
-from lakeops.ops.target import Target
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.predicate import parse_predicate
 from lakeops.storage import StorageOptions, open_storage
 
@@ -102,14 +102,14 @@ def partition_where(target: Target, key: str, *, storage_options: StorageOptions
     """The ``--where`` predicate selecting exactly partition ``key`` of ``target`` (Iceberg reads the
     table's current spec, with ``storage_options``)."""
     segments = _segments(key)
-    if target.format == "iceberg":
-        assert target.iceberg is not None
-        metadata = load_table(target.iceberg, storage_options or StorageOptions()).metadata
-        segments_typed = _iceberg_literals(metadata, key, segments)
-    elif target.format == "delta":
-        segments_typed = [(name, None if v is None else _literal(v)) for name, v in segments]
-    else:
-        raise UnsupportedFeature(f"{target}: {target.format} tables have no partitions")
+    match target:
+        case IcebergTarget(ref=ref):
+            metadata = load_table(ref, storage_options or StorageOptions()).metadata
+            segments_typed = _iceberg_literals(metadata, key, segments)
+        case DeltaTarget():
+            segments_typed = [(name, None if v is None else _literal(v)) for name, v in segments]
+        case IcechunkTarget():
+            raise UnsupportedFeature(f"{target}: {target.format} tables have no partitions")
     where = " AND ".join(f"`{name}` IS NULL" if v is None else f"`{name}` = {v}" for name, v in segments_typed)
     parse_predicate(where)  # fails here, naming the key, rather than in a Spark job later
     return where
@@ -163,15 +163,17 @@ def _comparable(source: IcebergType) -> bool:
 def partition_health(target: Target, storage_options: StorageOptions | None = None) -> list[PartitionHealth]:
     """Every partition of the latest version with its file counts, sorted by key (module docs)."""
     options = storage_options or StorageOptions()
-    if target.format == "icechunk":
-        return []
-    if target.format == "iceberg":
-        assert target.iceberg is not None
-        return _iceberg_health(target, options)
-    if target.format != "delta":
-        raise UnsupportedFeature(f"{target}: partitions of {target.format} tables are not available")
-    assert target.location is not None
-    snapshot = load_snapshot(open_storage(target.location, options), target.location)
+    match target:
+        case IcechunkTarget():
+            return []
+        case IcebergTarget(ref=ref):
+            return _iceberg_health(ref, options)
+        case DeltaTarget(location=location):
+            return _delta_health(location, options)
+
+
+def _delta_health(location: str, options: StorageOptions) -> list[PartitionHealth]:
+    snapshot = load_snapshot(open_storage(location, options), location)
     if not snapshot.partition_columns:
         return []
     schema = parse_schema(snapshot.metadata.schema_string)
@@ -180,7 +182,7 @@ def partition_health(target: Target, storage_options: StorageOptions | None = No
     for name in snapshot.partition_columns:
         found = schema.get(name)
         if found is None:
-            raise ProtocolError(f"{target}: partition column {name!r} is not in the table schema")
+            raise ProtocolError(f"{location}: partition column {name!r} is not in the table schema")
         columns.append((name, physical_name(found, mode)))
     sizes: dict[str, list[int]] = defaultdict(list)
     for add in snapshot.files.values():
@@ -191,9 +193,8 @@ def partition_health(target: Target, storage_options: StorageOptions | None = No
     return _health(sizes, effective_target_size(snapshot, CompactionOptions()), CompactionOptions().min_input_files)
 
 
-def _iceberg_health(target: Target, options: StorageOptions) -> list[PartitionHealth]:
-    assert target.iceberg is not None
-    table = load_table(target.iceberg, options)
+def _iceberg_health(ref: TableRef, options: StorageOptions) -> list[PartitionHealth]:
+    table = load_table(ref, options)
     metadata = table.metadata
     spec = metadata.default_spec()
     if spec.is_unpartitioned:

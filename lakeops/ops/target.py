@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,7 +21,17 @@ from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
-__all__ = ["CatalogOptions", "Target", "resolve_name", "resolve_output", "resolve_target", "table_root"]
+__all__ = [
+    "CatalogOptions",
+    "DeltaTarget",
+    "IcebergTarget",
+    "IcechunkTarget",
+    "Target",
+    "resolve_name",
+    "resolve_output",
+    "resolve_target",
+    "table_root",
+]
 
 
 class CatalogOptions(BaseModel):
@@ -33,20 +44,52 @@ class CatalogOptions(BaseModel):
     catalog_name: str = "default"
 
 
-@dataclass(frozen=True)
-class Target:
-    format: TableFormat
-    #: The normalised location (Delta, Icechunk, file-system Iceberg tables); None for catalog tables.
-    location: str | None
-    #: How to load an Iceberg table (file-system or catalog); None for other formats.
-    iceberg: TableRef | None = None
+class _TargetBase:
+    """What every target says of itself: its format, and which operations it takes."""
 
-    def __str__(self) -> str:
-        return str(self.iceberg) if self.iceberg is not None else str(self.location)
+    format: ClassVar[TableFormat]
 
     def require(self, *formats: TableFormat, operation: str) -> None:
         if self.format not in formats:
             raise UnsupportedFeature(f"{self}: {operation} of {self.format} tables is not available yet")
+
+
+@dataclass(frozen=True)
+class DeltaTarget(_TargetBase):
+    """A Delta table at ``location`` (normalised)."""
+
+    location: str
+    format: ClassVar[TableFormat] = "delta"
+
+    def __str__(self) -> str:
+        return self.location
+
+
+@dataclass(frozen=True)
+class IcebergTarget(_TargetBase):
+    """An Iceberg table: a file-system table (``ref.location``) or a catalog table (``ref.identifier``)."""
+
+    ref: TableRef
+    format: ClassVar[TableFormat] = "iceberg"
+
+    def __str__(self) -> str:
+        return str(self.ref)
+
+
+@dataclass(frozen=True)
+class IcechunkTarget(_TargetBase):
+    """An Icechunk repository at ``location`` (normalised)."""
+
+    location: str
+    format: ClassVar[TableFormat] = "icechunk"
+
+    def __str__(self) -> str:
+        return self.location
+
+
+#: The table an operation acts on, one type per format: code that needs a format's address matches on
+#: the type (``case IcebergTarget(ref=ref)``), so no field is ever optional.
+Target = DeltaTarget | IcebergTarget | IcechunkTarget
 
 
 def _looks_like_name(table: str) -> bool:
@@ -99,20 +142,26 @@ def resolve_target(table: str, catalog: CatalogOptions, storage_options: Storage
     refused here, where it is known who gave it."""
     if catalog.catalog_uri is not None:
         sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
-        return Target(
-            "iceberg",
-            None,
-            TableRef(catalog_uri=catalog.catalog_uri, identifier=table, catalog_name=catalog.catalog_name),
+        return IcebergTarget(
+            TableRef(catalog_uri=catalog.catalog_uri, identifier=table, catalog_name=catalog.catalog_name)
         )
     location = normalize(table)
-    fmt = detect_format(open_storage(location, storage_options), location)
-    return Target(fmt, location, TableRef(location=location) if fmt == "iceberg" else None)
+    match detect_format(open_storage(location, storage_options), location):
+        case "delta":
+            return DeltaTarget(location)
+        case "iceberg":
+            return IcebergTarget(TableRef(location=location))
+        case "icechunk":
+            return IcechunkTarget(location)
 
 
 def table_root(target: Target, storage_options: StorageOptions) -> str:
     """The normalised root directory of ``target`` (a catalog table's metadata ``location``), where
     lakeops keeps its trash and audit records."""
-    if target.location is not None:
-        return normalize(target.location)
-    assert target.iceberg is not None
-    return normalize(load_table(target.iceberg, storage_options).metadata.location, literal=True)  # Iceberg: literal
+    match target:
+        case IcebergTarget(ref=TableRef(location=str(location))):  # a file-system table: no need to read it
+            return normalize(location)
+        case IcebergTarget(ref=ref):  # a catalog table's metadata location, literal as Iceberg paths are
+            return normalize(load_table(ref, storage_options).metadata.location, literal=True)
+        case DeltaTarget(location=location) | IcechunkTarget(location=location):
+            return normalize(location)

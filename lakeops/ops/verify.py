@@ -67,7 +67,7 @@ from lakeops.iceberg.manifest import FileContent
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.reachability import reachable_files, snapshot_manifests
 from lakeops.iceberg.scan import FileScanTask, plan_scan
-from lakeops.iceberg.table import load_table
+from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.maintenance.delegated import is_package_format
 from lakeops.icechunk.manifest import ChunkPayload, ChunkRef, InlineChunk
 from lakeops.icechunk.repository import Repository
@@ -76,7 +76,7 @@ from lakeops.ops.checkpoint import CheckpointReport
 from lakeops.ops.compaction import CompactionReport
 from lakeops.ops.icechunk import IcechunkCompactionReport
 from lakeops.ops.report import Report
-from lakeops.ops.target import Target
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import cutoff_ms
@@ -112,11 +112,6 @@ def _nothing_committed(target: Target, report: Report) -> Verification | None:
     return None
 
 
-def _location(target: Target) -> str:
-    assert target.location is not None, "Delta and Icechunk targets have a location"
-    return target.location
-
-
 # --- compaction ------------------------------------------------------------------------------------
 
 
@@ -126,13 +121,13 @@ def compaction_kept_rows(target: Target, report: Report, storage_options: Storag
     if skipped is not None:
         return skipped
     options = storage_options or StorageOptions()
-    if target.format == "delta" and isinstance(report, CompactionReport):
-        assert report.committed_version is not None
-        return _delta_compaction(target, report.committed_version, options)
-    if target.format == "iceberg" and isinstance(report, CompactionReport):
-        return _iceberg_compaction(target, report, options)
-    if target.format == "icechunk" and isinstance(report, IcechunkCompactionReport):
-        return _icechunk_compaction(target, report, options)
+    match target, report:
+        case DeltaTarget(location=location), CompactionReport(committed_version=int(version)):
+            return _delta_compaction(location, version, options)
+        case IcebergTarget(ref=ref), CompactionReport():
+            return _iceberg_compaction(ref, report, options)
+        case IcechunkTarget(location=location), IcechunkCompactionReport():
+            return _icechunk_compaction(location, report, options)
     raise UnsupportedFeature(
         f"{target}: cannot verify a {report.format} {report.operation} report on a {target.format} table"
     )
@@ -149,8 +144,7 @@ def _delta_rows(storage: Storage, snapshot: DeltaSnapshot, adds: Iterable[Add]) 
     )
 
 
-def _delta_compaction(target: Target, version: int, options: StorageOptions) -> Verification:
-    location = _location(target)
+def _delta_compaction(location: str, version: int, options: StorageOptions) -> Verification:
     storage = open_storage(location, options)
     listing = list_log(storage, location)
     before = load_snapshot(storage, location, version=version - 1, listing=listing)
@@ -208,9 +202,9 @@ def _iceberg_live_rows(storage: Storage, metadata: TableMetadata, snapshot: Snap
     return len(scan.tasks), rows
 
 
-def _iceberg_compaction(target: Target, report: CompactionReport, options: StorageOptions) -> Verification:
-    assert target.iceberg is not None and report.snapshot_id is not None
-    table = load_table(target.iceberg, options)
+def _iceberg_compaction(ref: TableRef, report: CompactionReport, options: StorageOptions) -> Verification:
+    assert report.snapshot_id is not None
+    table = load_table(ref, options)
     metadata, storage = table.metadata, table.storage
     chain: list[Snapshot] = []
     for snapshot in metadata.ancestors(report.snapshot_id):
@@ -268,9 +262,9 @@ def _chunk_bytes(repo: Repository, payload: ChunkPayload) -> bytes | ChunkPayloa
     return payload  # virtual: lives outside the repository; the reference itself must be unchanged
 
 
-def _icechunk_compaction(target: Target, report: IcechunkCompactionReport, options: StorageOptions) -> Verification:
+def _icechunk_compaction(location: str, report: IcechunkCompactionReport, options: StorageOptions) -> Verification:
     assert report.committed_snapshot is not None
-    repo = Repository.open(_location(target), options)
+    repo = Repository.open(location, options)
     new_id = report.committed_snapshot
     parent_id = repo.read_snapshot(new_id).parent_id
     if parent_id is None:
@@ -312,19 +306,19 @@ def checkpoint_matches_log(
     target: Target, report: Report, storage_options: StorageOptions | None = None
 ) -> Verification:
     """The checkpoint (Delta) or rewritten manifests (Iceberg) hold the state they replace (module docs)."""
-    if target.format == "icechunk":
+    if isinstance(target, IcechunkTarget):
         return Verification(passed=True, summary=f"{target}: Icechunk has no checkpoints; not applicable")
     if not isinstance(report, CheckpointReport):
         raise UnsupportedFeature(f"{target}: cannot verify a checkpoint from a {report.operation} report")
     options = storage_options or StorageOptions()
-    if target.format == "iceberg":
+    if isinstance(target, IcebergTarget):
         skipped = _nothing_committed(target, report)
-        return skipped or _iceberg_manifests(target, report, options)
+        return skipped or _iceberg_manifests(target.ref, report, options)
     if report.dry_run or report.version is None or report.status not in ("written", "already checkpointed"):
         return Verification(
             passed=True, summary=f"{target}: no checkpoint written ({report.status}); nothing to verify"
         )
-    return _delta_checkpoint(_location(target), report.version, options)
+    return _delta_checkpoint(target.location, report.version, options)
 
 
 def _file_state(add: Add) -> tuple[object, ...]:
@@ -386,9 +380,9 @@ def _live_entries(
     }
 
 
-def _iceberg_manifests(target: Target, report: CheckpointReport, options: StorageOptions) -> Verification:
-    assert target.iceberg is not None and report.snapshot_id is not None
-    table = load_table(target.iceberg, options)
+def _iceberg_manifests(ref: TableRef, report: CheckpointReport, options: StorageOptions) -> Verification:
+    assert report.snapshot_id is not None
+    table = load_table(ref, options)
     snapshot = table.metadata.snapshot_by_id(report.snapshot_id)
     if snapshot.parent_snapshot_id is None:
         raise VersionNotFound(f"{table.name}: snapshot {snapshot.snapshot_id} has no parent to compare with")
@@ -426,19 +420,18 @@ def _iceberg_manifests(target: Target, report: CheckpointReport, options: Storag
 def retained_files_exist(target: Target, storage_options: StorageOptions | None = None) -> Verification:
     """Every file a retained version references is still in storage (module docs)."""
     options = storage_options or StorageOptions()
-    if target.format == "iceberg":
-        assert target.iceberg is not None
-        table = load_table(target.iceberg, options)
-        name, storage, root = table.name, table.storage, normalize(table.metadata.location, literal=True)
-        referenced, missing, versions = _iceberg_referenced(storage, table.metadata)
-    else:
-        root = name = _location(target)
-        storage = open_storage(root, options)
-        if target.format == "delta":
+    missing: set[str] = set()
+    match target:
+        case IcebergTarget(ref=ref):
+            table = load_table(ref, options)
+            name, storage, root = table.name, table.storage, normalize(table.metadata.location, literal=True)
+            referenced, missing, versions = _iceberg_referenced(storage, table.metadata)
+        case DeltaTarget(location=root):
+            name, storage = root, open_storage(root, options)
             referenced, versions = _delta_referenced(storage, root)
-        else:
+        case IcechunkTarget(location=root):
+            name, storage = root, open_storage(root, options)
             referenced, versions = _icechunk_referenced(storage, root)
-        missing = set()
     present = {normalize(info.path) for info in storage.list(root)}
     missing |= {p for p in referenced if normalize(p) not in present and not storage.exists(p)}
     shown = ", ".join(sorted(missing)[:_SHOWN]) + (

@@ -427,14 +427,16 @@ def _slow_compaction(pid_dir: str) -> None:
     """Compaction tasks that first announce their worker's pid and wait to be killed."""
     import functools
 
-    from lakeops.ops import compaction
+    from lakeops.delta.maintenance.compaction import CompactionPlan as DeltaPlan
+    from lakeops.iceberg.maintenance.compaction import CompactionPlan as IcebergPlan
 
-    task_for = compaction.task_for
+    for plan_type in (DeltaPlan, IcebergPlan):
+        task = plan_type.task
 
-    def slow_task_for(plan: Any) -> Any:
-        return functools.partial(_slow_task, task_for(plan), pid_dir)
+        def slow_task(plan: Any, task: Callable[[Any], Any] = task) -> Any:
+            return functools.partial(_slow_task, task(plan), pid_dir)
 
-    compaction.task_for = slow_task_for
+        plan_type.task = slow_task  # type: ignore[method-assign]
 
 
 def _slow_task(task: Callable[[Any], Any], pid_dir: str, unit: Any) -> Any:

@@ -14,11 +14,12 @@ from pyiceberg_tables import PyIcebergTable, batch, create_table, small_file_tab
 
 from lakeops.errors import CommitConflict
 from lakeops.iceberg.catalog import SqlCatalog
+from lakeops.iceberg.maintenance.rewrite_manifests import RewriteManifestsPlan, WrittenManifest
 from lakeops.iceberg.manifest import manifests_of
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import checkpoint
-from lakeops.ops.checkpoint import CheckpointOptions, RewriteManifestsPlan, WrittenManifest
+from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.runner import run_units
 
@@ -49,7 +50,7 @@ def _plan(table: PyIcebergTable) -> RewriteManifestsPlan:
 
 
 def _write(spark: Any, plan: RewriteManifestsPlan) -> list[WrittenManifest]:
-    written = run_units(spark, plan.outputs, checkpoint.task_for(plan), WrittenManifest)
+    written = run_units(spark, plan.outputs, plan.task(), WrittenManifest)
     return [w for w in written if isinstance(w, WrittenManifest)]
 
 
@@ -135,7 +136,7 @@ def test_a_commit_that_loses_the_catalog_race_retries(
         real_swap(self, expected, new, payload)
 
     monkeypatch.setattr(SqlCatalog, "swap", racing_swap)
-    report = checkpoint.finalize(plan, written, STORAGE, 0.0)
+    report = checkpoint.commit(plan, written, STORAGE, 0.0)
     assert report.commit_attempts == len(swaps) == 2
     assert report.manifests_after == 2  # the merged one and the concurrent append's, carried over
     assert not Path(swaps[0]).exists() and Path(swaps[1]).exists()  # the losing metadata file was removed
@@ -151,7 +152,7 @@ def test_a_racing_rewrite_aborts_cleanly(spark: Any, tmp_path: Path, capsys: pyt
     current = table.reload().metadata_location
     rows = table.rows()
     with pytest.raises(CommitConflict, match="no longer in snapshot"):
-        checkpoint.finalize(plan, written, STORAGE, 0.0)
+        checkpoint.commit(plan, written, STORAGE, 0.0)
     assert written and not any(Path(w.manifest.manifest_path.removeprefix("file://")).exists() for w in written)
     assert table.reload().metadata_location == current and table.rows() == rows
 

@@ -183,7 +183,7 @@ def _rewrite(spark: Any, location: str) -> tuple[compaction.CompactionPlan, list
     started = time.monotonic()
     options = StorageOptions()
     plan = compaction.plan(location, CompactionOptions(min_input_files=2), options)
-    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.result_type(plan))
+    results = run_units(spark, plan.groups, plan.task(), plan.result_type())
     return plan, results, started
 
 

@@ -161,7 +161,7 @@ def test_racing_append_commits_and_racing_delete_aborts(spark: Any, tmp_path: Pa
     storage = StorageOptions()
 
     plan = compaction.plan(table.identifier, options, storage)
-    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.result_type(plan))
+    results = run_units(spark, plan.groups, plan.task(), plan.result_type())
     table.table.append(batch(900, 5))  # lands between plan and commit
     expected = table.rows()
     report = compaction.commit(plan, plan.groups, results, storage, 0.0)
@@ -170,7 +170,7 @@ def test_racing_append_commits_and_racing_delete_aborts(spark: Any, tmp_path: Pa
 
     plan = compaction.plan(table.identifier, options.model_copy(update={"min_input_files": 2}), storage)
     assert plan.input_files == 2
-    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.result_type(plan))
+    results = run_units(spark, plan.groups, plan.task(), plan.result_type())
     written = [w.location for r in results for w in r.written]
     table.table.delete("id >= 900")  # rewrites a file this compaction also rewrites
     expected = table.rows()
@@ -245,7 +245,7 @@ def test_a_commit_that_loses_the_catalog_race_retries(
     table = small_file_table(tmp_path, "unpartitioned", appends=6, rows=10)
     storage = StorageOptions()
     plan = compaction.plan(table.identifier, CompactionOptions(catalog_uri=table.catalog_uri), storage)
-    results = run_units(spark, plan.groups, compaction.task_for(plan), compaction.result_type(plan))
+    results = run_units(spark, plan.groups, plan.task(), plan.result_type())
     real_swap = SqlCatalog.swap
     raced: list[str] = []
 

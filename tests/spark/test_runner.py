@@ -19,7 +19,8 @@ from pyspark import TaskContext, cloudpickle
 from pyspark.sql import SparkSession
 
 from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError
-from spark_jobs.runner import TaskFailed, run_units
+from lakeops.execution import TaskFailed
+from spark_jobs.runner import run_units
 from spark_jobs.session import build_session, is_local_master
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

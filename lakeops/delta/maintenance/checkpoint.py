@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import cast
+from typing import ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -68,6 +68,7 @@ from lakeops.delta.retention import (
 )
 from lakeops.delta.snapshot import DeltaSnapshot, Replay
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join
 from lakeops.units import cutoff_ms
@@ -139,10 +140,15 @@ class PartWritten(BaseModel):
     seconds: float
 
 
-class CheckpointPlan(BaseModel):
-    """Immutable, printable plan: the version, what the checkpoint will hold and its parts."""
+class CheckpointPlan(BaseModel, MaintenancePlan[CheckpointPart, PartWritten]):
+    """Immutable, printable plan: the version, what the checkpoint will hold and its parts. Its commit
+    is the ``_last_checkpoint`` pointer: the parts are invisible to readers until they are complete."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "delta"
+    #: The report's status once written.
+    done_status: ClassVar[str] = "written"
+    unit_noun: ClassVar[str] = "parts"
 
     table_root: str
     version: int
@@ -166,6 +172,77 @@ class CheckpointPlan(BaseModel):
     _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
     #: The rows as selected and ordered while planning (driver only): writing on the driver reuses them.
     _rows: CheckpointRows | None = PrivateAttr(default=None)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.parts)
+
+    @property
+    def idle_status(self) -> str:
+        """The report's status when nothing is written: a dry run's, or why there is nothing to do."""
+        return "planned" if self.parts else "already checkpointed"
+
+    def describe(self) -> str:
+        return (
+            f"version {self.version}: {self.actions} actions ({self.add_files} files, {self.remove_tombstones} "
+            f"tombstones, {self.expired_tombstones} expired) in {len(self.parts)} part(s)"
+        )
+
+    def describe_commit(self, outcome: CommitOutcome) -> str:
+        return f"wrote checkpoint of version {self.version} ({len(self.parts)} part(s))"
+
+    def report_fields(self) -> dict[str, int | None]:
+        """The plan's figures, named as the checkpoint report's fields."""
+        return {
+            "read_version": self.version,
+            "version": self.version,
+            "latest_version": self.latest_version,
+            "previous_checkpoint_version": self.previous_checkpoint_version,
+            "parts": len(self.parts),
+            "actions": self.actions,
+            "add_files": self.add_files,
+            "remove_tombstones": self.remove_tombstones,
+            "expired_tombstones": self.expired_tombstones,
+            "txns": self.txns,
+            "expired_txns": self.expired_txns,
+        }
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def work_units(self) -> list[CheckpointPart]:
+        return self.parts
+
+    def task(self) -> Callable[[CheckpointPart], PartWritten]:
+        return write_part
+
+    def result_type(self) -> type[PartWritten]:
+        return PartWritten
+
+    def results_in_process(self, driver: bool) -> list[PartWritten] | None:
+        """One part, or parts the executor would write in this process anyway, are written from the
+        snapshot the plan holds: each part task would replay the whole log again."""
+        return write_parts_on_driver(self) if driver or len(self.parts) <= 1 else None
+
+    def commit(
+        self,
+        units: Sequence[CheckpointPart],
+        results: Sequence[PartWritten],
+        storage_options: StorageOptions,
+        *,
+        final: bool,
+    ) -> CommitOutcome:
+        """Point ``_last_checkpoint`` at the parts (not when it names a newer version already)."""
+        pointer = finalize_checkpoint(self, list(results), storage_options)
+        return CommitOutcome(
+            attempts=1,
+            metrics={"bytes": sum(w.bytes for w in results), "last_checkpoint_updated": pointer is not None},
+        )
+
+    def discard(self, results: Sequence[PartWritten], storage_options: StorageOptions) -> int:
+        """Parts are kept: an incomplete set is invisible to readers, a rerun rewrites the same names with
+        the same content, and deleting them could break an identical set a concurrent run has just completed."""
+        return 0
 
 
 def select_actions(

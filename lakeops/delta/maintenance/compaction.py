@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,6 +50,7 @@ from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import DataFileWriter, WrittenFile
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, split_into_files
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import parse_size
@@ -131,10 +132,11 @@ class RewriteResult(BaseModel):
         return 0
 
 
-class CompactionPlan(BaseModel):
-    """Immutable, printable plan pinned to ``read_version``."""
+class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
+    """Immutable, printable plan pinned to ``read_version``: one ``OPTIMIZE`` commit of every bin."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "delta"
 
     table_root: str
     read_version: int
@@ -156,6 +158,53 @@ class CompactionPlan(BaseModel):
     @property
     def input_bytes(self) -> int:
         return sum(g.bytes for g in self.groups)
+
+    @property
+    def snapshot_id(self) -> None:
+        """Delta versions have no snapshot ids (Iceberg's plan has)."""
+        return None
+
+    @property
+    def dangling_deletes(self) -> list[str]:
+        """Delta has no delete files to drop (Iceberg's plan has)."""
+        return []
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def work_units(self) -> list[RewriteGroup]:
+        return self.groups
+
+    def task(self) -> Callable[[RewriteGroup], RewriteResult]:
+        return rewrite_group
+
+    def result_type(self) -> type[RewriteResult]:
+        return RewriteResult
+
+    def work_bytes(self, units: Sequence[RewriteGroup]) -> int:
+        return sum(g.bytes for g in units)
+
+    def commit(
+        self,
+        units: Sequence[RewriteGroup],
+        results: Sequence[RewriteResult],
+        storage_options: StorageOptions,
+        *,
+        final: bool,
+    ) -> CommitOutcome:
+        done = commit_compaction(self, list(results), storage_options)
+        if done is None:
+            return CommitOutcome()
+        position = {g.group_id: i for i, g in enumerate(units)}
+        return CommitOutcome(
+            version=done.result.version,
+            attempts=done.result.attempts,
+            dropped={position[group]: why for group, why in done.dropped.items()},
+        )
+
+    def discard(self, results: Sequence[RewriteResult], storage_options: StorageOptions) -> int:
+        paths = written_locations(results)
+        return open_storage(self.table_root, storage_options).delete_many(paths) if paths else 0
 
 
 def effective_target_size(snapshot: DeltaSnapshot, options: CompactionOptions) -> int:
@@ -484,6 +533,6 @@ def commit_compaction(
     return CompactionCommit(result, dict(pending.dropped))
 
 
-def written_locations(results: list[RewriteResult]) -> list[str]:
+def written_locations(results: Sequence[RewriteResult]) -> list[str]:
     """Every file this attempt wrote: the only files an abort may delete."""
     return [w.location for r in results for w in r.written]

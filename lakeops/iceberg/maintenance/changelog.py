@@ -47,9 +47,9 @@ naming it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -86,6 +86,7 @@ from lakeops.iceberg.scan import DeleteIndex, LiveFile, read_live_files
 from lakeops.iceberg.table import IcebergTable, TableRef
 from lakeops.iceberg.types import NestedField, Schema, StructType
 from lakeops.packing import first_fit_decreasing
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -177,7 +178,7 @@ class SnapshotChanges(BaseModel):
     files_to_read: int
 
 
-class ChangelogPlan(ChangePlan):
+class ChangelogPlan(ChangePlan, MaintenancePlan[ChangeUnit, ExtractResult]):
     """Immutable, printable plan: the snapshots after ``from_snapshot_id`` (None: from the table's
     creation) on ``to_snapshot_id``'s ancestry whose sequence numbers are ``from_version..to_version``
     (positions are sequence numbers)."""
@@ -188,6 +189,7 @@ class ChangelogPlan(ChangePlan):
     to_snapshot_id: int
     snapshots: list[SnapshotChanges]
     units: list[ChangeUnit]
+    format: ClassVar[str] = "iceberg"
 
     @property
     def source_files(self) -> int:
@@ -196,6 +198,42 @@ class ChangelogPlan(ChangePlan):
     @property
     def source_bytes(self) -> int:
         return sum(u.bytes for u in self.units)
+
+    @property
+    def from_creation(self) -> bool:
+        return self.from_snapshot_id is None
+
+    @property
+    def versions_extracted(self) -> int:
+        return len(self.snapshots)
+
+    @property
+    def versions_from_change_files(self) -> int:
+        """Iceberg has no change files: every snapshot's changes come from its data and delete files."""
+        return 0
+
+    @property
+    def versions_from_file_actions(self) -> int:
+        return 0
+
+    def table_label(self) -> str:
+        return self.table_name
+
+    def work_units(self) -> list[ChangeUnit]:
+        return self.units
+
+    def task(self) -> Callable[[ChangeUnit], ExtractResult]:
+        return extract_unit
+
+    def commit(
+        self,
+        units: Sequence[ChangeUnit],
+        results: Sequence[ExtractResult],
+        storage_options: StorageOptions,
+        *,
+        final: bool,
+    ) -> CommitOutcome:
+        return self.outcome(commit_changelog(self, list(results), storage_options))
 
 
 # --- planning (driver) ------------------------------------------------------------------------------

@@ -29,10 +29,10 @@ import dataclasses
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote_plus
 
 import pyarrow as pa
@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature
-from lakeops.iceberg.commit import CommitOutcome, RetryPolicy, commit_change
+from lakeops.iceberg.commit import CatalogCommit, RetryPolicy, commit_change
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.data_writer import ParquetDataWriter, WrittenFile
 from lakeops.iceberg.deletes import (
@@ -60,6 +60,7 @@ from lakeops.iceberg.transforms import parse_transform
 from lakeops.iceberg.types import NestedField, Schema, StructType
 from lakeops.packing import first_fit_decreasing, split_into_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -102,6 +103,8 @@ class IcebergCompactionOptions(BaseModel):
     #: None: the table's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``.
     commit_retries: int | None = Field(default=None, ge=0)
     commit_timeout: timedelta | None = None
+    #: Commit every that many groups (None: one commit).
+    partial_progress: int | None = Field(default=None, ge=1)
 
 
 class DeleteRef(BaseModel):
@@ -178,10 +181,12 @@ class RewriteResult(BaseModel):
         return 0
 
 
-class CompactionPlan(BaseModel):
-    """Immutable, printable plan pinned to one snapshot of the table."""
+class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
+    """Immutable, printable plan pinned to one snapshot of the table: one ``replace`` snapshot of every
+    group, or of ``partial_progress`` groups at a time."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "iceberg"
 
     table: TableRef
     table_name: str
@@ -203,6 +208,7 @@ class CompactionPlan(BaseModel):
     dangling_deletes: list[str]
     commit_retries: int | None = None
     commit_timeout: timedelta | None = None
+    partial_progress: int | None = None
     _scan: ScanPlan | None = PrivateAttr(default=None)
 
     @property
@@ -212,6 +218,61 @@ class CompactionPlan(BaseModel):
     @property
     def input_bytes(self) -> int:
         return sum(g.bytes for g in self.groups)
+
+    @property
+    def read_version(self) -> int:
+        """The sequence number of the snapshot planned from."""
+        return self.sequence_number
+
+    def table_label(self) -> str:
+        return self.table_name
+
+    def work_units(self) -> list[RewriteGroup]:
+        return self.groups
+
+    def task(self) -> Callable[[RewriteGroup], RewriteResult]:
+        return rewrite_group
+
+    def result_type(self) -> type[RewriteResult]:
+        return RewriteResult
+
+    def work_bytes(self, units: Sequence[RewriteGroup]) -> int:
+        return sum(g.bytes for g in units)
+
+    def commit_batches(self) -> list[list[RewriteGroup]]:
+        """All groups in one snapshot, or ``partial_progress`` groups per snapshot."""
+        step = self.partial_progress or len(self.groups) or 1
+        return [self.groups[i : i + step] for i in range(0, len(self.groups), step)] or [[]]
+
+    def commit(
+        self,
+        units: Sequence[RewriteGroup],
+        results: Sequence[RewriteResult],
+        storage_options: StorageOptions,
+        *,
+        final: bool,
+    ) -> CommitOutcome:
+        """One ``replace`` snapshot of ``units``; the dangling delete files go with the ``final`` one."""
+        done = commit_groups(self, units, results, storage_options, include_dangling=final)
+        if done is None:
+            return CommitOutcome()
+        committed = done.outcome.metadata.current_snapshot()
+        assert committed is not None  # the snapshot just committed
+        position = {g.group_id: i for i, g in enumerate(units)}
+        return CommitOutcome(
+            version=committed.sequence_number,
+            snapshot_id=committed.snapshot_id,
+            attempts=done.outcome.attempts,
+            dropped={position[group]: why for group, why in done.dropped.items()},
+            metrics={"delete_files_removed": done.delete_files_removed},
+        )
+
+    def discard(self, results: Sequence[RewriteResult], storage_options: StorageOptions) -> int:
+        paths = written_locations(results)
+        if not paths:
+            return 0
+        root = normalize(load_table(self.table, storage_options).metadata.location, literal=True)
+        return open_storage(root, storage_options).delete_many(paths)
 
 
 def size_bounds(metadata: TableMetadata, options: IcebergCompactionOptions) -> tuple[int, int, int]:
@@ -364,6 +425,7 @@ def plan_compaction(
         dangling_deletes=[d.path for d in dangling],
         commit_retries=options.commit_retries,
         commit_timeout=options.commit_timeout,
+        partial_progress=options.partial_progress,
     )
     plan._scan = scan
     return plan
@@ -579,7 +641,7 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
 class GroupsCommit:
     """The ``replace`` snapshot that landed, and the groups commits landing first took out of it."""
 
-    outcome: CommitOutcome
+    outcome: CatalogCommit
     #: group id -> why it was dropped (the file a concurrent commit removed or added deletes to).
     dropped: dict[int, str]
     delete_files_removed: int

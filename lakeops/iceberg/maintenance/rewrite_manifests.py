@@ -37,14 +37,14 @@ import math
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.errors import CommitConflict, InvalidArgument, ProtocolError
-from lakeops.iceberg.commit import CommitOutcome, commit_change
+from lakeops.iceberg.commit import CatalogCommit, commit_change
 from lakeops.iceberg.manifest import EntryStatus, ManifestEntry, manifests_of, read_manifest, write_manifest
 from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, write_manifest_list
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, TableMetadata
@@ -59,8 +59,10 @@ from lakeops.iceberg.snapshot_update import (
 )
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.iceberg.types import Schema, StructType
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
+from lakeops.units import format_size
 
 __all__ = [
     "DEFAULT_TARGET_MANIFEST_SIZE",
@@ -140,10 +142,14 @@ class WrittenManifest(BaseModel):
     seconds: float
 
 
-class RewriteManifestsPlan(BaseModel):
-    """Immutable, printable plan pinned to the current snapshot of the table."""
+class RewriteManifestsPlan(BaseModel, MaintenancePlan[OutputManifest, WrittenManifest]):
+    """Immutable, printable plan pinned to the current snapshot of the table: one ``replace`` snapshot."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "iceberg"
+    #: The report's status once written.
+    done_status: ClassVar[str] = "committed"
+    unit_noun: ClassVar[str] = "manifests"
 
     table: TableRef
     table_name: str
@@ -165,6 +171,74 @@ class RewriteManifestsPlan(BaseModel):
     @property
     def manifests_after(self) -> int:
         return self.manifests_before - len(self.replaced) + len(self.outputs)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.replaced)
+
+    @property
+    def idle_status(self) -> str:
+        """The report's status when nothing is written: a dry run's, or why there is nothing to do."""
+        return "planned" if self.replaced else "nothing to rewrite"
+
+    def describe(self) -> str:
+        return (
+            f"snapshot {self.snapshot_id}: {len(self.replaced)} of {self.manifests_before} manifests "
+            f"({format_size(self.replaced_bytes)}, {self.entries} entries) into {len(self.outputs)}"
+        )
+
+    def describe_commit(self, outcome: CommitOutcome) -> str:
+        return f"committed snapshot {outcome.snapshot_id} ({outcome.metrics.get('manifests_after')} manifests)"
+
+    def report_fields(self) -> dict[str, int | None]:
+        """The plan's figures, named as the checkpoint report's fields."""
+        return {
+            "snapshot_id": self.snapshot_id,
+            "manifests_before": self.manifests_before,
+            "manifests_after": self.manifests_after,
+            "manifests_replaced": len(self.replaced),
+            "manifests_created": len(self.outputs),
+            "entries": self.entries,
+            "replaced_bytes": self.replaced_bytes,
+        }
+
+    def table_label(self) -> str:
+        return self.table_name
+
+    def work_units(self) -> list[OutputManifest]:
+        return self.outputs
+
+    def task(self) -> Callable[[OutputManifest], WrittenManifest]:
+        return write_output
+
+    def result_type(self) -> type[WrittenManifest]:
+        return WrittenManifest
+
+    def commit(
+        self,
+        units: Sequence[OutputManifest],
+        results: Sequence[WrittenManifest],
+        storage_options: StorageOptions,
+        *,
+        final: bool,
+    ) -> CommitOutcome:
+        done = commit_rewrite(self, results, storage_options)
+        if done is None:
+            return CommitOutcome()
+        committed = done.metadata.current_snapshot()
+        assert committed is not None  # the snapshot just committed
+        return CommitOutcome(
+            version=committed.sequence_number,
+            snapshot_id=committed.snapshot_id,
+            attempts=done.attempts,
+            metrics={
+                "manifests_after": int((committed.summary or {}).get("manifests-kept", 0)) + len(results),
+                "bytes": sum(w.manifest.manifest_length for w in results),
+            },
+        )
+
+    def discard(self, results: Sequence[WrittenManifest], storage_options: StorageOptions) -> int:
+        return discard(self, results, storage_options)
 
 
 # --- plan: driver ----------------------------------------------------------------------------------
@@ -457,7 +531,7 @@ class RewriteManifests:
 
 def commit_rewrite(
     plan: RewriteManifestsPlan, results: Sequence[WrittenManifest], storage_options: StorageOptions
-) -> CommitOutcome | None:
+) -> CatalogCommit | None:
     """Commit the written manifests as one ``replace`` snapshot; None when the plan replaces nothing.
     A :class:`CommitConflict` has deleted every manifest this rewrite wrote."""
     by_id = {r.unit_id: r for r in results}

@@ -34,7 +34,6 @@ from lakeops.delta.scan import read_snapshot
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import CommitConflict, CorruptFile, InvalidArgument, UnsupportedFeature, VersionNotFound
-from lakeops.ops import cdc
 from lakeops.storage import StorageOptions, open_storage
 
 OPTIONS = StorageOptions()
@@ -435,7 +434,7 @@ def test_concurrent_exports_of_one_source_commit_once_and_the_loser_cleans_up(tm
     assert written_b and all(Path(p).exists() for p in written_b)
     with pytest.raises(CommitConflict, match="recorded progress 3"):
         cdf_export.commit_export(plan_b, results_b, OPTIONS)
-    cdc.discard(plan_b, results_b, OPTIONS)
+    plan_b.discard(results_b, OPTIONS)
     assert not any(Path(p).exists() for p in written_b)
     keys = [(r["_commit_version"], r["id"], r["_change_type"], str(r["birthday"])) for r in _out_rows(out).to_pylist()]
     assert len(keys) == len(set(keys)) == 23

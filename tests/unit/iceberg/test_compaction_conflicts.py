@@ -34,7 +34,7 @@ def _rewrite(table: PyIcebergTable) -> tuple[Any, list[Any]]:
     options = CompactionOptions(catalog_uri=table.catalog_uri, min_input_files=2)
     plan = compaction.plan(table.identifier, options, StorageOptions())
     assert len(plan.groups) >= 3
-    return plan, [compaction.task_for(plan)(g) for g in plan.groups]
+    return plan, [plan.task()(g) for g in plan.groups]
 
 
 def _commit(plan: Any, results: list[Any]) -> CompactionReport:
@@ -73,7 +73,7 @@ def test_an_equality_delete_meanwhile_still_applies_to_the_rewritten_rows(tmp_pa
     # PyIceberg reads no equality deletes: a second pass applies it (and drops it) before PyIceberg reads.
     options = CompactionOptions(catalog_uri=table.catalog_uri, min_input_files=1, delete_file_threshold=1)
     again = compaction.plan(table.identifier, options, StorageOptions())
-    compaction.commit(again, again.groups, [compaction.task_for(again)(g) for g in again.groups], StorageOptions(), 0.0)
+    compaction.commit(again, again.groups, [again.task()(g) for g in again.groups], StorageOptions(), 0.0)
     assert table.rows() == expected
 
 

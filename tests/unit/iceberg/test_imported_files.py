@@ -41,7 +41,7 @@ def test_compaction_rewrites_an_imported_file_by_the_name_mapping_and_verifies(t
     plan = ops_compaction.plan(table.identifier, options, OPTIONS)
     assert any(f.path.endswith("imported.parquet") for g in plan.groups for f in g.files)
 
-    results = [ops_compaction.task_for(plan)(g) for g in plan.groups]
+    results = [plan.task()(g) for g in plan.groups]
     report = ops_compaction.commit(plan, plan.groups, results, OPTIONS, 0.0)
     assert report.committed_version is not None and table.rows() == expected
     verified = compaction_kept_rows(resolve_target(table.identifier, catalog, OPTIONS), report)

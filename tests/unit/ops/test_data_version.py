@@ -22,7 +22,7 @@ from lakeops.icechunk.maintenance.packing import commit_packing, pack_unit, plan
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.writer import ChangeSet, commit
 from lakeops.ops.data_version import data_version
-from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.target import CatalogOptions, IcebergTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 
 NO_OPTIONS = StorageOptions()
@@ -51,8 +51,8 @@ def test_iceberg_snapshot_of_the_last_append_not_of_a_manifest_rewrite(tmp_path:
     appended = table.reload().current_snapshot()
     assert appended is not None and data_version(target) == str(appended.snapshot_id)
 
-    assert target.iceberg is not None
-    plan = plan_rewrite_manifests(load_table(target.iceberg, NO_OPTIONS), RewriteManifestsOptions(), NO_OPTIONS)
+    assert isinstance(target, IcebergTarget)
+    plan = plan_rewrite_manifests(load_table(target.ref, NO_OPTIONS), RewriteManifestsOptions(), NO_OPTIONS)
     commit_rewrite(plan, [write_output(u) for u in plan.outputs], NO_OPTIONS)
     rewritten = table.reload().current_snapshot()
     assert rewritten is not None and rewritten.summary.operation.value == "replace"

@@ -16,7 +16,7 @@ from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.partitions import PartitionHealth, partition_health, partition_key, partition_where
-from lakeops.ops.target import CatalogOptions, Target, resolve_target
+from lakeops.ops.target import CatalogOptions, IcechunkTarget, Target, resolve_target
 from lakeops.storage import StorageOptions
 
 NO_OPTIONS = StorageOptions()
@@ -141,5 +141,5 @@ def test_bad_keys_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="name=value"):
         partition_where(target, "ts_day")
     with pytest.raises(UnsupportedFeature, match="no partitions"):
-        partition_where(Target("icechunk", str(tmp_path)), "a=1")
+        partition_where(IcechunkTarget(str(tmp_path)), "a=1")
     assert partition_key([("a/b", "x=y"), ("c", None)]) == "a%2Fb=x%3Dy/c=__NULL__"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lakeops.errors import InvalidArgument, NotATable
-from lakeops.ops.target import CatalogOptions, resolve_name, resolve_target
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, resolve_name, resolve_target
 from lakeops.storage import StorageOptions
 
 OPTIONS = StorageOptions()
@@ -32,16 +32,16 @@ def test_locations_are_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     iceberg = _iceberg_table(tmp_path / "i")
     assert resolve_target(f"file://{delta}", CatalogOptions(), OPTIONS).format == "delta"
     target = resolve_target(str(iceberg) + "/", CatalogOptions(), OPTIONS)
-    assert target.format == "iceberg" and target.iceberg is not None and target.iceberg.location == str(iceberg)
+    assert isinstance(target, IcebergTarget) and target.ref.location == str(iceberg)
     with pytest.raises(NotATable):
         resolve_target(str(tmp_path), CatalogOptions(), OPTIONS)
 
 
 def test_catalog_identifier() -> None:
     target = resolve_target("db.events", CatalogOptions(catalog_uri="sqlite:///c.db", catalog_name="prod"), OPTIONS)
-    assert target.format == "iceberg" and target.location is None
-    assert str(target) == "prod.db.events" and target.iceberg is not None
-    assert target.iceberg.catalog_uri == "sqlite:///c.db"
+    assert isinstance(target, IcebergTarget) and target.ref.location is None
+    assert str(target) == "prod.db.events"
+    assert target.ref.catalog_uri == "sqlite:///c.db"
 
 
 def test_registry_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +78,6 @@ def test_only_bare_names_are_looked_up(tmp_path: Path, monkeypatch: pytest.Monke
     assert resolve_name("events", given, OPTIONS) == ("events", given)
     assert resolve_name("./events", CatalogOptions(), OPTIONS) == ("./events", CatalogOptions())
     assert resolve_name(str(delta), CatalogOptions(), OPTIONS) == (str(delta), CatalogOptions())
-    assert resolve_target("events", CatalogOptions(), OPTIONS).location == str(delta)
+    assert resolve_target("events", CatalogOptions(), OPTIONS) == DeltaTarget(str(delta))
     with pytest.raises(NotATable, match="no table named 'evnts' in registry"):
         resolve_name("evnts", CatalogOptions(), OPTIONS)

@@ -35,9 +35,9 @@ def _compact(table: str, **options: Any) -> CompactionReport:
     opts = CompactionOptions.model_validate(options)
     plan = compaction.plan(table, opts, NO_OPTIONS)
     report = None
-    batches = compaction.batches(plan, opts.partial_progress)
+    batches = plan.commit_batches()
     for i, groups in enumerate(batches):
-        results = [compaction.task_for(plan)(g) for g in groups]
+        results = [plan.task()(g) for g in groups]
         report = compaction.commit(plan, groups, results, NO_OPTIONS, 0.0, previous=report, final=i == len(batches) - 1)
     assert report is not None and report.committed_version is not None
     return report
@@ -46,8 +46,8 @@ def _compact(table: str, **options: Any) -> CompactionReport:
 def _checkpoint(table: str, **options: Any) -> CheckpointReport:
     plan = checkpoint.plan(table, CheckpointOptions.model_validate(options), NO_OPTIONS)
     assert plan is not None
-    written = [checkpoint.task_for(plan)(u) for u in checkpoint.units(plan)]
-    return checkpoint.finalize(plan, written, NO_OPTIONS, 0.0)
+    written = [plan.task()(u) for u in plan.work_units()]
+    return checkpoint.commit(plan, written, NO_OPTIONS, 0.0)
 
 
 def _delta(tmp_path: Path, appends: int = 6) -> str:
