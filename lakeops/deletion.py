@@ -12,7 +12,8 @@ deleting them (:mod:`lakeops.quarantine`), after the same checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -21,7 +22,16 @@ from lakeops.quarantine import remove, reserved_dirs
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import is_within, normalize, relative_to, storage_location
 
-__all__ = ["BatchResult", "Candidate", "DeleteBatch", "delete_batch", "make_batches"]
+__all__ = [
+    "DRIVER_DELETE_THREADS",
+    "BatchResult",
+    "Candidate",
+    "DeleteBatch",
+    "delete_batch",
+    "delete_in_threads",
+    "for_run",
+    "make_batches",
+]
 
 
 class Candidate(BaseModel):
@@ -109,3 +119,28 @@ def delete_batch(batch: DeleteBatch) -> BatchResult:
         batch_id=batch.batch_id,
     )
     return BatchResult(batch_id=batch.batch_id, files=len(paths), bytes=sum(c.size for c in batch.files))
+
+
+#: Threads deleting batches on the driver: each waits on storage (one S3 DeleteObjects request, or a
+#: thousand unlinks), so more threads than cores pay off.
+DRIVER_DELETE_THREADS = 8
+
+
+def for_run(batches: Sequence[DeleteBatch], quarantine_run: str | None, operation: str) -> list[DeleteBatch]:
+    """``batches`` as one run deletes them: with ``quarantine_run``, each moves its files into that run's
+    trash instead (stamped here, so planners stay unaware of it)."""
+    if quarantine_run is None:
+        return list(batches)
+    stamp = {"quarantine_run": quarantine_run, "operation": operation}
+    return [b.model_copy(update=stamp) for b in batches]
+
+
+def delete_in_threads(
+    batches: Sequence[DeleteBatch], task: Callable[[DeleteBatch], BatchResult] = delete_batch
+) -> list[BatchResult]:
+    """Every batch deleted by ``task`` in threads of this process; a failed batch raises (batches
+    already done stay deleted, and a rerun plans only what is left)."""
+    if not batches:
+        return []
+    with ThreadPoolExecutor(max_workers=min(DRIVER_DELETE_THREADS, len(batches)), thread_name_prefix="delete") as pool:
+        return list(pool.map(task, batches))

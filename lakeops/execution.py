@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 from rich.console import Console
 
+from lakeops.deletion import BatchResult, DeleteBatch, delete_batch, delete_in_threads, for_run
 from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.jsontext import dumps
 
@@ -272,6 +273,21 @@ class Executor(Protocol):
         """Whether units run in this process (a plan may then compute its results from what it holds)."""
         ...
 
+    def delete(
+        self,
+        batches: Sequence[DeleteBatch],
+        *,
+        label: str,
+        description: str,
+        progress: Console,
+        task: Callable[[DeleteBatch], BatchResult] = delete_batch,
+        quarantine_run: str | None = None,
+        operation: str = "",
+    ) -> list[BatchResult]:
+        """Delete (``quarantine_run``: move into that run's trash) every batch; a failed batch raises,
+        the batches already done stay deleted."""
+        ...
+
 
 class ThreadExecutor:
     """Every plan's units in threads of this process (:func:`run_on_driver`): Python callers of
@@ -304,3 +320,18 @@ class ThreadExecutor:
 
     def runs_on_driver(self, units: int, work_bytes: int | None) -> bool:
         return True
+
+    def delete(
+        self,
+        batches: Sequence[DeleteBatch],
+        *,
+        label: str,
+        description: str,
+        progress: Console,
+        task: Callable[[DeleteBatch], BatchResult] = delete_batch,
+        quarantine_run: str | None = None,
+        operation: str = "",
+    ) -> list[BatchResult]:
+        if batches:
+            progress.print(f"{label} on the driver ...")
+        return delete_in_threads(for_run(batches, quarantine_run, operation), task)

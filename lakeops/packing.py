@@ -1,4 +1,4 @@
-"""Bin-packing files into rewrite groups, shared by every format's compaction.
+"""Bin-packing files into rewrite groups and re-cutting rows into files, shared by every format's compaction.
 
 First-fit decreasing: largest files first, each into the first group it still fits, so groups come
 out full and few; ties are broken by name so a plan is the same on every run.
@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import pyarrow as pa
 
-__all__ = ["UNBOUNDED_ROWS", "first_fit_decreasing", "rows_per_file", "split_into_files"]
+__all__ = [
+    "UNBOUNDED_ROWS",
+    "OutputFile",
+    "first_fit_decreasing",
+    "rows_per_file",
+    "split_into_files",
+    "write_files",
+]
 
 Item = TypeVar("Item")
+WrittenT = TypeVar("WrittenT")
+WrittenT_co = TypeVar("WrittenT_co", covariant=True)
 
 #: Rows per file when no estimate is possible: the group becomes one file.
 UNBOUNDED_ROWS = 2**62
@@ -64,3 +73,43 @@ def split_into_files(chunks: Iterable[Chunk], rows_per_file: int) -> Iterator[tu
             if complete:
                 in_file = 0
             yield piece, complete
+
+
+class OutputFile(Protocol[WrittenT_co]):
+    """One output file being written by a format's writer: rows in, then stored (or dropped)."""
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None: ...
+
+    def finish(self) -> WrittenT_co | None:
+        """Store the file and describe it; None when it holds no rows (nothing stored)."""
+
+    def abort(self) -> None:
+        """Drop what was written; nothing of this file is stored."""
+
+
+def write_files(
+    chunks: Iterable[Chunk],
+    rows_per_file: int,
+    open_file: Callable[[int], OutputFile[WrittenT]],
+    remove: Callable[[list[WrittenT]], object],
+) -> list[WrittenT]:
+    """Write ``chunks`` into files of ``rows_per_file`` rows, one :class:`OutputFile` at a time
+    (``open_file`` gets the number of files stored so far), so a task holds one file's buffer
+    whatever it rewrites. On any failure the open file is aborted and ``remove`` deletes the files
+    already stored before the error goes up: a failed task leaves nothing behind."""
+    written: list[WrittenT] = []
+    current = open_file(0)
+    try:
+        for piece, complete in split_into_files(chunks, rows_per_file):
+            current.write(piece)
+            if complete:
+                if (done := current.finish()) is not None:
+                    written.append(done)
+                current = open_file(len(written))
+        if (done := current.finish()) is not None:
+            written.append(done)
+    except BaseException:
+        current.abort()
+        remove(written)
+        raise
+    return written

@@ -14,7 +14,6 @@ import argparse
 import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from lakeops.audit import record_run
-from lakeops.deletion import BatchResult, DeleteBatch, delete_batch
+from lakeops.deletion import BatchResult, DeleteBatch, delete_batch, delete_in_threads, for_run
 from lakeops.errors import InvalidArgument, LakeopsError, UsageError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
@@ -58,7 +57,6 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 #: Spark session (seconds). Larger deletions run as Spark tasks when a master is configured (or a
 #: session is running); on the default local session they stay on the driver too (:meth:`SparkSettings.delete`).
 DRIVER_DELETE_BATCHES = 16
-DRIVER_DELETE_THREADS = 8
 
 #: A plan whose units read at most this many bytes (None: any plan with a byte figure) runs in threads
 #: on the driver instead of starting a local Spark session. Such units are pyarrow rewrites, which
@@ -188,16 +186,12 @@ class SparkSettings(BaseModel):
         here, so planners stay unaware of it)."""
         if not batches:
             return []
-        if quarantine_run is not None:
-            stamp = {"quarantine_run": quarantine_run, "operation": operation}
-            batches = [b.model_copy(update=stamp) for b in batches]
+        batches = for_run(batches, quarantine_run, operation)
         max_bytes = _limit(self.driver_max_bytes, DRIVER_MAX_BYTES_ENV, DRIVER_MAX_BYTES, sizes=True)
         if len(batches) > DRIVER_DELETE_BATCHES and not self._spark_would_be_local(max_bytes):
             return self.run_units(batches, task, BatchResult, label=label, description=description, progress=progress)
         progress.print(f"{label} on the driver ...")
-        threads = min(DRIVER_DELETE_THREADS, len(batches))
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delete") as pool:
-            return list(pool.map(task, batches))
+        return delete_in_threads(batches, task)
 
 
 def _limit(given: int | None, env: str, default: int | None, *, sizes: bool) -> int | None:

@@ -32,7 +32,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.delta.actions import ActionModel, Add, Remove
-from lakeops.delta.commit import CommitResult, commit_pending, file_actions_summary
+from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_writable
 from lakeops.delta.partitions import parse_partition_value
@@ -49,10 +49,10 @@ from lakeops.delta.schema import (
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import DataFileWriter, WrittenFile
 from lakeops.errors import InvalidArgument, ProtocolError
-from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, split_into_files
+from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, write_files
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.units import parse_size
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -192,15 +192,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         *,
         final: bool,
     ) -> CommitOutcome:
-        done = commit_compaction(self, list(results), storage_options)
-        if done is None:
-            return CommitOutcome()
-        position = {g.group_id: i for i, g in enumerate(units)}
-        return CommitOutcome(
-            version=done.result.version,
-            attempts=done.result.attempts,
-            dropped={position[group]: why for group, why in done.dropped.items()},
-        )
+        return commit_compaction(self, results, storage_options)
 
     def discard(self, results: Sequence[RewriteResult], storage_options: StorageOptions) -> int:
         paths = written_locations(results)
@@ -348,38 +340,48 @@ def _rows_per_file(group: RewriteGroup) -> int:
     return rows_per_file(group.target_file_size, group.bytes, sum(f.num_records or 0 for f in group.files))
 
 
+@dataclass
+class _OutputFile:
+    """One new data file of a bin (:class:`lakeops.packing.OutputFile`): buffered until stored."""
+
+    group: RewriteGroup
+    storage: Storage
+    writer: DataFileWriter
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        self.writer.write(data if isinstance(data, pa.Table) else pa.Table.from_batches([data]))
+
+    def finish(self) -> WrittenFile | None:
+        return self.writer.finish(
+            self.storage,
+            self.group.table_root,
+            directory=self.group.output_dir,
+            partition_values=self.group.partition_values,
+            data_change=False,
+        )
+
+    def abort(self) -> None:
+        """Nothing is stored before :meth:`finish`: the buffer goes with the writer."""
+
+
 def rewrite_group(group: RewriteGroup) -> RewriteResult:
     """Rewrite one bin into files of about the target size; returns their ``add`` actions.
 
-    Rows stream through one :class:`DataFileWriter` at a time, so a task holds one row group and one
-    encoded output file in memory, whatever the size of the bin. A task that fails deletes what it
-    already stored before it dies.
+    Rows stream through one :class:`DataFileWriter` at a time (:func:`lakeops.packing.write_files`),
+    so a task holds one row group and one encoded output file in memory, whatever the size of the
+    bin. A task that fails deletes what it already stored before it dies.
     """
     started = time.monotonic()
     storage = open_storage(group.table_root, group.storage)
     schema = parse_schema(group.schema_string)
     mode = cast(ColumnMappingMode, group.column_mapping_mode)
-    rows_per_file = _rows_per_file(group)
+    rows_read = dropped = 0
 
-    def new_writer() -> DataFileWriter:
-        return DataFileWriter(
+    def open_file(_: int) -> _OutputFile:
+        writer = DataFileWriter(
             schema, mode=mode, partition_columns=group.partition_columns, configuration=group.configuration
         )
-
-    def store(writer: DataFileWriter) -> None:
-        done = writer.finish(
-            storage,
-            group.table_root,
-            directory=group.output_dir,
-            partition_values=group.partition_values,
-            data_change=False,
-        )
-        if done is not None:
-            written.append(done)
-
-    written: list[WrittenFile] = []
-    rows_read = dropped = 0
-    writer = new_writer()
+        return _OutputFile(group, storage, writer)
 
     def live_tables() -> Iterator[pa.Table]:
         nonlocal rows_read, dropped
@@ -388,16 +390,9 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
             dropped += source.deleted_rows
             yield table
 
-    try:
-        for piece, complete in split_into_files(live_tables(), rows_per_file):
-            writer.write(piece)
-            if complete:
-                store(writer)
-                writer = new_writer()
-        store(writer)
-    except BaseException:
-        storage.delete_many([w.location for w in written])
-        raise
+    written = write_files(
+        live_tables(), _rows_per_file(group), open_file, lambda done: storage.delete_many([w.location for w in done])
+    )
     return RewriteResult(
         group_id=group.group_id,
         written=written,
@@ -409,15 +404,6 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
 
 
 # --- commit: driver --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CompactionCommit:
-    """The ``OPTIMIZE`` version that landed, and the bins versions landing first took out of it."""
-
-    result: CommitResult
-    #: group id -> why it was dropped (the winning version and the file it removed or changed).
-    dropped: dict[int, str]
 
 
 def _remove_of(source: SourceFile, now_ms: int) -> Remove:
@@ -505,12 +491,13 @@ class _OptimizeCommit:
 
 
 def commit_compaction(
-    plan: CompactionPlan, results: list[RewriteResult], storage_options: StorageOptions
-) -> CompactionCommit | None:
+    plan: CompactionPlan, results: Sequence[RewriteResult], storage_options: StorageOptions
+) -> CommitOutcome:
     """Commit the rewrite as one version (``OPTIMIZE``), dropping bins that versions landing first
-    touched; None when there was nothing to rewrite."""
+    touched (``dropped``: by position in ``plan.groups``, with the winning version and the file it
+    removed or changed); nothing committed when there was nothing to rewrite."""
     if not plan.groups:
-        return None
+        return CommitOutcome()
     storage = open_storage(plan.table_root, storage_options)
     by_id = {r.group_id: r for r in results}
     if set(by_id) != {g.group_id for g in plan.groups}:
@@ -530,7 +517,9 @@ def commit_compaction(
         max_attempts=plan.commit_retries + 1,
         timeout_s=plan.commit_timeout.total_seconds(),
     )
-    return CompactionCommit(result, dict(pending.dropped))
+    position = {g.group_id: i for i, g in enumerate(plan.groups)}
+    dropped = {position[group]: why for group, why in pending.dropped.items()}
+    return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped)
 
 
 def written_locations(results: Sequence[RewriteResult]) -> list[str]:

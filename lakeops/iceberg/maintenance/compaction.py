@@ -29,7 +29,7 @@ import dataclasses
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature
-from lakeops.iceberg.commit import CatalogCommit, RetryPolicy, commit_change
+from lakeops.iceberg.commit import RetryPolicy, commit_change
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
 from lakeops.iceberg.data_writer import ParquetDataWriter, WrittenFile
 from lakeops.iceberg.deletes import (
@@ -58,7 +58,7 @@ from lakeops.iceberg.snapshot_update import ReplaceFiles
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table, read_metadata, table_storage
 from lakeops.iceberg.transforms import parse_transform
 from lakeops.iceberg.types import NestedField, Schema, StructType
-from lakeops.packing import first_fit_decreasing, split_into_files
+from lakeops.packing import first_fit_decreasing, write_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
@@ -253,19 +253,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         final: bool,
     ) -> CommitOutcome:
         """One ``replace`` snapshot of ``units``; the dangling delete files go with the ``final`` one."""
-        done = commit_groups(self, units, results, storage_options, include_dangling=final)
-        if done is None:
-            return CommitOutcome()
-        committed = done.outcome.metadata.current_snapshot()
-        assert committed is not None  # the snapshot just committed
-        position = {g.group_id: i for i, g in enumerate(units)}
-        return CommitOutcome(
-            version=committed.sequence_number,
-            snapshot_id=committed.snapshot_id,
-            attempts=done.outcome.attempts,
-            dropped={position[group]: why for group, why in done.dropped.items()},
-            metrics={"delete_files_removed": done.delete_files_removed},
-        )
+        return commit_groups(self, units, results, storage_options, include_dangling=final)
 
     def discard(self, results: Sequence[RewriteResult], storage_options: StorageOptions) -> int:
         paths = written_locations(results)
@@ -572,6 +560,25 @@ def sort_table(table: pa.Table, order: SortOrder, schema: Schema) -> pa.Table:
     return table.take(indices)
 
 
+@dataclass
+class _OutputFile:
+    """One new data file of a group (:class:`lakeops.packing.OutputFile`): stored only when it has rows."""
+
+    writer: ParquetDataWriter
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        self.writer.write(data)
+
+    def finish(self) -> WrittenFile | None:
+        if not self.writer.rows:
+            self.writer.abort()
+            return None
+        return self.writer.finish()
+
+    def abort(self) -> None:
+        self.writer.abort()
+
+
 def rewrite_group(group: RewriteGroup) -> RewriteResult:
     """Rewrite one group into files of about the target size, deletes applied.
 
@@ -584,46 +591,29 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
     projection = StructType(fields=(*schema.fields, *(NestedField.model_validate(f) for f in group.extra_read_fields)))
     rows_per_file = estimate_rows_per_file(group.target_file_size, group.bytes, group.record_count)
     run = uuid.uuid4().hex[:16]
-    written: list[WrittenFile] = []
-
-    def new_writer() -> ParquetDataWriter:
-        location = f"{group.output_dir}/{run}-{group.group_id:05d}-{len(written):05d}.parquet"
-        return ParquetDataWriter(storage, location, schema, properties=group.properties)
-
     rows_read = deleted = 0
-    writer = new_writer()
-    try:
-        chunks: Iterator[pa.RecordBatch | pa.Table]
-        if group.sort_order_json is not None:
-            tables = []
-            for live, read, gone in _live_batches(group, schema, projection):
-                rows_read, deleted = rows_read + read, deleted + gone
-                tables.append(pa.Table.from_batches([live]) if isinstance(live, pa.RecordBatch) else live)
-            order = SortOrder.model_validate(group.sort_order_json)
-            merged = pa.concat_tables(tables) if tables else pa.table({})
-            chunks = iter([sort_table(merged, order, schema)] if tables else [])
-        else:
 
-            def stream() -> Iterator[pa.RecordBatch | pa.Table]:
-                nonlocal rows_read, deleted
-                for live, read, gone in _live_batches(group, schema, projection):
-                    rows_read, deleted = rows_read + read, deleted + gone
-                    yield live
+    def open_file(index: int) -> _OutputFile:
+        location = f"{group.output_dir}/{run}-{group.group_id:05d}-{index:05d}.parquet"
+        return _OutputFile(ParquetDataWriter(storage, location, schema, properties=group.properties))
 
-            chunks = stream()
-        for piece, complete in split_into_files(chunks, rows_per_file):
-            writer.write(piece)
-            if complete:
-                written.append(writer.finish())
-                writer = new_writer()
-        if writer.rows:
-            written.append(writer.finish())
-        else:
-            writer.abort()
-    except BaseException:
-        writer.abort()
-        storage.delete_many([normalize(w.location, literal=True) for w in written])
-        raise
+    def live() -> Iterator[pa.RecordBatch | pa.Table]:
+        nonlocal rows_read, deleted
+        for batch, read, gone in _live_batches(group, schema, projection):
+            rows_read, deleted = rows_read + read, deleted + gone
+            yield batch
+
+    chunks: Iterable[pa.RecordBatch | pa.Table] = live()
+    if group.sort_order_json is not None:  # sorting needs every row of the group
+        tables = [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in live()]
+        order = SortOrder.model_validate(group.sort_order_json)
+        chunks = [sort_table(pa.concat_tables(tables), order, schema)] if tables else []
+    written = write_files(
+        chunks,
+        rows_per_file,
+        open_file,
+        lambda done: storage.delete_many([normalize(w.location, literal=True) for w in done]),
+    )
     return RewriteResult(
         group_id=group.group_id,
         written=written,
@@ -635,16 +625,6 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
 
 
 # --- commit: driver --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GroupsCommit:
-    """The ``replace`` snapshot that landed, and the groups commits landing first took out of it."""
-
-    outcome: CatalogCommit
-    #: group id -> why it was dropped (the file a concurrent commit removed or added deletes to).
-    dropped: dict[int, str]
-    delete_files_removed: int
 
 
 @dataclass
@@ -702,15 +682,16 @@ def commit_groups(
     storage_options: StorageOptions,
     *,
     include_dangling: bool = True,
-) -> GroupsCommit | None:
+) -> CommitOutcome:
     """Commit the rewritten ``groups`` as one ``replace`` snapshot, dropping those that commits landing
-    first invalidated; None when there is nothing to commit."""
+    first invalidated (``dropped``: by position in ``groups``, with the file a concurrent commit removed
+    or added deletes to); nothing committed when there is nothing to commit."""
     by_id = {r.group_id: r for r in results}
     if set(by_id) != {g.group_id for g in groups}:
         raise InvalidArgument(f"{plan.table_name}: rewrite results do not match the plan's groups")
     dangling = set(plan.dangling_deletes) if include_dangling else set()
     if not groups and not dangling:
-        return None
+        return CommitOutcome()
     table = load_table(plan.table, storage_options)
     start = _start_state(plan, table, storage_options)
     scan = plan._scan or plan_scan(start.storage, start.metadata, start.metadata.current_snapshot())
@@ -737,8 +718,17 @@ def commit_groups(
         policy = dataclasses.replace(policy, num_retries=plan.commit_retries)
     if plan.commit_timeout is not None:
         policy = dataclasses.replace(policy, total_timeout_ms=int(plan.commit_timeout.total_seconds() * 1000))
-    outcome = commit_change(start, change, current=table, policy=policy)
-    return GroupsCommit(outcome, dict(change.dropped), len(change.dangling))
+    done = commit_change(start, change, current=table, policy=policy)
+    committed = done.metadata.current_snapshot()
+    assert committed is not None  # the snapshot just committed
+    position = {g.group_id: i for i, g in enumerate(groups)}
+    return CommitOutcome(
+        version=committed.sequence_number,
+        snapshot_id=committed.snapshot_id,
+        attempts=done.attempts,
+        dropped={position[group]: why for group, why in change.dropped.items()},
+        metrics={"delete_files_removed": len(change.dangling)},
+    )
 
 
 def _start_state(plan: CompactionPlan, current: IcebergTable, storage_options: StorageOptions) -> IcebergTable:

@@ -187,7 +187,7 @@ def test_a_compaction_between_the_snapshots_adds_no_rows(tmp_path: Path) -> None
     compact = compaction.plan_compaction(ours, compaction.IcebergCompactionOptions(min_input_files=2), OPTIONS)
     results = [compaction.rewrite_group(g) for g in compact.groups]
     done = compaction.commit_groups(compact, compact.groups, results, OPTIONS)
-    assert done is not None and done.outcome.table.metadata.current_snapshot().operation == "replace"  # type: ignore[union-attr]
+    assert done.committed and _load(table).metadata.snapshot_by_id(done.snapshot_id).operation == "replace"
     table.table = table.reload()
     table.table.append(batch(50, 2))
     end = _snapshot_id(_load(table))
