@@ -31,10 +31,10 @@ class CommitOutcome(BaseModel):
     """What one commit of a plan did, in any format.
 
     ``version``: the table version the commit created (Delta: the log version; Iceberg: the new
-    snapshot's sequence number; Icechunk: None, see ``snapshot_id``), None when there was nothing to
-    commit. ``snapshot_id``: Iceberg's new snapshot id or Icechunk's new snapshot. ``attempts``: puts
-    it took (1 without a race). ``dropped``: index in the committed batch of each unit that a commit
-    landing first invalidated, with why; their results are not part of the table.
+    snapshot's sequence number; Icechunk: the branch's new sequence number), None when there was
+    nothing to commit. ``snapshot_id``: Iceberg's new snapshot id or Icechunk's new snapshot.
+    ``attempts``: puts it took (1 without a race). ``dropped``: index in the committed batch of each
+    unit that a commit landing first invalidated, with why; their results are not part of the table.
     """
 
     model_config = ConfigDict(frozen=True)

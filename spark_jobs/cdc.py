@@ -13,11 +13,11 @@ from rich.console import Console
 
 from lakeops.ops import cdc
 from lakeops.ops.cdc import CdcOptions, CdcReport
-from lakeops.ops.icechunk import IcechunkCdcReport
+from lakeops.ops.icechunk import cdc as icechunk_cdc
+from lakeops.ops.icechunk.cdc import IcechunkCdcReport
 from lakeops.ops.target import IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 
 HELP = (
@@ -78,14 +78,14 @@ def execute(
     """Plan, extract on Spark, commit."""
     target = resolve_target(table, options, storage_options)
     if isinstance(target, IcechunkTarget):
-        return icechunk.cdc(
+        return icechunk_cdc.extract(
             target.location,
             from_snapshot=str(options.from_version),
             to_snapshot=None if options.to_version is None else str(options.to_version),
             output=options.output,
             dry_run=options.dry_run,
             storage_options=storage_options,
-            spark=spark,
+            executor=spark,
             progress=progress,
         )
     console = progress

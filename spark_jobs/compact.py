@@ -12,11 +12,11 @@ from rich.console import Console
 
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
-from lakeops.ops.icechunk import IcechunkCompactionReport
+from lakeops.ops.icechunk import compaction as icechunk_compaction
+from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 from lakeops.ops.target import IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
 HELP = (
@@ -130,14 +130,14 @@ def execute(
             "commit_retries",
             "commit_timeout",
         )
-        return icechunk.compact(
+        return icechunk_compaction.compact(
             target.location,
             branch=options.branch,
             target_file_size=options.target_file_size,
             min_input_files=options.min_input_files,
             dry_run=options.dry_run,
             storage_options=storage_options,
-            spark=spark,
+            executor=spark,
             progress=progress,
         )
     started = time.monotonic()

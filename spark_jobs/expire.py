@@ -3,7 +3,7 @@
 Delta (log expiry): no Spark job, the deletions are a handful of log files, done on the driver in one
 batched request. Iceberg (snapshot expiry): the driver commits the new metadata, then the files only
 expired snapshots reached are deleted, one Spark task per batch — on the driver when they fit in one
-batch, so small expiries start no cluster. Icechunk: see :mod:`spark_jobs.icechunk`.
+batch, so small expiries start no cluster. Icechunk: :mod:`lakeops.ops.icechunk.expiry`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from rich.console import Console
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import expiry
 from lakeops.ops.expiry import ExpireOptions, ExpiryOptions, ExpiryReport, SnapshotExpiryReport, parse_retention
-from lakeops.ops.icechunk import IcechunkExpiryReport
+from lakeops.ops.icechunk import expiry as icechunk_expiry
+from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
 from lakeops.ops.target import CatalogOptions, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.quarantine import TRASH_DIR, new_run_id
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
-from spark_jobs import icechunk
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
 HELP = (
@@ -136,9 +136,9 @@ def execute(
     refuse_options(str(target), options, "snapshot_id")
     if isinstance(target, IcechunkTarget):
         refuse_options(target.location, options, "keep_from_version", "retain_last")
-        return icechunk.expire(
+        return icechunk_expiry.expire(
             target.location,
-            older_than=options.older_than,
+            retention=parse_retention(options.older_than) if options.older_than is not None else None,
             force=options.force,
             dry_run=options.dry_run,
             storage_options=storage_options,

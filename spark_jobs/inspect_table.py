@@ -8,7 +8,7 @@ from datetime import datetime
 from pydantic import ConfigDict, Field
 from rich.console import Console
 
-from lakeops.ops.icechunk import IcechunkInspectReport
+from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.ops.target import CatalogOptions
 from lakeops.storage import StorageOptions

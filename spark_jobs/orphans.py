@@ -16,13 +16,13 @@ from rich.console import Console
 from lakeops.iceberg.maintenance.orphans import DEFAULT_OLDER_THAN, PrefixMismatchMode
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import consumers, orphans
-from lakeops.ops.icechunk import IcechunkGcReport
+from lakeops.ops.icechunk import orphans as icechunk_orphans
+from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.ops.orphans import IcebergOrphansReport, OrphanOptions, OrphansReport, UnitListing, VacuumOptions
 from lakeops.ops.target import CatalogOptions, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_retention
-from spark_jobs import icechunk
 from spark_jobs.expire import add_quarantine_flag, show_paths
 from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
 
@@ -114,13 +114,13 @@ def execute(
     refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
     if isinstance(target, IcechunkTarget):
         refuse_options(target.location, options, "keep_from_version")
-        return icechunk.orphans(
+        return icechunk_orphans.collect_garbage(
             target.location,
-            older_than=options.older_than,
+            retention=parse_retention(options.older_than) if options.older_than is not None else None,
             force_short_retention=options.force_short_retention,
             dry_run=options.dry_run,
             storage_options=storage_options,
-            spark=spark,
+            executor=spark,
             progress=progress,
             quarantine_run=quarantine_run,
         )

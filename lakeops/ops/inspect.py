@@ -15,7 +15,7 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import TableRef, load_table
-from lakeops.ops.icechunk import IcechunkInspectReport, inspect_repository
+from lakeops.ops.icechunk.inspect import IcechunkInspectReport, inspect_repository
 from lakeops.ops.report import InspectionReport, TableState
 from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage

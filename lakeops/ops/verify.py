@@ -74,7 +74,7 @@ from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.snapshot import ArrayData
 from lakeops.ops.checkpoint import CheckpointReport
 from lakeops.ops.compaction import CompactionReport
-from lakeops.ops.icechunk import IcechunkCompactionReport
+from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 from lakeops.ops.report import Report
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.storage import Storage, StorageOptions, open_storage

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import CommitStateUnknown, LakeopsError, NotATable, UnsupportedFeature
 from lakeops.icechunk.encoding import MAGIC_1X
+from lakeops.icechunk.maintenance.gc import Delete
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTALL_HINT",
+    "PACKAGE_FORMAT",
     "DelegatedOutcome",
     "DelegatedPlan",
     "expire_snapshots",
@@ -50,6 +52,8 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'lakeops[icechunk]'"
+#: How reports name the format of such a repository.
+PACKAGE_FORMAT = "icechunk (package format)"
 #: The repository-info object later spec versions keep at the root.
 REPO_INFO = "repo"
 #: The file holding a branch's tip in the package's format (the seed format has one file per version).
@@ -89,6 +93,10 @@ class DelegatedPlan(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    format: ClassVar[str] = PACKAGE_FORMAT
+    #: The package deletes the files itself: lakeops cannot move them into a trash run.
+    can_quarantine: ClassVar[bool] = False
+
     table_root: str
     storage: StorageOptions
     operation: Operation
@@ -100,6 +108,35 @@ class DelegatedPlan(BaseModel):
     @property
     def cutoff(self) -> datetime:
         return instant(self.cutoff_ms)
+
+    @property
+    def delegated_to(self) -> str:
+        return f"icechunk {self.package_version}"
+
+    def expire(self, storage_options: StorageOptions, *, dry_run: bool, quarantine_run: str | None) -> dict[str, Any]:
+        """:func:`expire_snapshots`; the expiry report's figures, named as its fields. The package removes
+        what it expires, so ``quarantine_run`` is never given (``can_quarantine``)."""
+        outcome = expire_snapshots(self, dry_run=dry_run)
+        return {"snapshots_expired": outcome.snapshots_expired, "delegated_to": self.delegated_to}
+
+    def collect_garbage(
+        self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """:func:`garbage_collect`; the report's figures, named as its fields. The package lists, checks
+        and deletes in one call: ``delete`` and ``note`` have nothing to do."""
+        outcome = garbage_collect(self, dry_run=dry_run)
+        deleted = {
+            "deleted_snapshots": outcome.snapshots_deleted,
+            "deleted_manifests": outcome.manifests_deleted,
+            "deleted_attribute_files": outcome.attributes_deleted,
+            "deleted_chunks": outcome.chunks_deleted,
+            "deleted_transaction_logs": outcome.transaction_logs_deleted,
+        }
+        return deleted | {
+            "deleted_files": sum(deleted.values()),
+            "deleted_bytes": outcome.bytes_deleted,
+            "delegated_to": self.delegated_to,
+        }
 
 
 class DelegatedOutcome(BaseModel):

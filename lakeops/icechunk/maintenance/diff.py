@@ -21,24 +21,26 @@ snapshot id, its parent's id, its depth (``total_parents``, the number of ancest
 ``written_at``.
 
 **Export** (``lakeops cdc REPO --from F --to T``): the changes of every snapshot after F up to T on
-T's ancestry (F must be an ancestor of T), in depth order, written by Spark tasks (:func:`extract_unit`,
-a few consecutive snapshots per task) as Parquet files of a Delta table and committed once with
-:mod:`lakeops.delta.writer`. Idempotency follows :mod:`lakeops.changefeed.cdf_export`
-("Transaction Identifiers"): ``txn.appId`` is ``icechunk:<id of the repository's initial snapshot>``
-(the root of every ancestry, so stable for the repository), ``txn.version`` the depth of the last
-snapshot extracted, and the output records the first depth it holds; a range already held is not
-written again, an overlapping one is extracted from the next depth, a gap or an earlier start is
-refused. One output follows one line of history: depths of snapshots on diverging branches
-coincide, so extract each branch into its own output. A snapshot whose file expired cannot be
-diffed: such a range is refused (the CDC horizon).
+T's ancestry (F must be an ancestor of T), in depth order, written by an executor's tasks
+(:func:`extract_unit`, a few consecutive snapshots per task) as Parquet files of a Delta table and
+committed once with :mod:`lakeops.delta.writer` (:class:`DiffPlan` is a
+:class:`~lakeops.plan.MaintenancePlan`, which :mod:`lakeops.ops.run` drives). Idempotency follows
+:mod:`lakeops.changefeed.cdf_export` ("Transaction Identifiers"): ``txn.appId`` is
+``icechunk:<id of the repository's initial snapshot>`` (the root of every ancestry, so stable for
+the repository), ``txn.version`` the depth of the last snapshot extracted, and the output records
+the first depth it holds; a range already held is not written again, an overlapping one is extracted
+from the next depth, a gap or an earlier start is refused. One output follows one line of history:
+depths of snapshots on diverging branches coincide, so extract each branch into its own output. A
+snapshot whose file expired cannot be diffed: such a range is refused (the CDC horizon).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +57,7 @@ from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
 from lakeops.icechunk.manifest import ChunkIndices, ChunkPayload, ChunkRef
 from lakeops.icechunk.repository import AncestryEntry, Repository
 from lakeops.icechunk.snapshot import ArrayData, NodeSnapshot, path_sort_key
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import StorageOptions, is_within, normalize, open_storage
 
 __all__ = [
@@ -232,10 +235,12 @@ class DiffResult(BaseModel):
     seconds: float
 
 
-class DiffPlan(BaseModel):
+class DiffPlan(BaseModel, MaintenancePlan[DiffUnit, DiffResult]):
     """Immutable, printable plan: depths ``from_version..to_version`` of ``to_snapshot``'s ancestry."""
 
     model_config = ConfigDict(frozen=True)
+
+    format: ClassVar[str] = "icechunk"
 
     table_root: str
     output_root: str
@@ -254,6 +259,30 @@ class DiffPlan(BaseModel):
     @property
     def snapshots(self) -> int:
         return sum(len(u.steps) for u in self.units)
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def work_units(self) -> list[DiffUnit]:
+        return self.units
+
+    def task(self) -> Callable[[DiffUnit], DiffResult]:
+        return extract_unit
+
+    def result_type(self) -> type[DiffResult]:
+        return DiffResult
+
+    def commit(
+        self, units: Sequence[DiffUnit], results: Sequence[DiffResult], storage_options: StorageOptions, *, final: bool
+    ) -> CommitOutcome:
+        """:func:`commit_diff`: one version of the output (nothing when it already held the range)."""
+        done = commit_diff(self, list(results), storage_options)
+        return CommitOutcome() if done is None else CommitOutcome(version=done.version, attempts=done.attempts)
+
+    def discard(self, results: Sequence[DiffResult], storage_options: StorageOptions) -> int:
+        """Delete the files ``results`` wrote (never anything else, never outside the output table)."""
+        paths = written_locations(results)
+        return open_storage(self.output_root, storage_options).delete_many(paths) if paths else 0
 
 
 def _output_state(target: TargetTable, source_id: str, root: str, first: int) -> tuple[Metadata, int | None]:
@@ -417,6 +446,6 @@ def commit_diff(plan: DiffPlan, results: list[DiffResult], storage_options: Stor
     )
 
 
-def written_locations(results: list[DiffResult]) -> list[str]:
+def written_locations(results: Sequence[DiffResult]) -> list[str]:
     """Every file this attempt wrote: the only files an abort may delete."""
     return [w.location for r in results for w in r.written]

@@ -29,6 +29,7 @@ small ref files), done on the driver; :func:`execute_expiry` re-checks each file
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,7 +38,7 @@ from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.repository import Repository
 from lakeops.quarantine import remove
-from lakeops.storage import FileInfo, Storage, is_within, join, normalize
+from lakeops.storage import FileInfo, Storage, StorageOptions, is_within, join, normalize, open_storage
 from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = ["ExpiredBranchFile", "IcechunkExpiryPlan", "execute_expiry", "plan_expiry", "require_repository"]
@@ -61,6 +62,10 @@ class IcechunkExpiryPlan(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    format: ClassVar[str] = "icechunk"
+    #: lakeops removes the files itself, so it can move them into a trash run instead.
+    can_quarantine: ClassVar[bool] = True
+
     table_root: str
     retention: timedelta
     cutoff_ms: int
@@ -76,6 +81,22 @@ class IcechunkExpiryPlan(BaseModel):
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    def expire(self, storage_options: StorageOptions, *, dry_run: bool, quarantine_run: str | None) -> dict[str, Any]:
+        """Remove the planned files (:func:`execute_expiry`) unless ``dry_run``; the expiry report's
+        figures, named as its fields (the paths listed in a dry run)."""
+        if not dry_run:
+            execute_expiry(self, open_storage(self.table_root, storage_options), quarantine_run=quarantine_run)
+        return {
+            "branches": len(self.branch_tips),
+            "tags": len(self.tags),
+            "branch_files": self.branch_files,
+            "deleted_branch_files": len(self.files),
+            "deleted_bytes": self.bytes,
+            "snapshots_expired": len(self.expired_snapshots),
+            "snapshots_retained": len(self.retained_snapshots),
+            "paths": [f.path for f in self.files] if dry_run else [],
+        }
 
 
 def require_repository(repo: Repository) -> None:

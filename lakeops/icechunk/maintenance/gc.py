@@ -31,18 +31,20 @@ Plan and reachability run on the driver and fail (nothing deleted) on any ref or
 that cannot be read or decoded. Just before deleting, :func:`recheck` recomputes the roots from the
 refs and young snapshots as they are then and drops every candidate that became reachable (a branch
 reset to an old snapshot, a commit that landed meanwhile). The deletions run as
-:mod:`lakeops.deletion` batches (one Spark task each) that refuse anything outside the root or
-under ``refs/``.
+:mod:`lakeops.deletion` batches (on the caller's executor: threads, or one Spark task each) that
+refuse anything outside the root or under ``refs/`` (:meth:`GcPlan.collect_garbage`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.deletion import BatchResult, Candidate, DeleteBatch, make_batches
 from lakeops.errors import InvalidArgument
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import validate_id
@@ -56,13 +58,14 @@ from lakeops.icechunk.repository import (
     Reachable,
     Repository,
 )
-from lakeops.storage import FileInfo, Storage, StorageOptions, join
+from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "TEMP_KIND",
+    "Delete",
     "GcPlan",
     "ObjectKind",
     "list_kind",
@@ -83,12 +86,19 @@ OBJECT_DIRS: dict[ObjectKind, str] = {
 }
 #: The candidate kind of an abandoned lakeops temporary file.
 TEMP_KIND = "temp"
+#: Deletes batches and returns one result a batch: an executor's ``delete``, which moves the files into
+#: a trash run instead when the caller quarantines.
+Delete = Callable[[Sequence[DeleteBatch]], list[BatchResult]]
 
 
 class GcPlan(BaseModel):
     """Immutable, printable plan computed from one listing of the repository."""
 
     model_config = ConfigDict(frozen=True)
+
+    format: ClassVar[str] = "icechunk"
+    #: lakeops deletes the files itself, so it can move them into a trash run instead.
+    can_quarantine: ClassVar[bool] = True
 
     table_root: str
     retention: timedelta
@@ -111,6 +121,44 @@ class GcPlan(BaseModel):
     @property
     def roots(self) -> set[str]:
         return set(self.ref_files.values()) | set(self.young_snapshots)
+
+    def collect_garbage(
+        self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """Unless ``dry_run``: :func:`recheck` the plan, tell ``note`` what it will delete, and ``delete``
+        its batches. The report's figures, named as its fields (those of the re-checked plan)."""
+        if dry_run:
+            return self.report_fields(dry_run=True)
+        plan = recheck(self, open_storage(self.table_root, storage_options))
+        note(
+            f"{plan.objects_scanned} objects scanned, {plan.objects_reachable} reachable; "
+            f"{len(plan.candidates)} unreachable objects older than the floor to delete"
+        )
+        results = delete(plan.batches)
+        if sorted(r.batch_id for r in results) != [b.batch_id for b in plan.batches]:
+            raise InvalidArgument(f"{plan.table_root}: delete results do not match the plan's batches")
+        return plan.report_fields(dry_run=False)
+
+    def report_fields(self, *, dry_run: bool) -> dict[str, Any]:
+        """What the plan deletes by kind and what its listing saw, named as the report's fields (the
+        paths listed in a dry run)."""
+        kinds = Counter(c.kind for c in self.candidates)
+        return {
+            "retained_snapshots": len(self.roots),
+            "objects_scanned": self.objects_scanned,
+            "objects_reachable": self.objects_reachable,
+            "files_too_recent": self.objects_too_recent,
+            "unrecognised_files": self.unrecognised_files,
+            "batches": len(self.batches),
+            "deleted_snapshots": kinds["snapshot"],
+            "deleted_manifests": kinds["manifest"],
+            "deleted_attribute_files": kinds["attributes"],
+            "deleted_chunks": kinds["chunk"],
+            "deleted_temp_files": kinds[TEMP_KIND],
+            "deleted_files": len(self.candidates),
+            "deleted_bytes": sum(c.size for c in self.candidates),
+            "paths": [c.path for c in self.candidates] if dry_run else [],
+        }
 
 
 def list_objects(storage: Storage, root: str) -> tuple[dict[ObjectKind, dict[str, FileInfo]], int]:

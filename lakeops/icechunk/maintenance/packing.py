@@ -5,7 +5,8 @@ file" and a native reference is ``ChunkRef{id, offset, length}`` ("Chunk Files",
 Files"); a commit writes chunks, manifests, a snapshot, then the next branch file with
 put-if-absent ("Write New Snapshot").
 
-plan (driver) → :func:`pack_unit` per bin (Spark task) → :func:`commit_packing` (driver):
+plan (driver) → :func:`pack_unit` per bin (a task of any executor) → :func:`commit_packing` (driver);
+:class:`PackingPlan` is a :class:`~lakeops.plan.MaintenancePlan`, which :mod:`lakeops.ops.run` drives:
 
 * **Plan**, pinned to the branch tip (sequence and snapshot): for every array, its native chunks
   whose chunk *object* is smaller than the target file size and referenced by this array only
@@ -32,7 +33,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +46,7 @@ from lakeops.icechunk.maintenance.gc import list_kind
 from lakeops.icechunk.manifest import ChunkIndices, ChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.writer import ChangeSet, CommitResult, commit
+from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import Storage, StorageOptions, open_storage
 
 __all__ = [
@@ -113,10 +116,12 @@ class PackResult(BaseModel):
     seconds: float
 
 
-class PackingPlan(BaseModel):
+class PackingPlan(BaseModel, MaintenancePlan[PackUnit, PackResult]):
     """Immutable, printable plan pinned to the branch tip ``read_version`` (its sequence number)."""
 
     model_config = ConfigDict(frozen=True)
+
+    format: ClassVar[str] = "icechunk"
 
     table_root: str
     branch: str
@@ -142,6 +147,37 @@ class PackingPlan(BaseModel):
     @property
     def arrays_compacted(self) -> int:
         return len({u.array_path for u in self.groups})
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def work_units(self) -> list[PackUnit]:
+        return self.groups
+
+    def task(self) -> Callable[[PackUnit], PackResult]:
+        return pack_unit
+
+    def result_type(self) -> type[PackResult]:
+        return PackResult
+
+    def work_bytes(self, units: Sequence[PackUnit]) -> int:
+        return sum(u.object_bytes for u in units)
+
+    def commit_batches(self) -> list[list[PackUnit]]:
+        """Every bin in one commit; no commit without bins (it would be a snapshot that moves nothing)."""
+        return [list(self.groups)] if self.groups else []
+
+    def commit(
+        self, units: Sequence[PackUnit], results: Sequence[PackResult], storage_options: StorageOptions, *, final: bool
+    ) -> CommitOutcome:
+        """:func:`commit_packing`; the outcome's version is the branch's new sequence number."""
+        done = commit_packing(self, list(results), open_storage(self.table_root, storage_options))
+        return CommitOutcome(version=done.sequence, snapshot_id=done.snapshot_id, attempts=done.attempts)
+
+    def discard(self, results: Sequence[PackResult], storage_options: StorageOptions) -> int:
+        """Delete the chunk files ``results`` wrote (never anything else, never outside the root)."""
+        paths = written_locations(results)
+        return open_storage(self.table_root, storage_options).delete_many(paths) if paths else 0
 
 
 def _bins(
@@ -270,7 +306,7 @@ def pack_unit(unit: PackUnit) -> PackResult:
 # --- commit: driver --------------------------------------------------------------------------------
 
 
-def written_locations(results: list[PackResult]) -> list[str]:
+def written_locations(results: Sequence[PackResult]) -> list[str]:
     """Every chunk file this attempt wrote: the only files an abort may delete."""
     return [r.location for r in results]
 

@@ -18,12 +18,15 @@ import icechunk
 import numpy as np
 import pytest
 import zarr
+from rich.console import Console
 
 from lakeops.errors import InvalidArgument, NotATable, UnsafeOperation, UnsupportedFeature
+from lakeops.execution import ThreadExecutor
 from lakeops.icechunk.maintenance import delegated
 from lakeops.icechunk.maintenance.delegated import DelegatedPlan
-from lakeops.ops import icechunk as ops
 from lakeops.ops.detect import detect_format
+from lakeops.ops.icechunk import expiry as ops_expiry
+from lakeops.ops.icechunk import orphans as ops_orphans
 from lakeops.storage import StorageOptions, open_storage, relative_to
 
 WEEK_MS = 7 * 24 * 3600 * 1000
@@ -156,7 +159,7 @@ def test_the_seed_format_test_repository_and_an_empty_directory_are_not(repo_cop
 
 def test_a_seed_format_repository_keeps_its_own_expiry_plan(repo_copy: Path) -> None:
     root = str(repo_copy)
-    plan = ops.plan_expiry(root, open_storage(root), LOCAL, retention=None, force=False, now_ms=int(time.time() * 1000))
+    plan = ops_expiry.plan(root, open_storage(root), LOCAL, retention=None, force=False, now_ms=int(time.time() * 1000))
     assert not isinstance(plan, DelegatedPlan)
 
 
@@ -272,9 +275,9 @@ def test_without_the_package_installed_the_operations_say_how_to_install_it(
     storage = open_storage(local_repo.root)
     assert delegated.is_package_format(storage, local_repo.root)  # detection needs no package
     with pytest.raises(UnsupportedFeature, match=r"icechunk package.*not installed.*pip install 'lakeops\[icechunk\]'"):
-        ops.plan_expiry(local_repo.root, storage, LOCAL, retention=None, force=False, now_ms=0)
+        ops_expiry.plan(local_repo.root, storage, LOCAL, retention=None, force=False, now_ms=0)
     with pytest.raises(UnsupportedFeature, match="not installed"):
-        ops.plan_gc(local_repo.root, storage, LOCAL, retention=None, force=False, batch_size=10, now_ms=0)
+        ops_orphans.plan(local_repo.root, storage, LOCAL, retention=None, force=False, batch_size=10, now_ms=0)
 
 
 # --- S3 --------------------------------------------------------------------------------------------
@@ -297,22 +300,23 @@ def test_expiry_and_garbage_collection_through_the_reports_on_s3(s3_bucket: Any)
     assert delegated.is_package_format(storage, root)
     now_ms = history.mid_ms + WEEK_MS  # the default week then ends between c1 and c2
 
-    expiry_plan = ops.plan_expiry(root, storage, options, retention=None, force=False, now_ms=now_ms)
+    expiry_plan = ops_expiry.plan(root, storage, options, retention=None, force=False, now_ms=now_ms)
     assert isinstance(expiry_plan, DelegatedPlan)
     started = time.monotonic()
-    dry = ops.expiry_report(expiry_plan, started, dry_run=True, storage_options=options)
-    report = ops.expiry_report(expiry_plan, started, dry_run=False, storage_options=options)
+    dry = ops_expiry.run(expiry_plan, options, dry_run=True, started=started)
+    report = ops_expiry.run(expiry_plan, options, dry_run=False, started=started)
     assert (dry.snapshots_expired, report.snapshots_expired) == (1, 1)
-    assert report.format == ops.PACKAGE_FORMAT
+    assert report.format == delegated.PACKAGE_FORMAT
     assert report.delegated_to == f"icechunk {icechunk.__version__}"
     assert report.retention == "7d"
 
     files = _listing(root, options)
-    gc_plan = ops.plan_gc(root, storage, options, retention=None, force=False, batch_size=10, now_ms=now_ms)
+    gc_plan = ops_orphans.plan(root, storage, options, retention=None, force=False, batch_size=10, now_ms=now_ms)
     assert isinstance(gc_plan, DelegatedPlan)
-    gc_dry = ops.gc_report(gc_plan, started, dry_run=True)
+    collect = {"executor": ThreadExecutor(), "progress": Console(quiet=True), "description": "", "started": started}
+    gc_dry = ops_orphans.run(gc_plan, options, dry_run=True, **collect)
     assert _listing(root, options) == files
-    gc = ops.gc_report(gc_plan, started, dry_run=False)
+    gc = ops_orphans.run(gc_plan, options, dry_run=False, **collect)
     assert (gc_dry.deleted_files, gc.deleted_files) == (len(history.c0_files), len(history.c0_files))
     assert gc.deleted_chunks == SHAPE // CHUNK
     assert set(files) - set(_listing(root, options)) == history.c0_files

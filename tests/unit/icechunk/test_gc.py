@@ -38,7 +38,7 @@ from lakeops.icechunk.maintenance.summary import summarize
 from lakeops.icechunk.manifest import ChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.writer import ChangeSet, commit
-from lakeops.ops.icechunk import gc_report
+from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.storage import Storage, StorageOptions, join, open_storage
 from lakeops.storage.local import TMP_SUFFIX
 
@@ -292,5 +292,5 @@ def test_abandoned_temp_files_go_past_the_age_floor(tmp_path: Path) -> None:
     assert all_files(storage, root) == files_before - {str(p) for p in old}
     assert fresh.exists()
     assert contents(storage, root) == before and missing_objects(storage, root) == []
-    report = gc_report(plan, 0.0, dry_run=False)
+    report = IcechunkGcReport(format=plan.format, table=root, **plan.report_fields(dry_run=False))
     assert report.deleted_temp_files == len(old) == report.deleted_files

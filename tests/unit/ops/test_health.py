@@ -22,7 +22,7 @@ from lakeops.ops.health import (
     table_signals,
     verdict,
 )
-from lakeops.ops.icechunk import IcechunkInspectReport
+from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.ops.report import readable
 from lakeops.units import format_seconds

@@ -18,7 +18,9 @@ from lakeops.ops.cdc import CdcReport
 from lakeops.ops.checkpoint import CheckpointReport
 from lakeops.ops.compaction import CompactionReport
 from lakeops.ops.expiry import ExpiryReport
-from lakeops.ops.icechunk import IcechunkCdcReport, IcechunkCompactionReport, IcechunkExpiryReport
+from lakeops.ops.icechunk.cdc import IcechunkCdcReport
+from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
+from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.ops.report import InspectionReport, Report, TableState
 from lakeops.ops.target import CatalogOptions

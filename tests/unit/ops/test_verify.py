@@ -14,16 +14,17 @@ from deltalake import write_deltalake
 from iceberg_merge_on_read import add_position_deletes, load
 from icechunk_repos import build_history
 from pyiceberg_tables import PyIcebergTable, small_file_table
+from rich.console import Console
 
 from lakeops.errors import UnsupportedFeature
+from lakeops.execution import ThreadExecutor
 from lakeops.iceberg.manifest import manifests_of
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import TableRef
-from lakeops.icechunk.maintenance.packing import pack_unit
 from lakeops.ops import checkpoint, compaction
-from lakeops.ops import icechunk as ops_icechunk
 from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
+from lakeops.ops.icechunk import compaction as icechunk_compaction
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.ops.verify import change_feed_unique, checkpoint_matches_log, compaction_kept_rows, retained_files_exist
 from lakeops.storage import StorageOptions, open_storage
@@ -238,8 +239,10 @@ def test_icechunk_packing_reads_back_identical_and_retained_objects_exist(tmp_pa
     build_history(storage, root, commits=6)
     target = _target(root)
     assert checkpoint_matches_log(target, CheckpointReport(format="icechunk", table=root)).passed
-    plan = ops_icechunk.plan_packing(root, storage, NO_OPTIONS, branch="main", target_file_size=None, min_input_files=2)
-    report = ops_icechunk.commit_packing(plan, [pack_unit(u) for u in plan.groups], NO_OPTIONS, 0.0)
+    plan = icechunk_compaction.plan(root, storage, NO_OPTIONS, branch="main", target_file_size=None, min_input_files=2)
+    report = icechunk_compaction.run(
+        plan, NO_OPTIONS, executor=ThreadExecutor(), progress=Console(quiet=True), description="", started=0.0
+    )
     result = compaction_kept_rows(target, report)
     assert result.passed, result.summary
     assert result.details["chunks"] > 0 and result.details["problems"] == 0

@@ -1,0 +1,136 @@
+"""Icechunk garbage collection (``lakeops orphans REPO``): objects no retained snapshot reaches, listed
+and re-checked on the driver and deleted in batches on the caller's executor
+(:mod:`lakeops.icechunk.maintenance.gc`), or, for a repository in the icechunk package's format,
+collected by that package (:mod:`lakeops.icechunk.maintenance.delegated`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+
+from rich.console import Console
+
+from lakeops.deletion import BatchResult, DeleteBatch
+from lakeops.execution import Executor
+from lakeops.icechunk.maintenance import gc
+from lakeops.icechunk.maintenance.delegated import DelegatedPlan
+from lakeops.icechunk.maintenance.gc import GcPlan
+from lakeops.ops.icechunk.repository import delegated_plan, refuse_quarantine, removal_fields
+from lakeops.ops.report import Report
+from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage.uri import normalize
+
+__all__ = ["IcechunkGcReport", "Plan", "collect_garbage", "plan", "run"]
+
+Plan = GcPlan | DelegatedPlan
+
+
+class IcechunkGcReport(Report):
+    """Objects deleted (or, with ``dry_run``, that would be) by kind, and what the scan saw."""
+
+    operation: str = "orphans"
+    retention: str = ""
+    cutoff: str = ""
+    retained_snapshots: int = 0
+    objects_scanned: int = 0
+    objects_reachable: int = 0
+    files_too_recent: int = 0
+    unrecognised_files: int = 0
+    batches: int = 0
+    deleted_snapshots: int = 0
+    deleted_manifests: int = 0
+    deleted_attribute_files: int = 0
+    deleted_chunks: int = 0
+    deleted_transaction_logs: int = 0
+    #: Abandoned lakeops temporary files (a local write killed before its rename).
+    deleted_temp_files: int = 0
+    deleted_files: int = 0
+    deleted_bytes: int = 0
+    delegated_to: str | None = None
+    paths: list[str] = []
+
+
+def plan(
+    location: str,
+    storage: Storage,
+    storage_options: StorageOptions,
+    *,
+    retention: timedelta | None,
+    force: bool,
+    batch_size: int = gc.DEFAULT_BATCH_SIZE,
+    now_ms: int,
+) -> Plan:
+    """The garbage collection of either kind of repository (``retention`` None: the default window)."""
+    return delegated_plan(
+        storage, location, storage_options, operation="orphans", retention=retention, force=force, now_ms=now_ms
+    ) or gc.plan_gc(
+        storage, location, storage_options, retention=retention, force=force, now_ms=now_ms, batch_size=batch_size
+    )
+
+
+def run(
+    plan: Plan,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor,
+    dry_run: bool,
+    progress: Console,
+    description: str,
+    quarantine_run: str | None = None,
+    started: float | None = None,
+) -> IcechunkGcReport:
+    """Carry out (unless ``dry_run``) and report ``plan``: a seed-format plan is re-checked just before
+    its batches are deleted on ``executor`` (``quarantine_run``: moved into that trash run instead,
+    refused for the package format, whose package deletes)."""
+    started = time.monotonic() if started is None else started
+    refuse_quarantine(plan, quarantine_run, dry_run=dry_run)
+
+    def delete(batches: Sequence[DeleteBatch]) -> list[BatchResult]:
+        return executor.delete(
+            batches,
+            label=f"deleting in {len(batches)} batches",
+            description=description,
+            progress=progress,
+            quarantine_run=quarantine_run,
+            operation="orphans",
+        )
+
+    figures = plan.collect_garbage(storage_options, delete, dry_run=dry_run, note=progress.print)
+    common = removal_fields(plan, started, dry_run=dry_run, quarantine_run=quarantine_run)
+    return IcechunkGcReport.model_validate(common | figures)
+
+
+def collect_garbage(
+    location: str,
+    *,
+    retention: timedelta | None,
+    force_short_retention: bool,
+    dry_run: bool,
+    storage_options: StorageOptions,
+    executor: Executor,
+    progress: Console,
+    quarantine_run: str | None = None,
+) -> IcechunkGcReport:
+    """List the repository at ``location``, plan, re-check and delete (on ``executor``)."""
+    started = time.monotonic()
+    root = normalize(location)
+    progress.print(f"listing Icechunk repository {root} ...")
+    planned = plan(
+        root,
+        open_storage(root, storage_options),
+        storage_options,
+        retention=retention,
+        force=force_short_retention,
+        now_ms=int(time.time() * 1000),
+    )
+    return run(
+        planned,
+        storage_options,
+        executor=executor,
+        dry_run=dry_run,
+        progress=progress,
+        description=f"lakeops orphans {root}",
+        quarantine_run=quarantine_run,
+        started=started,
+    )
