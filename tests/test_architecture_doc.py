@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
-#: Packages whose every module the map must name.
+#: Packages whose every module, in sub-packages too, the map must name.
 MAPPED = (
     "lakeops/ops",
     "lakeops/delta/maintenance",
@@ -39,7 +39,7 @@ def test_every_operation_module_is_on_the_map() -> None:
     modules = sorted(
         str(path.relative_to(ROOT))
         for package in MAPPED
-        for path in (ROOT / package).glob("*.py")
+        for path in (ROOT / package).rglob("*.py")
         if path.name != "__init__.py"
     )
     absent = [module for module in modules if module not in named]
