@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from rich.console import Console
 
-from lakeops.ops import checkpoint
+from lakeops import api
 from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
@@ -72,25 +71,10 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CheckpointReport:
-    """Plan, write the units (driver or Spark), then ``_last_checkpoint`` (Delta) or the commit (Iceberg)."""
-    console = progress
-    started = time.monotonic()
-    console.print(f"planning checkpoint of {table} ...")
-    plan = checkpoint.plan(table, options, storage_options)
-    if plan is None:
-        return checkpoint.not_applicable_report(table, started, dry_run=options.dry_run)
-    console.print(plan.describe())
-    if options.dry_run or not plan.has_work:
-        return checkpoint.unwritten_report(plan, started, dry_run=options.dry_run)
-    report = checkpoint.run(
-        plan,
-        storage_options,
-        executor=spark,
-        progress=console,
-        description=f"lakeops checkpoint {table}",
-        started=started,
+    """:func:`lakeops.api.checkpoint`, its units on Spark (or the driver, as ``spark`` decides)."""
+    return api.checkpoint(
+        table, options, dry_run=options.dry_run, storage_options=storage_options, executor=spark, progress=progress
     )
-    return report
 
 
 if __name__ == "__main__":

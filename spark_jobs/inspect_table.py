@@ -8,8 +8,9 @@ from datetime import datetime
 from pydantic import ConfigDict, Field
 from rich.console import Console
 
+from lakeops import api
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
-from lakeops.ops.inspect import InspectReport, inspect_table
+from lakeops.ops.inspect import InspectReport
 from lakeops.ops.target import CatalogOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
@@ -53,12 +54,12 @@ def run(
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> InspectReport | IcechunkInspectReport:
-    """Read the table's metadata (``spark`` is unused: nothing here needs a cluster)."""
-    return inspect_table(
+    """:func:`lakeops.api.inspect` (``spark`` is unused: nothing here needs a cluster)."""
+    return api.inspect(
         table,
-        storage_options,
+        CatalogOptions(catalog_uri=options.catalog_uri, catalog_name=options.catalog_name),
         version=options.version,
         snapshot_id=options.snapshot_id,
         timestamp=options.timestamp,
-        catalog=CatalogOptions(catalog_uri=options.catalog_uri, catalog_name=options.catalog_name),
+        storage_options=storage_options,
     )

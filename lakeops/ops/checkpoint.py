@@ -36,6 +36,7 @@ __all__ = [
     "CheckpointReport",
     "Plan",
     "commit",
+    "execute",
     "not_applicable_report",
     "plan",
     "run",
@@ -203,4 +204,33 @@ def _committed_report(plan: Plan, outcome: CommitOutcome, started: float, progre
             **outcome.metrics,
             "duration_s": time.monotonic() - started,
         }
+    )
+
+
+def execute(
+    table: str,
+    options: CheckpointOptions,
+    storage_options: StorageOptions,
+    *,
+    dry_run: bool,
+    executor: Executor,
+    progress: Console,
+) -> CheckpointReport:
+    """Plan, write the units (in this process or on ``executor``), then ``_last_checkpoint`` (Delta) or
+    the commit (Iceberg); Icechunk says "not applicable"."""
+    started = time.monotonic()
+    progress.print(f"planning checkpoint of {table} ...")
+    planned = plan(table, options, storage_options)
+    if planned is None:
+        return not_applicable_report(table, started, dry_run=dry_run)
+    progress.print(planned.describe())
+    if dry_run or not planned.has_work:
+        return unwritten_report(planned, started, dry_run=dry_run)
+    return run(
+        planned,
+        storage_options,
+        executor=executor,
+        progress=progress,
+        description=f"lakeops checkpoint {table}",
+        started=started,
     )
