@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from lakeops.errors import UnsafeOperation
+from lakeops.errors import InvalidArgument, UnsafeOperation
 from lakeops.quarantine import remove, reserved_dirs
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import is_within, normalize, relative_to, storage_location
@@ -29,8 +29,10 @@ __all__ = [
     "DeleteBatch",
     "delete_batch",
     "delete_in_threads",
+    "deleted_by_kind",
     "for_run",
     "make_batches",
+    "require_all_deleted",
 ]
 
 
@@ -74,6 +76,23 @@ class BatchResult(BaseModel):
     batch_id: int
     files: int
     bytes: int
+
+
+def require_all_deleted(table: str, batches: Sequence[DeleteBatch], results: Sequence[BatchResult]) -> None:
+    """Refuse to report a run as done unless ``results`` answer every batch, once."""
+    if sorted(r.batch_id for r in results) != sorted(b.batch_id for b in batches):
+        raise InvalidArgument(f"{table}: delete results do not match the batches planned")
+
+
+def deleted_by_kind(candidates: Iterable[Candidate], kinds: Sequence[str]) -> dict[str, int]:
+    """``deleted_<kind>_files`` and ``deleted_<kind>_bytes`` for each of ``kinds``: how cleanup reports
+    count what they delete (or, in a dry run, would)."""
+    listed = list(candidates)
+    totals: dict[str, int] = {}
+    for kind in kinds:
+        sizes = [c.size for c in listed if c.kind == kind]
+        totals |= {f"deleted_{kind}_files": len(sizes), f"deleted_{kind}_bytes": sum(sizes)}
+    return totals
 
 
 def make_batches(

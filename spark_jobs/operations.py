@@ -22,10 +22,10 @@ from rich.console import Console
 
 from lakeops.audit import record_run
 from lakeops.deletion import BatchResult, DeleteBatch, delete_batch, delete_in_threads, for_run
-from lakeops.errors import InvalidArgument, LakeopsError, UsageError
+from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
-from lakeops.ops.target import CatalogOptions, resolve_target, table_root
+from lakeops.ops.target import CatalogOptions, refuse_options, resolve_target, table_root
 from lakeops.redaction import mask_exception, mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_size
@@ -231,14 +231,6 @@ class Operation(Protocol):
 def options_from_args(model: type[OptionsT], args: argparse.Namespace) -> OptionsT:
     """``model`` from the parsed arguments of the same names (argparse ``dest`` = field name)."""
     return model.model_validate({name: getattr(args, name) for name in model.model_fields if hasattr(args, name)})
-
-
-def refuse_options(table: str, options: BaseModel, *names: str) -> None:
-    """Refuse options another format has but ``table``'s does not: set, they would be silently ignored."""
-    given = [name for name in names if getattr(options, name) is not None]
-    if given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise UsageError(f"{table}: {flags} does not apply to this table's format")
 
 
 def spark_from_args(args: argparse.Namespace) -> SparkSettings:

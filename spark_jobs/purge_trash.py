@@ -8,27 +8,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pydantic import ConfigDict
 from rich.console import Console
 
-from lakeops.ops.target import CatalogOptions, resolve_target
-from lakeops.ops.trash import PurgeReport, purge_trash
+from lakeops.ops import trash
+from lakeops.ops.trash import PurgeOptions, PurgeReport
 from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
-from lakeops.units import parse_retention
 from spark_jobs.operations import SparkSettings, options_from_args
 
 HELP = "delete quarantined files (the table's trash) of runs older than a retention"
 USES_SPARK = False
 
-
-class Options(CatalogOptions):
-    """``older_than`` as on the command line (None: 7 days)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    older_than: str | None = None
-    dry_run: bool = False
+Options = PurgeOptions
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,12 +44,8 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> PurgeReport:
-    target = resolve_target(table, options, storage_options)
-    older_than = parse_retention(options.older_than) if options.older_than is not None else DEFAULT_PURGE_AFTER
-    report = purge_trash(target, older_than, storage_options, dry_run=options.dry_run)
-    verb = "would purge" if options.dry_run else "purged"
-    progress.print(f"{target}: {verb} {report.purged_runs} trash runs ({report.purged_files} files)")
-    return report
+    """:func:`lakeops.ops.trash.purge`, on the driver (``spark`` is not used)."""
+    return trash.purge(table, options, storage_options, progress=progress)
 
 
 if __name__ == "__main__":

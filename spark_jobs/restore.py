@@ -9,24 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pydantic import ConfigDict
 from rich.console import Console
 
-from lakeops.ops.target import CatalogOptions, resolve_target
-from lakeops.ops.trash import RestoreReport, restore_run
+from lakeops.ops import trash
+from lakeops.ops.trash import RestoreOptions, RestoreReport
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
 
 HELP = "put back the files a --quarantine run of orphans or expire moved to the table's trash"
 USES_SPARK = False
 
-
-class Options(CatalogOptions):
-    """``run_id``: the quarantine run to restore (the report's ``quarantine_run``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    run_id: str
+Options = RestoreOptions
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,9 +40,8 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> RestoreReport:
-    target = resolve_target(table, options, storage_options)
-    progress.print(f"restoring quarantine run {options.run_id} of {target} ...")
-    return restore_run(target, options.run_id, storage_options)
+    """:func:`lakeops.ops.trash.restore`, on the driver (``spark`` is not used)."""
+    return trash.restore(table, options, storage_options, progress=progress)
 
 
 if __name__ == "__main__":

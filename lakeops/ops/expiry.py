@@ -1,45 +1,83 @@
-"""Expiry, format-neutral: plan by detected format, execute, report.
+"""Expiry, format-neutral: plan by detected format, commit, delete on an executor, report.
 
-Delta: log expiry (:mod:`lakeops.delta.maintenance.log_expiry`), on the driver. Iceberg: snapshot
-expiry (:mod:`lakeops.iceberg.maintenance.expire`): :func:`plan_snapshots` applies the retention
-policy, :func:`commit_snapshots` commits the new metadata and returns the deletion batches (one
-Spark task each, :func:`lakeops.deletion.delete_batch`), :func:`snapshots_report` reports. Icechunk
-expiry lives in :mod:`lakeops.ops.icechunk`.
+Delta: log expiry (:mod:`lakeops.delta.maintenance.log_expiry`). Iceberg: snapshot expiry
+(:mod:`lakeops.iceberg.maintenance.expire`). Icechunk expiry lives in :mod:`lakeops.ops.icechunk`.
+Both plans take the same two steps, which :func:`run` drives without asking which format a plan is:
+``commit`` makes the deletions safe and returns them as batches (Iceberg: the new metadata is
+committed, and the batches are what the committed metadata no longer reaches, so an unknown commit
+outcome raises before anything is deleted; Delta: the checkpoint the plan keeps is re-checked and a
+``_last_checkpoint`` that would dangle is repaired, and the expired log files are one batch, deleted
+oldest first), then the batches are deleted with :meth:`~lakeops.execution.Executor.delete`.
+
+The plans are not :class:`~lakeops.plan.MaintenancePlan`\\ s: a maintenance plan runs its units and
+then commits their results, where expiry commits first and its units, deletions, exist only once the
+commit says what it freed; nothing they do could be discarded.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
-from lakeops.deletion import BatchResult
+from pydantic import ConfigDict, Field
+from rich.console import Console
+
+from lakeops.deletion import require_all_deleted
 from lakeops.delta.maintenance import log_expiry
-from lakeops.delta.maintenance.log_expiry import ExpiryOptions, ExpiryPlan
+from lakeops.delta.maintenance.log_expiry import ExpiryPlan
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import InvalidArgument, UnsupportedFeature
+from lakeops.errors import UnsupportedFeature
+from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import expire as snapshot_expiry
-from lakeops.iceberg.maintenance.expire import ExpireOptions, ExpirePlan, ExpiryCommit
-from lakeops.iceberg.table import TableRef, load_table
+from lakeops.iceberg.maintenance.expire import ExpirePlan
+from lakeops.iceberg.table import load_table
 from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
+from lakeops.ops.target import (
+    CatalogOptions,
+    DeltaTarget,
+    IcebergTarget,
+    IcechunkTarget,
+    refuse_options,
+    resolve_target,
+)
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from lakeops.units import format_duration, instant, parse_retention
+from lakeops.units import parse_retention
 
 __all__ = [
-    "ExpireOptions",
     "ExpiryOptions",
-    "ExpiryPlan",
     "ExpiryReport",
+    "Plan",
     "SnapshotExpiryReport",
-    "commit_snapshots",
     "dry_run_report",
-    "execute",
-    "parse_retention",
     "plan",
-    "plan_snapshots",
-    "snapshots_report",
+    "plan_log",
+    "run",
 ]
+
+Plan = ExpiryPlan | ExpirePlan
+
+
+class ExpiryOptions(CatalogOptions):
+    """Every format's expiry options; each format reads its own.
+
+    ``older_than`` as the command line writes it (``30d``; None: the table's own policy); ``force``
+    allows a retention shorter than the table's. Delta: ``keep_from_version`` V keeps version V
+    readable and every commit from V on, ``retain_last`` N the newest N versions. Iceberg:
+    ``retain_last`` and ``older_than`` override every branch's policy, ``snapshot_id`` names
+    snapshots to expire as well, and ``keep_from_version`` is a sequence number from which every
+    snapshot stays (a changelog consumer's watermark).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    older_than: str | None = None
+    force: bool = False
+    keep_from_version: int | None = Field(default=None, ge=0)
+    retain_last: int | None = Field(default=None, ge=1)
+    snapshot_id: list[int] | None = None
 
 
 class ExpiryReport(Report):
@@ -61,66 +99,6 @@ class ExpiryReport(Report):
     last_checkpoint_rewritten: bool = False
     note: str | None = None
     paths: list[str] = []
-
-
-def plan(
-    location: str, options: ExpiryOptions, storage_options: StorageOptions, *, now_ms: int | None = None
-) -> ExpiryPlan:
-    """Read the latest version and plan which log files go (``now_ms`` pins the clock for tests)."""
-    location = normalize(location)
-    storage = open_storage(location, storage_options)
-    fmt = detect_format(storage, location)
-    if fmt != "delta":
-        raise UnsupportedFeature(f"{location}: expiry of {fmt} tables is not available yet")
-    snapshot = load_snapshot(storage, location)
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    return log_expiry.plan_expiry(snapshot, storage, options, now_ms=now)
-
-
-def _report(plan: ExpiryPlan, started: float, *, dry_run: bool) -> ExpiryReport:
-    kinds = [f.kind for f in plan.files]
-    return ExpiryReport(
-        format="delta",
-        table=plan.table_root,
-        dry_run=dry_run,
-        read_version=plan.read_version,
-        retention=format_duration(plan.retention),
-        cutoff=instant(plan.cutoff_ms).isoformat(timespec="seconds"),
-        cutoff_version=plan.cutoff_version,
-        checkpoint_kept=plan.checkpoint_version,
-        floor_version=plan.floor_version,
-        deleted_files=len(plan.files),
-        deleted_bytes=plan.bytes,
-        deleted_commits=kinds.count("commit"),
-        deleted_checkpoint_files=kinds.count("checkpoint"),
-        deleted_checksum_files=kinds.count("checksum") + kinds.count("hadoop-checksum"),
-        deleted_other_files=kinds.count("compacted"),
-        last_checkpoint_rewritten=plan.last_checkpoint_target is not None,
-        note=plan.note,
-        paths=[f.path for f in plan.files] if dry_run else [],
-        duration_s=time.monotonic() - started,
-    )
-
-
-def dry_run_report(plan: ExpiryPlan, started: float) -> ExpiryReport:
-    """What the run would delete (paths listed), deleting nothing."""
-    return _report(plan, started, dry_run=True)
-
-
-def execute(
-    plan: ExpiryPlan, storage_options: StorageOptions, started: float, *, quarantine_run: str | None = None
-) -> ExpiryReport:
-    """Repair ``_last_checkpoint`` if it would dangle, delete (``quarantine_run``: move to the trash) the
-    planned files, report."""
-    storage = open_storage(plan.table_root, storage_options)
-    rewritten = log_expiry.execute_expiry(plan, storage, quarantine_run=quarantine_run)
-    return _report(plan, started, dry_run=False).model_copy(
-        update={
-            "quarantine_run": quarantine_run,
-            "last_checkpoint_rewritten": rewritten,
-            "duration_s": time.monotonic() - started,
-        }
-    )
 
 
 class SnapshotExpiryReport(Report):
@@ -153,60 +131,115 @@ class SnapshotExpiryReport(Report):
     paths: list[str] = []
 
 
-def plan_snapshots(
-    table: TableRef, options: ExpireOptions, storage_options: StorageOptions, *, now_ms: int
-) -> ExpirePlan:
-    """Load the Iceberg table and apply the retention policy at ``now_ms``."""
-    return snapshot_expiry.plan_expiry(load_table(table, storage_options), options, now_ms=now_ms)
+#: Each format's report.
+_REPORTS: dict[str, type[ExpiryReport | SnapshotExpiryReport]] = {
+    ExpiryPlan.format: ExpiryReport,
+    ExpirePlan.format: SnapshotExpiryReport,
+}
 
 
-def commit_snapshots(plan: ExpirePlan, storage_options: StorageOptions) -> ExpiryCommit:
-    """Commit the expiry; the result's ``batches`` are the deletions to run (after the commit only)."""
-    return snapshot_expiry.commit_expiry(plan, storage_options)
-
-
-def snapshots_report(
-    plan: ExpirePlan,
-    started: float,
+def plan(
+    table: str,
+    options: ExpiryOptions,
+    storage_options: StorageOptions,
     *,
-    committed: ExpiryCommit | None = None,
-    results: list[BatchResult] | None = None,
-) -> SnapshotExpiryReport:
-    """The dry-run report of ``plan`` (no ``committed``), or the report of a run whose every batch was
-    deleted (``results`` one per batch of ``committed``)."""
-    if committed is not None:
-        expected = sorted(b.batch_id for b in committed.batches)
-        if sorted(r.batch_id for r in results or []) != expected:
-            raise InvalidArgument(f"{plan.table_name}: delete results do not match the expiry's batches")
-    decision = committed.decision if committed is not None else plan.decision
-    deletion = committed.deletion if committed is not None else plan.deletion
-    kinds = [c.kind for c in deletion.files]
-    options = plan.options
-    return SnapshotExpiryReport(
-        table=plan.table_name,
-        dry_run=committed is None,
-        read_version=plan.sequence_number,
-        older_than=format_duration(timedelta(milliseconds=options.older_than_ms))
-        if options.older_than_ms is not None
-        else None,
-        retain_last=options.retain_last,
-        snapshots_before=committed.snapshots_before if committed is not None else plan.snapshots,
-        snapshots_expired=len(decision.expired),
-        snapshots_retained=len(decision.retained),
-        refs_dropped=len(decision.dropped_refs),
-        commit_attempts=committed.attempts if committed is not None else 0,
-        deleted_files=len(deletion.files),
-        deleted_bytes=sum(c.size for c in deletion.files),
-        deleted_manifest_lists=kinds.count(snapshot_expiry.MANIFEST_LIST),
-        deleted_manifests=kinds.count(snapshot_expiry.MANIFEST),
-        deleted_data_files=kinds.count(snapshot_expiry.DATA_FILE),
-        deleted_delete_files=kinds.count(snapshot_expiry.DELETE_FILE),
-        deleted_statistics_files=kinds.count(snapshot_expiry.STATISTICS_FILE),
-        files_outside_location=len(deletion.outside_location),
-        batches=len(committed.batches) if committed is not None else 0,
-        metadata_location=committed.metadata_location if committed is not None else plan.metadata_location,
-        expired_snapshot_ids=list(decision.expired),
-        dropped_refs=list(decision.dropped_refs),
-        paths=[c.path for c in deletion.files] if committed is None else [],
-        duration_s=time.monotonic() - started,
+    progress: Console,
+    now_ms: int | None = None,
+) -> Plan:
+    """Apply the retention policy to the table as it is now (``now_ms`` pins the clock). Options of
+    another format are refused."""
+    target = resolve_target(table, options, storage_options)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    match target:
+        case IcebergTarget(ref=ref):
+            retention = _retention(options)
+            iceberg_options = snapshot_expiry.ExpireOptions(
+                older_than_ms=int(retention.total_seconds() * 1000) if retention is not None else None,
+                retain_last=options.retain_last,
+                snapshot_ids=tuple(options.snapshot_id or ()),
+                keep_from_sequence_number=options.keep_from_version,
+                force=options.force,
+            )
+            progress.print(f"planning snapshot expiry of {ref} ...")
+            return snapshot_expiry.plan_expiry(load_table(ref, storage_options), iceberg_options, now_ms=now)
+        case DeltaTarget():
+            refuse_options(str(target), options, "snapshot_id")
+            retention = _retention(options)
+            progress.print(f"planning log expiry of {table} ...")
+            delta_options = log_expiry.ExpiryOptions(
+                retention=retention,
+                force=options.force,
+                keep_from_version=options.keep_from_version,
+                retain_last=options.retain_last,
+            )
+            return plan_log(table, delta_options, storage_options, now_ms=now)
+        case IcechunkTarget():
+            raise UnsupportedFeature(f"{target}: Icechunk snapshots are expired by lakeops.ops.icechunk")
+
+
+def _retention(options: ExpiryOptions) -> timedelta | None:
+    return parse_retention(options.older_than) if options.older_than is not None else None
+
+
+def plan_log(
+    location: str, options: log_expiry.ExpiryOptions, storage_options: StorageOptions, *, now_ms: int | None = None
+) -> ExpiryPlan:
+    """Delta: read the latest version and plan which log files go (``now_ms`` pins the clock)."""
+    location = normalize(location)
+    storage = open_storage(location, storage_options)
+    fmt = detect_format(storage, location)
+    if fmt != "delta":
+        raise UnsupportedFeature(f"{location}: expiry of {fmt} tables is not available yet")
+    snapshot = load_snapshot(storage, location)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return log_expiry.plan_expiry(snapshot, storage, options, now_ms=now)
+
+
+def _report(
+    plan: Plan, started: float, fields: dict[str, Any], *, dry_run: bool
+) -> ExpiryReport | SnapshotExpiryReport:
+    common = {
+        "format": plan.format,
+        "table": plan.table_label(),
+        "dry_run": dry_run,
+        "paths": plan.paths() if dry_run else [],
+        "duration_s": time.monotonic() - started,
+    }
+    return _REPORTS[plan.format].model_validate(plan.report_fields() | fields | common)
+
+
+def dry_run_report(plan: Plan, started: float) -> ExpiryReport | SnapshotExpiryReport:
+    """What the run would delete (paths listed), deleting nothing."""
+    return _report(plan, started, {}, dry_run=True)
+
+
+def run(
+    plan: Plan,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor,
+    progress: Console,
+    description: str,
+    started: float | None = None,
+    quarantine_run: str | None = None,
+) -> ExpiryReport | SnapshotExpiryReport:
+    """Commit the plan, then delete the batches the commit freed on ``executor`` (``quarantine_run``:
+    move them into that trash run instead) and report. A commit that fails deletes nothing; a batch
+    that fails raises, the batches already deleted stay deleted."""
+    started = time.monotonic() if started is None else started
+    committed = plan.commit(storage_options)
+    if (line := committed.describe()) is not None:
+        progress.print(line)
+    batches = committed.batches
+    results = executor.delete(
+        batches,
+        task=plan.delete_task(),
+        label=f"deleting {sum(len(b.files) for b in batches)} files in {len(batches)} batches",
+        description=description,
+        progress=progress,
+        quarantine_run=quarantine_run,
+        operation="expire",
     )
+    require_all_deleted(plan.table_label(), batches, results)
+    report = _report(plan, started, committed.report_fields(), dry_run=False)
+    return report.model_copy(update={"quarantine_run": quarantine_run})

@@ -1,53 +1,88 @@
-"""Orphan-file removal, format-neutral: plan by detected format, the unit task Spark runs, report.
+"""Orphan-file removal, format-neutral: plan by detected format, re-check, delete on an executor, report.
 
-Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`); Spark jobs call :func:`plan`. Iceberg
-(:mod:`lakeops.iceberg.maintenance.orphans`): Spark jobs call :func:`plan_iceberg_listing`, run
-:func:`list_unit` on its ``units`` (large trees), then :func:`plan_iceberg`. Both then call
-:func:`recheck` just before deleting, run :func:`task_for` on every unit of ``plan.batches`` and
-call :func:`finish`.
+Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`), listed and planned in this process. Iceberg
+(:mod:`lakeops.iceberg.maintenance.orphans`): the location is listed here, or as one unit per
+second-level directory on the executor for large trees, then planned here. :func:`plan` does either;
+:func:`run` re-checks the plan against commits that landed since (a file a commit references again
+is kept) and deletes its batches with :meth:`~lakeops.execution.Executor.delete`. Both plans name
+their shared figures alike and give their own through ``report_fields()``, so nothing here asks
+which format a plan is.
+
+The plans are not :class:`~lakeops.plan.MaintenancePlan`\\ s: their units delete instead of writing,
+so there is nothing to commit and nothing a failure could discard, and the safety step (the
+re-check) must come *before* the units run and may change them, where a maintenance plan's commit
+comes after. Deleting has its executor method of its own (quarantine runs, the driver-or-Spark rule
+for deletions). The Iceberg listing units run on the executor too, but their results feed the
+planner, not a commit.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
+from pydantic import ConfigDict, Field
+from rich.console import Console
+
+from lakeops.deletion import BatchResult, delete_batch, require_all_deleted
 from lakeops.delta.maintenance import vacuum
-from lakeops.delta.maintenance.vacuum import BatchResult, DeleteBatch, VacuumOptions, VacuumPlan
+from lakeops.delta.maintenance.vacuum import VacuumOptions, VacuumPlan
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import InvalidArgument, UnsupportedFeature
+from lakeops.errors import UnsupportedFeature
+from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import orphans as iceberg_orphans
-from lakeops.iceberg.maintenance.orphans import Listing, ListingUnit, OrphanOptions, OrphanPlan, UnitListing
+from lakeops.iceberg.maintenance.orphans import OrphanOptions, OrphanPlan, PrefixMismatchMode, UnitListing
 from lakeops.iceberg.table import TableRef, load_table
+from lakeops.ops import consumers
 from lakeops.ops.detect import detect_format
 from lakeops.ops.report import Report
+from lakeops.ops.target import (
+    CatalogOptions,
+    DeltaTarget,
+    IcebergTarget,
+    IcechunkTarget,
+    refuse_options,
+    resolve_target,
+)
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from lakeops.units import format_duration, instant
+from lakeops.units import format_duration, format_size, instant, parse_retention
 
 __all__ = [
     "BatchResult",
     "IcebergOrphansReport",
-    "Listing",
-    "ListingUnit",
-    "OrphanOptions",
-    "OrphanPlan",
+    "OrphansOptions",
     "OrphansReport",
-    "UnitListing",
+    "Plan",
     "VacuumOptions",
-    "VacuumPlan",
+    "describe",
     "dry_run_report",
     "finish",
-    "list_unit",
     "plan",
-    "plan_iceberg",
-    "plan_iceberg_listing",
-    "recheck",
-    "task_for",
+    "plan_delta",
+    "run",
 ]
 
 Plan = VacuumPlan | OrphanPlan
+
+
+class OrphansOptions(CatalogOptions):
+    """Every format's orphan-removal options; each format reads its own.
+
+    ``older_than`` as the command line writes it (``7d``; None: Delta's
+    ``delta.deletedFileRetentionDuration``, else 7 days; Iceberg 3 days); ``force_short_retention``
+    allows less than that. Delta: ``keep_from_version`` V lengthens the retention until every file a
+    reader of versions V.. needs is kept (:func:`lakeops.ops.consumers.vacuum_retention`). Iceberg:
+    ``prefix_mismatch_mode`` (None: ``error``) and ``listing_threshold`` (None: the default).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    older_than: str | None = None
+    force_short_retention: bool = False
+    keep_from_version: int | None = Field(default=None, ge=0)
+    prefix_mismatch_mode: PrefixMismatchMode | None = None
+    listing_threshold: int | None = Field(default=None, ge=0)
 
 
 class OrphansReport(Report):
@@ -103,10 +138,50 @@ class IcebergOrphansReport(Report):
     paths: list[str] = []
 
 
+#: Each format's report.
+_REPORTS: dict[str, type[OrphansReport | IcebergOrphansReport]] = {
+    VacuumPlan.format: OrphansReport,
+    OrphanPlan.format: IcebergOrphansReport,
+}
+
+
 def plan(
+    table: str,
+    options: OrphansOptions,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor,
+    progress: Console,
+    now_ms: int | None = None,
+) -> Plan:
+    """List the table and choose the files to delete (``now_ms`` pins the clock); a large Iceberg tree
+    is listed by units on ``executor``. Options of another format are refused."""
+    target = resolve_target(table, options, storage_options)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    match target:
+        case IcebergTarget(ref=ref):
+            refuse_options(str(target), options, "keep_from_version")
+            progress.print(f"listing {ref} ...")
+            return _plan_iceberg(ref, options, storage_options, executor=executor, progress=progress, now_ms=now)
+        case DeltaTarget():
+            refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
+            retention = parse_retention(options.older_than) if options.older_than is not None else None
+            if options.keep_from_version is not None:
+                retention = consumers.vacuum_retention(
+                    table, options.keep_from_version, retention, storage_options, now_ms=now
+                )
+            progress.print(f"listing {table} ...")
+            vacuum_options = VacuumOptions(retention=retention, force_short_retention=options.force_short_retention)
+            return plan_delta(table, vacuum_options, storage_options, now_ms=now)
+        case IcechunkTarget():
+            raise UnsupportedFeature(f"{target}: Icechunk repositories are garbage-collected by lakeops.ops.icechunk")
+
+
+def plan_delta(
     location: str, options: VacuumOptions, storage_options: StorageOptions, *, now_ms: int | None = None
 ) -> VacuumPlan:
-    """Read the latest version, list the table and plan the deletions (``now_ms`` pins the clock)."""
+    """Delta VACUUM: read the latest version, list the table and plan the deletions (``now_ms`` pins
+    the clock)."""
     location = normalize(location)
     storage = open_storage(location, storage_options)
     fmt = detect_format(storage, location)
@@ -117,48 +192,51 @@ def plan(
     return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now)
 
 
-def plan_iceberg_listing(ref: TableRef, options: OrphanOptions, storage_options: StorageOptions) -> Listing:
-    """Load the table's current metadata and list its location (or plan the listing tasks)."""
-    return iceberg_orphans.plan_listing(load_table(ref, storage_options), options)
-
-
-def list_unit(unit: ListingUnit) -> UnitListing:
-    """The pure function a Spark task applies to one unit of ``listing.units``."""
-    return iceberg_orphans.list_unit(unit)
-
-
-def plan_iceberg(
-    listing: Listing, unit_listings: list[UnitListing], options: OrphanOptions, *, now_ms: int | None = None
+def _plan_iceberg(
+    ref: TableRef,
+    options: OrphansOptions,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor,
+    progress: Console,
+    now_ms: int,
 ) -> OrphanPlan:
-    """The files to delete, from the listing and the listing tasks' results (``now_ms`` pins the clock)."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    return iceberg_orphans.plan_orphans(listing, unit_listings, options, now_ms=now)
+    """Load the current metadata, list the location (units of a large tree on ``executor``), plan."""
+    given = {
+        "older_than": parse_retention(options.older_than) if options.older_than is not None else None,
+        "force_short_retention": options.force_short_retention,
+        "prefix_mismatch_mode": options.prefix_mismatch_mode,
+        "listing_threshold": options.listing_threshold,
+    }
+    settings = OrphanOptions.model_validate({name: value for name, value in given.items() if value is not None})
+    listing = iceberg_orphans.plan_listing(load_table(ref, storage_options), settings)
+    listed: list[UnitListing] = []
+    if listing.units:
+        listed = executor.run_units(
+            listing.units,
+            iceberg_orphans.list_unit,
+            UnitListing,
+            label=f"listing {len(listing.units)} directories",
+            description=f"lakeops orphans {ref}: listing",
+            progress=progress,
+        )
+    return iceberg_orphans.plan_orphans(listing, listed, settings, now_ms=now_ms)
 
 
-def recheck(plan: Plan) -> Plan:
-    """The plan re-validated against commits that landed since it was made."""
-    if isinstance(plan, OrphanPlan):
-        return iceberg_orphans.recheck(plan)
-    return vacuum.recheck(plan, open_storage(plan.table_root, plan.storage))
-
-
-def task_for(plan: Plan) -> Callable[[DeleteBatch], BatchResult]:
-    """The pure function a Spark task applies to one unit of ``plan.batches``."""
-    return vacuum.delete_batch
-
-
-def _total(plan: Plan, kind: str) -> tuple[int, int]:
-    chosen = [c.size for c in plan.candidates if c.kind == kind]
-    return len(chosen), sum(chosen)
-
-
-def _common(plan: Plan, started: float, *, dry_run: bool) -> dict[str, Any]:
-    """The report fields both formats fill the same way."""
+def describe(plan: Plan) -> str:
+    """The plan in one progress line: what was scanned and what is to be deleted."""
     candidates = plan.candidates
-    older_than = plan.older_than if isinstance(plan, OrphanPlan) else plan.retention
-    return {
+    size = format_size(sum(c.size for c in candidates))
+    return f"{plan.describe()}; {len(candidates)} files ({size}) to delete"
+
+
+def _report(plan: Plan, started: float, *, dry_run: bool) -> OrphansReport | IcebergOrphansReport:
+    candidates = plan.candidates
+    common: dict[str, Any] = {
+        "format": plan.format,
+        "table": plan.table_label(),
         "dry_run": dry_run,
-        "retention": format_duration(older_than),
+        "retention": format_duration(plan.retention),
         "cutoff": instant(plan.cutoff_ms).isoformat(timespec="seconds"),
         "files_scanned": plan.files_scanned,
         "directories_scanned": plan.directories_scanned,
@@ -170,45 +248,7 @@ def _common(plan: Plan, started: float, *, dry_run: bool) -> dict[str, Any]:
         "paths": [c.path for c in candidates] if dry_run else [],
         "duration_s": time.monotonic() - started,
     }
-
-
-def _report(plan: Plan, started: float, *, dry_run: bool) -> OrphansReport | IcebergOrphansReport:
-    common = _common(plan, started, dry_run=dry_run)
-    if isinstance(plan, OrphanPlan):
-        data, metadata, other = (_total(plan, kind) for kind in ("data", "metadata", "other"))
-        return IcebergOrphansReport(
-            format="iceberg",
-            table=plan.table_name,
-            read_version=plan.sequence_number,
-            metadata_files=plan.metadata_files,
-            missing_metadata_files=plan.missing_metadata_files,
-            snapshots=plan.snapshots,
-            referenced_files=plan.referenced_files,
-            listing_tasks=plan.listing_tasks,
-            prefix_mismatches_kept=plan.prefix_mismatches_kept,
-            deleted_data_files=data[0],
-            deleted_data_bytes=data[1],
-            deleted_metadata_files=metadata[0],
-            deleted_metadata_bytes=metadata[1],
-            deleted_other_files=other[0],
-            deleted_other_bytes=other[1],
-            **common,
-        )
-    tombstoned, untracked, change_data = (_total(plan, kind) for kind in ("tombstoned", "untracked", "change_data"))
-    return OrphansReport(
-        format="delta",
-        table=plan.table_root,
-        read_version=plan.read_version,
-        live_files=plan.live_files,
-        tombstones_retained=plan.tombstones_retained,
-        deleted_tombstoned_files=tombstoned[0],
-        deleted_tombstoned_bytes=tombstoned[1],
-        deleted_untracked_files=untracked[0],
-        deleted_untracked_bytes=untracked[1],
-        deleted_change_data_files=change_data[0],
-        deleted_change_data_bytes=change_data[1],
-        **common,
-    )
+    return _REPORTS[plan.format].model_validate(common | plan.report_fields())
 
 
 def dry_run_report(plan: Plan, started: float) -> OrphansReport | IcebergOrphansReport:
@@ -218,7 +258,34 @@ def dry_run_report(plan: Plan, started: float) -> OrphansReport | IcebergOrphans
 
 def finish(plan: Plan, results: list[BatchResult], started: float) -> OrphansReport | IcebergOrphansReport:
     """The report of a run whose every batch was deleted (``results`` one per batch)."""
-    if sorted(r.batch_id for r in results) != [b.batch_id for b in plan.batches]:
-        table = plan.table_name if isinstance(plan, OrphanPlan) else plan.table_root
-        raise InvalidArgument(f"{table}: delete results do not match the plan's batches")
+    require_all_deleted(plan.table_label(), plan.batches, results)
     return _report(plan, started, dry_run=False)
+
+
+def run(
+    plan: Plan,
+    *,
+    executor: Executor,
+    progress: Console,
+    description: str,
+    started: float | None = None,
+    quarantine_run: str | None = None,
+) -> OrphansReport | IcebergOrphansReport:
+    """Re-check the plan against the table as it is now, delete its batches on ``executor``
+    (``quarantine_run``: move them into that trash run instead) and report. A batch that fails raises;
+    the batches already deleted stay deleted and a rerun plans only what is left. The plan carries its
+    storage options: its batches hand them to the tasks that delete."""
+    started = time.monotonic() if started is None else started
+    plan = plan.rechecked()
+    if not plan.batches:
+        return finish(plan, [], started)
+    results = executor.delete(
+        plan.batches,
+        task=delete_batch,
+        label=f"deleting in {len(plan.batches)} batches",
+        description=description,
+        progress=progress,
+        quarantine_run=quarantine_run,
+        operation="orphans",
+    )
+    return finish(plan, results, started).model_copy(update={"quarantine_run": quarantine_run})

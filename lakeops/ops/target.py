@@ -27,6 +27,7 @@ __all__ = [
     "IcebergTarget",
     "IcechunkTarget",
     "Target",
+    "refuse_options",
     "resolve_name",
     "resolve_output",
     "resolve_target",
@@ -90,6 +91,14 @@ class IcechunkTarget(_TargetBase):
 #: The table an operation acts on, one type per format: code that needs a format's address matches on
 #: the type (``case IcebergTarget(ref=ref)``), so no field is ever optional.
 Target = DeltaTarget | IcebergTarget | IcechunkTarget
+
+
+def refuse_options(table: str, options: BaseModel, *names: str) -> None:
+    """Refuse options another format has but ``table``'s does not: set, they would be silently ignored."""
+    given = [name for name in names if getattr(options, name) is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(f"{table}: {flags} does not apply to this table's format")
 
 
 def _looks_like_name(table: str) -> bool:

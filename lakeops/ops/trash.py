@@ -1,17 +1,40 @@
-"""Reports of ``lakeops restore`` and ``lakeops purge-trash``: the quarantine (:mod:`lakeops.quarantine`)
-seen from the command line."""
+"""``lakeops restore`` and ``lakeops purge-trash``: the quarantine (:mod:`lakeops.quarantine`) of any
+table, by name or location. Both run in this process: a restore is as many moves as the run made, a
+purge one listing and a batched delete per run; no executor is needed."""
 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+
+from pydantic import ConfigDict
+from rich.console import Console
 
 from lakeops import quarantine
 from lakeops.ops.report import Report
-from lakeops.ops.target import Target, table_root
+from lakeops.ops.target import CatalogOptions, resolve_target, table_root
+from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
+from lakeops.units import parse_retention
 
-__all__ = ["PurgeReport", "RestoreReport", "purge_trash", "restore_run"]
+__all__ = ["PurgeOptions", "PurgeReport", "RestoreOptions", "RestoreReport", "purge", "restore"]
+
+
+class RestoreOptions(CatalogOptions):
+    """``run_id``: the quarantine run to restore (the report's ``quarantine_run``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+
+
+class PurgeOptions(CatalogOptions):
+    """``older_than`` as the command line writes it (``7d``; None: 7 days); ``dry_run`` lists the runs
+    that would be purged, deleting nothing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    older_than: str | None = None
+    dry_run: bool = False
 
 
 class RestoreReport(Report):
@@ -35,13 +58,19 @@ class PurgeReport(Report):
     runs: list[str] = []
 
 
-def restore_run(target: Target, run_id: str, storage_options: StorageOptions) -> RestoreReport:
+def restore(
+    table: str, options: RestoreOptions, storage_options: StorageOptions, *, progress: Console
+) -> RestoreReport:
+    """Put back every file quarantine run ``options.run_id`` moved to the table's trash. Nothing is
+    restored if any of them exists again at its original path (the error names it)."""
+    target = resolve_target(table, options, storage_options)
+    progress.print(f"restoring quarantine run {options.run_id} of {target} ...")
     started = time.monotonic()
-    result = quarantine.restore(table_root(target, storage_options), run_id, storage_options)
+    result = quarantine.restore(table_root(target, storage_options), options.run_id, storage_options)
     return RestoreReport(
         format=target.format,
         table=str(target),
-        run_id=run_id,
+        run_id=options.run_id,
         restored_files=result.files,
         restored_bytes=result.bytes,
         already_restored=result.already_restored,
@@ -49,15 +78,18 @@ def restore_run(target: Target, run_id: str, storage_options: StorageOptions) ->
     )
 
 
-def purge_trash(
-    target: Target, older_than: timedelta, storage_options: StorageOptions, *, dry_run: bool
-) -> PurgeReport:
+def purge(table: str, options: PurgeOptions, storage_options: StorageOptions, *, progress: Console) -> PurgeReport:
+    """Delete the table's quarantine runs older than ``options.older_than``; a run's age is its run
+    id's timestamp (when it quarantined), not the files' modification times."""
+    target = resolve_target(table, options, storage_options)
+    older_than = parse_retention(options.older_than) if options.older_than is not None else DEFAULT_PURGE_AFTER
     started = time.monotonic()
-    result = quarantine.purge(table_root(target, storage_options), older_than, storage_options, dry_run=dry_run)
-    return PurgeReport(
+    root = table_root(target, storage_options)
+    result = quarantine.purge(root, older_than, storage_options, dry_run=options.dry_run)
+    report = PurgeReport(
         format=target.format,
         table=str(target),
-        dry_run=dry_run,
+        dry_run=options.dry_run,
         older_than=str(older_than),
         purged_runs=len(result.runs),
         purged_files=result.files,
@@ -65,3 +97,6 @@ def purge_trash(
         runs=result.runs,
         duration_s=time.monotonic() - started,
     )
+    verb = "would purge" if options.dry_run else "purged"
+    progress.print(f"{target}: {verb} {report.purged_runs} trash runs ({report.purged_files} files)")
+    return report

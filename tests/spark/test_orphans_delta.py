@@ -17,6 +17,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 
+from lakeops.deletion import delete_batch
 from lakeops.delta.maintenance.vacuum import VacuumOptions
 from lakeops.ops import orphans
 from lakeops.storage import StorageOptions, open_storage
@@ -82,10 +83,10 @@ def test_vacuum_simple_table(spark: Any, tmp_path: Path, capsys: pytest.CaptureF
 def test_many_batches_run_as_spark_tasks(spark: Any, tmp_path: Path) -> None:
     root, tombstoned, untracked = _simple_table(tmp_path)
     started = time.monotonic()
-    plan = orphans.plan(str(root), VacuumOptions(batch_size=10), StorageOptions())
+    plan = orphans.plan_delta(str(root), VacuumOptions(batch_size=10), StorageOptions())
     assert [len(b.files) for b in plan.batches] == [10, 10, 10, 2]
 
-    results = run_units(spark, plan.batches, orphans.task_for(plan), orphans.BatchResult)
+    results = run_units(spark, plan.batches, delete_batch, orphans.BatchResult)
     report = orphans.finish(plan, results, started)
 
     assert report.deleted_files == sum(r.files for r in results) == 32

@@ -22,20 +22,24 @@ would dangle (it names a version below the cutoff checkpoint, or a checkpoint th
 rewritten to name the newest complete checkpoint. The retention check mirrors delta-rs's
 ``enforce_retention_duration``: a retention shorter than the table's property needs ``force``.
 
-Deletions are few (a file or two per expired commit, a few checkpoint parts), so they run on the
-driver with one batched ``delete_many``, oldest first; no Spark job is needed.
+Deletions are few (a file or two per expired commit, a few checkpoint parts), so they are one
+deletion batch, deleted with one batched ``delete_many``, oldest first (:func:`delete_log_batch`):
+executors delete a single batch in this process, so no Spark job is started. :func:`commit_expiry`
+(the pointer, re-checked) runs before it, as Iceberg's snapshot expiry commits before it deletes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakeops.deletion import BatchResult, Candidate, DeleteBatch
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
 from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, commit_timestamps, list_log
@@ -43,15 +47,17 @@ from lakeops.delta.retention import DEFAULT_LOG_RETENTION, LOG_RETENTION_PROPERT
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.quarantine import remove
-from lakeops.storage import Storage
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join, require_within
-from lakeops.units import format_duration
+from lakeops.units import format_duration, format_size, instant
 
 __all__ = [
     "ExpiryOptions",
     "ExpiryPlan",
+    "LogExpiryCommit",
     "LogFile",
-    "execute_expiry",
+    "commit_expiry",
+    "delete_log_batch",
     "expired_log_files",
     "plan_expiry",
     "pointer_to",
@@ -103,9 +109,12 @@ class ExpiryOptions(BaseModel):
 
 
 class ExpiryPlan(BaseModel):
-    """What one run deletes, pinned to the listing it was computed from."""
+    """What one run deletes, pinned to the listing it was computed from. The steps of a run, as
+    :mod:`lakeops.ops.expiry` drives every format's expiry: :meth:`commit`, then the returned batch
+    deleted by :meth:`delete_task`."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "delta"
 
     table_root: str
     read_version: int
@@ -123,6 +132,47 @@ class ExpiryPlan(BaseModel):
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def describe(self) -> str:
+        if self.note:
+            return self.note
+        return (
+            f"keeping the checkpoint at version {self.checkpoint_version} and everything after it; "
+            f"{len(self.files)} log files ({format_size(self.bytes)}) below it expire"
+        )
+
+    def paths(self) -> list[str]:
+        """The files a run now would delete."""
+        return [f.path for f in self.files]
+
+    def report_fields(self) -> dict[str, object]:
+        """The planned figures, named as the log expiry report's fields."""
+        kinds = [f.kind for f in self.files]
+        return {
+            "read_version": self.read_version,
+            "retention": format_duration(self.retention),
+            "cutoff": instant(self.cutoff_ms).isoformat(timespec="seconds"),
+            "cutoff_version": self.cutoff_version,
+            "checkpoint_kept": self.checkpoint_version,
+            "floor_version": self.floor_version,
+            "deleted_files": len(self.files),
+            "deleted_bytes": self.bytes,
+            "deleted_commits": kinds.count("commit"),
+            "deleted_checkpoint_files": kinds.count("checkpoint"),
+            "deleted_checksum_files": kinds.count("checksum") + kinds.count("hadoop-checksum"),
+            "deleted_other_files": kinds.count("compacted"),
+            "last_checkpoint_rewritten": self.last_checkpoint_target is not None,
+            "note": self.note,
+        }
+
+    def commit(self, storage_options: StorageOptions) -> LogExpiryCommit:
+        return commit_expiry(self, storage_options)
+
+    def delete_task(self) -> Callable[[DeleteBatch], BatchResult]:
+        return delete_log_batch
 
 
 def _classify(name: str) -> tuple[LogFileKind, int] | None:
@@ -234,7 +284,7 @@ def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOption
     )
 
 
-# --- execute: driver -----------------------------------------------------------------------------
+# --- commit and delete ---------------------------------------------------------------------------
 
 
 def _parquet_rows(storage: Storage, path: str, size: int) -> int:
@@ -265,18 +315,32 @@ def pointer_to(storage: Storage, checkpoint: Checkpoint) -> LastCheckpoint:
     )
 
 
-def execute_expiry(plan: ExpiryPlan, storage: Storage, *, quarantine_run: str | None = None) -> bool:
-    """Repair a pointer that would dangle, then delete the planned files (``quarantine_run``: move them
-    to that run's trash, :mod:`lakeops.quarantine`), oldest first; returns whether
-    ``_last_checkpoint`` was rewritten.
+class LogExpiryCommit(BaseModel):
+    """What :func:`commit_expiry` did: whether ``_last_checkpoint`` was rewritten, and the batch of
+    expired files to delete now (none when nothing expires)."""
 
-    The pointer is re-checked against a fresh listing first: a concurrent checkpoint may have moved
-    it already, and only a pointer that still names a missing or expiring checkpoint is replaced.
-    """
+    model_config = ConfigDict(frozen=True)
+
+    last_checkpoint_rewritten: bool
+    batches: list[DeleteBatch]
+
+    def describe(self) -> str | None:
+        """Nothing to announce: the pointer is rewritten only when it would dangle."""
+        return None
+
+    def report_fields(self) -> dict[str, object]:
+        return {"last_checkpoint_rewritten": self.last_checkpoint_rewritten}
+
+
+def commit_expiry(plan: ExpiryPlan, storage_options: StorageOptions) -> LogExpiryCommit:
+    """Make the planned deletions safe: re-check against a fresh listing that the checkpoint the plan
+    keeps is still complete, and repair a pointer that would dangle (a concurrent checkpoint may have
+    moved it already: only a pointer that still names a missing or expiring checkpoint is replaced).
+    Returns the one batch of the planned files, oldest first (:func:`delete_log_batch`)."""
     if not plan.files or plan.checkpoint_version is None:
-        return False
-    log_dir = join(plan.table_root, LOG_DIR)
+        return LogExpiryCommit(last_checkpoint_rewritten=False, batches=[])
     rewritten = False
+    storage = open_storage(plan.table_root, storage_options)
     listing = list_log(storage, plan.table_root)
     if plan.checkpoint_version not in listing.checkpoints:
         raise UnsafeOperation(
@@ -285,8 +349,25 @@ def execute_expiry(plan: ExpiryPlan, storage: Storage, *, quarantine_run: str | 
         )
     if _dangling_pointer(listing, plan.checkpoint_version):
         newest = listing.checkpoints[max(listing.checkpoints)]
+        log_dir = join(plan.table_root, LOG_DIR)
         storage.write(join(log_dir, LAST_CHECKPOINT), render_last_checkpoint(pointer_to(storage, newest)))
         rewritten = True
-    files = [(require_within(log_dir, f.path), f.size, f.kind) for f in plan.files]
-    remove(storage, plan.table_root, files, quarantine_run=quarantine_run, operation="expire")
-    return rewritten
+    files = [Candidate(path=f.path, size=f.size, kind=f.kind) for f in plan.files]
+    batch = DeleteBatch(batch_id=0, table_root=plan.table_root, storage=storage_options, files=files)
+    return LogExpiryCommit(last_checkpoint_rewritten=rewritten, batches=[batch])
+
+
+def delete_log_batch(batch: DeleteBatch) -> BatchResult:
+    """Delete (``quarantine_run``: move to that run's trash, :mod:`lakeops.quarantine`) the batch's
+    files in their order, refusing any outside ``_delta_log``."""
+    log_dir = join(batch.table_root, LOG_DIR)
+    files = [(require_within(log_dir, c.path), c.size, c.kind) for c in batch.files]
+    remove(
+        open_storage(batch.table_root, batch.storage),
+        batch.table_root,
+        files,
+        quarantine_run=batch.quarantine_run,
+        operation=batch.operation,
+        batch_id=batch.batch_id,
+    )
+    return BatchResult(batch_id=batch.batch_id, files=len(files), bytes=sum(c.size for c in batch.files))

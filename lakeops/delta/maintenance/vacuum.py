@@ -44,11 +44,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.deletion import BatchResult, Candidate, DeleteBatch, delete_batch, make_batches
+from lakeops.deletion import BatchResult, Candidate, DeleteBatch, delete_batch, deleted_by_kind, make_batches
 from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
@@ -58,7 +58,7 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.quarantine import is_reserved
-from lakeops.storage import Storage, StorageOptions
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import join, normalize, relative_to
 
@@ -93,9 +93,12 @@ class VacuumOptions(BaseModel):
 
 
 class VacuumPlan(BaseModel):
-    """Immutable, printable plan pinned to ``read_version`` and one listing."""
+    """Immutable, printable plan pinned to ``read_version`` and one listing. Its figures shared with
+    Iceberg's orphan plan have the same names (:mod:`lakeops.ops.orphans` reads them); the others are
+    in :meth:`report_fields`."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "delta"
 
     table_root: str
     read_version: int
@@ -114,6 +117,27 @@ class VacuumPlan(BaseModel):
     @property
     def candidates(self) -> list[Candidate]:
         return [c for b in self.batches for c in b.files]
+
+    def table_label(self) -> str:
+        return self.table_root
+
+    def describe(self) -> str:
+        return (
+            f"version {self.read_version}: {self.files_scanned} files scanned in {self.directories_scanned} directories"
+        )
+
+    def rechecked(self) -> VacuumPlan:
+        """:func:`recheck` against the table as it is now."""
+        return recheck(self, open_storage(self.table_root, self.storage))
+
+    def report_fields(self) -> dict[str, int]:
+        """Delta's own figures, named as the orphans report's fields."""
+        return {
+            "read_version": self.read_version,
+            "live_files": self.live_files,
+            "tombstones_retained": self.tombstones_retained,
+            **deleted_by_kind(self.candidates, ("tombstoned", "untracked", "change_data")),
+        }
 
 
 def is_hidden(relative: str, partition_columns: Iterable[str] = ()) -> bool:

@@ -32,13 +32,15 @@ Like every cleanup, a retention shorter than the table's own needs ``force`` (do
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.deletion import BatchResult, Candidate, DeleteBatch, delete_batch, make_batches
 from lakeops.errors import InvalidArgument, NotFound, ProtocolError, UnsafeOperation
 from lakeops.iceberg.commit import commit_change
 from lakeops.iceberg.manifest import FileContent, read_manifest
@@ -60,6 +62,7 @@ from lakeops.iceberg.reachability import (
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import Storage, StorageOptions
 from lakeops.storage.uri import is_within, normalize
+from lakeops.units import format_duration, format_size
 
 __all__ = [
     "DEFAULT_MAX_SNAPSHOT_AGE_MS",
@@ -412,10 +415,34 @@ def files_to_delete(storage: Storage, base: TableMetadata, committed: TableMetad
     return DeletionSet(files=sorted(inside.values(), key=lambda c: c.path), outside_location=sorted(outside))
 
 
+def _figures(snapshots_before: int, decision: RetentionDecision, deletion: DeletionSet) -> dict[str, object]:
+    """What the policy decided and the files it frees, named as the snapshot expiry report's fields."""
+    kinds = [c.kind for c in deletion.files]
+    return {
+        "snapshots_before": snapshots_before,
+        "snapshots_expired": len(decision.expired),
+        "snapshots_retained": len(decision.retained),
+        "refs_dropped": len(decision.dropped_refs),
+        "deleted_files": len(deletion.files),
+        "deleted_bytes": sum(c.size for c in deletion.files),
+        "deleted_manifest_lists": kinds.count(MANIFEST_LIST),
+        "deleted_manifests": kinds.count(MANIFEST),
+        "deleted_data_files": kinds.count(DATA_FILE),
+        "deleted_delete_files": kinds.count(DELETE_FILE),
+        "deleted_statistics_files": kinds.count(STATISTICS_FILE),
+        "files_outside_location": len(deletion.outside_location),
+        "expired_snapshot_ids": list(decision.expired),
+        "dropped_refs": list(decision.dropped_refs),
+    }
+
+
 class ExpirePlan(BaseModel):
-    """The policy applied to the table as read at planning, and what a commit now would delete."""
+    """The policy applied to the table as read at planning, and what a commit now would delete. The
+    steps of a run, as :mod:`lakeops.ops.expiry` drives every format's expiry: :meth:`commit` (the
+    new metadata), then the returned batches deleted by :meth:`delete_task`."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "iceberg"
 
     table: TableRef
     table_name: str
@@ -427,6 +454,42 @@ class ExpirePlan(BaseModel):
     snapshots: int
     decision: RetentionDecision
     deletion: DeletionSet
+
+    def table_label(self) -> str:
+        return self.table_name
+
+    def describe(self) -> str:
+        decision, files = self.decision, self.deletion.files
+        return (
+            f"{len(decision.expired)} of {self.snapshots} snapshots expire, {len(decision.dropped_refs)} refs are "
+            f"dropped; {len(files)} files ({format_size(sum(c.size for c in files))}) only they reach"
+        )
+
+    def paths(self) -> list[str]:
+        """The files a run now would delete."""
+        return [c.path for c in self.deletion.files]
+
+    def report_fields(self) -> dict[str, object]:
+        """The planned figures (what a run now would do), named as the report's fields."""
+        options = self.options
+        older_than = (
+            format_duration(timedelta(milliseconds=options.older_than_ms))
+            if options.older_than_ms is not None
+            else None
+        )
+        return {
+            "read_version": self.sequence_number,
+            "older_than": older_than,
+            "retain_last": options.retain_last,
+            "metadata_location": self.metadata_location,
+            **_figures(self.snapshots, self.decision, self.deletion),
+        }
+
+    def commit(self, storage_options: StorageOptions) -> ExpiryCommit:
+        return commit_expiry(self, storage_options)
+
+    def delete_task(self) -> Callable[[DeleteBatch], BatchResult]:
+        return delete_batch
 
 
 def plan_expiry(table: IcebergTable, options: ExpireOptions, *, now_ms: int) -> ExpirePlan:
@@ -459,6 +522,18 @@ class ExpiryCommit(BaseModel):
     decision: RetentionDecision
     deletion: DeletionSet
     batches: list[DeleteBatch]
+
+    def describe(self) -> str | None:
+        return f"committed {self.metadata_location}" if self.attempts else None
+
+    def report_fields(self) -> dict[str, object]:
+        """What was committed and the files it freed, named as the report's fields."""
+        return {
+            "commit_attempts": self.attempts,
+            "batches": len(self.batches),
+            "metadata_location": self.metadata_location,
+            **_figures(self.snapshots_before, self.decision, self.deletion),
+        }
 
 
 def commit_expiry(plan: ExpirePlan, storage_options: StorageOptions, *, batch_size: int | None = None) -> ExpiryCommit:

@@ -39,12 +39,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.deletion import Candidate, DeleteBatch, deleted_by_kind, make_batches
 from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
 from lakeops.iceberg.manifest import manifests_of, read_manifest
@@ -410,9 +411,12 @@ def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
 
 
 class OrphanPlan(BaseModel):
-    """Immutable, printable plan pinned to one metadata file and one listing."""
+    """Immutable, printable plan pinned to one metadata file and one listing. Its figures shared with
+    Delta's VACUUM plan have the same names (:mod:`lakeops.ops.orphans` reads them); the others are in
+    :meth:`report_fields`."""
 
     model_config = ConfigDict(frozen=True)
+    format: ClassVar[str] = "iceberg"
 
     table: TableRef
     table_name: str
@@ -440,6 +444,37 @@ class OrphanPlan(BaseModel):
     @property
     def candidates(self) -> list[Candidate]:
         return [c for b in self.batches for c in b.files]
+
+    @property
+    def retention(self) -> timedelta:
+        """The age floor, as Delta's VACUUM names its own."""
+        return self.older_than
+
+    def table_label(self) -> str:
+        return self.table_name
+
+    def describe(self) -> str:
+        return (
+            f"{self.metadata_location.rsplit('/', 1)[-1]}: {self.files_scanned} files scanned, {self.referenced_files} "
+            f"referenced by {self.metadata_files} metadata files and {self.snapshots} snapshots"
+        )
+
+    def rechecked(self) -> OrphanPlan:
+        """:func:`recheck`: the plan against the table's current metadata."""
+        return recheck(self)
+
+    def report_fields(self) -> dict[str, int]:
+        """Iceberg's own figures, named as its orphans report's fields."""
+        return {
+            "read_version": self.sequence_number,
+            "metadata_files": self.metadata_files,
+            "missing_metadata_files": self.missing_metadata_files,
+            "snapshots": self.snapshots,
+            "referenced_files": self.referenced_files,
+            "listing_tasks": self.listing_tasks,
+            "prefix_mismatches_kept": self.prefix_mismatches_kept,
+            **deleted_by_kind(self.candidates, (DATA, METADATA, OTHER)),
+        }
 
 
 def _kind(location: str, path: str) -> str:

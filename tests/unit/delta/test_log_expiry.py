@@ -22,13 +22,14 @@ from lakeops.delta.last_checkpoint import parse_last_checkpoint
 from lakeops.delta.maintenance.log_expiry import (
     ExpiryOptions,
     ExpiryPlan,
-    execute_expiry,
+    commit_expiry,
+    delete_log_batch,
     plan_expiry,
 )
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, ProtocolError, UnsafeOperation, UnsupportedFeature, VersionNotFound
-from lakeops.storage import open_storage
+from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import parse_retention
 
 DAY = 86400.0
@@ -77,7 +78,8 @@ def _plan(location: Path, **options: object) -> ExpiryPlan:
 
 def _expire(location: Path, **options: object) -> ExpiryPlan:
     plan = _plan(location, **options)
-    execute_expiry(plan, open_storage(str(location)))
+    for batch in commit_expiry(plan, StorageOptions()).batches:
+        delete_log_batch(batch)
     return plan
 
 
