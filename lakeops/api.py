@@ -5,36 +5,112 @@ Iceberg catalog identifier), detects its format, plans, runs the plan's units on
 commits and returns the operation's typed report::
 
     from lakeops import api
-    from lakeops.ops.checkpoint import CheckpointOptions
+    from lakeops.ops.compaction import CompactionOptions
 
-    report = api.checkpoint("s3://lake/events", CheckpointOptions(), dry_run=True)
-    print(report.status, report.actions)
+    report = api.compact("s3://lake/events", CompactionOptions(target_file_size=256 << 20), dry_run=True)
+    print(report.groups, report.candidate_files)
 
 Without an ``executor`` the units run in threads of this process
 (:class:`~lakeops.execution.ThreadExecutor`); ``spark_jobs.operations.SparkSettings`` runs them as
 Spark tasks, which is how the ``lakeops`` command line and the Dagster assets call these functions.
 Progress lines go to ``progress`` (default: discarded). Errors are
-:class:`~lakeops.errors.LakeopsError` subclasses naming the table, the file and the problem.
-
-Operations whose driver still lives in ``spark_jobs`` (compaction, change capture, expiry, orphan
-removal, restore, purge-trash) join this module as their loops move into :mod:`lakeops.ops`.
+:class:`~lakeops.errors.LakeopsError` subclasses naming the table, the file and the problem, with
+secrets masked in the whole exception chain. Every run that changes a table (not a dry run) leaves an
+audit record (:mod:`lakeops.audit`) under the table root or the configured audit location.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TypeVar
 
+from pydantic import BaseModel
 from rich.console import Console
 
+from lakeops.audit import audited
 from lakeops.execution import Executor, ThreadExecutor
+from lakeops.ops import cdc as cdc_op
 from lakeops.ops import checkpoint as checkpoint_op
+from lakeops.ops import compaction, expiry, trash
+from lakeops.ops import orphans as orphans_op
+from lakeops.ops.cdc import CdcOptions, CdcReport
 from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
+from lakeops.ops.compaction import CompactionOptions, CompactionReport
+from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, SnapshotExpiryReport
+from lakeops.ops.icechunk.cdc import IcechunkCdcReport
+from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
+from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
+from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.ops.inspect import InspectReport, inspect_table
+from lakeops.ops.orphans import IcebergOrphansReport, OrphansOptions, OrphansReport
+from lakeops.ops.report import Report
 from lakeops.ops.target import CatalogOptions
+from lakeops.ops.trash import PurgeOptions, PurgeReport, RestoreOptions, RestoreReport
 from lakeops.storage import StorageOptions
 
-__all__ = ["checkpoint", "inspect"]
+__all__ = ["cdc", "checkpoint", "compact", "expire", "inspect", "orphans", "purge_trash", "restore"]
+
+ReportT = TypeVar("ReportT", bound=Report)
+
+
+def _run(
+    command: str,
+    table: str,
+    options: BaseModel,
+    storage_options: StorageOptions | None,
+    call: Callable[[StorageOptions], ReportT],
+    *,
+    changes_table: bool,
+    flags: Mapping[str, bool],
+    progress: Console | None,
+) -> ReportT:
+    """``call`` through :func:`lakeops.audit.audited`: recorded when it changes the table and is not a dry run."""
+    storage = storage_options or StorageOptions()
+    return audited(
+        command,
+        table,
+        options,
+        storage,
+        lambda: call(storage),
+        record=changes_table and not flags.get("dry_run", False),
+        flags=flags,
+        progress=progress or Console(quiet=True),
+    )
+
+
+def _execute(
+    command: str,
+    execute: Callable[..., ReportT],
+    table: str,
+    options: BaseModel,
+    *,
+    storage_options: StorageOptions | None,
+    executor: Executor | None,
+    progress: Console | None,
+    changes_table: bool = True,
+    **flags: bool,
+) -> ReportT:
+    """An operation's ``execute(table, options, storage_options, **flags, executor=, progress=)``
+    (:mod:`lakeops.ops`) through :func:`_run`; its ``flags`` (``dry_run``, ``quarantine``) are recorded too."""
+    return _run(
+        command,
+        table,
+        options,
+        storage_options,
+        lambda storage: execute(
+            table,
+            options,
+            storage,
+            **flags,
+            executor=executor or ThreadExecutor(),
+            progress=progress or Console(quiet=True),
+        ),
+        changes_table=changes_table,
+        flags=flags,
+        progress=progress,
+    )
 
 
 def inspect(
@@ -50,8 +126,53 @@ def inspect(
     (Iceberg) or the version current at ``timestamp``: live and small files, rows hidden by deletes,
     tombstones or snapshots, log length, checkpoint or manifest lag, reclaimable bytes. Icechunk
     repositories are inspected at their branch tips. Reads metadata only; changes nothing."""
-    return inspect_table(
-        table, storage_options, version=version, snapshot_id=snapshot_id, timestamp=timestamp, catalog=catalog
+    return _run(
+        "inspect",
+        table,
+        catalog or CatalogOptions(),
+        storage_options,
+        lambda storage: inspect_table(
+            table, storage, version=version, snapshot_id=snapshot_id, timestamp=timestamp, catalog=catalog
+        ),
+        changes_table=False,
+        flags={},
+        progress=None,
+    )
+
+
+def compact(
+    table: str,
+    options: CompactionOptions | None = None,
+    *,
+    dry_run: bool = False,
+    storage_options: StorageOptions | None = None,
+    executor: Executor | None = None,
+    progress: Console | None = None,
+) -> CompactionReport | IcechunkCompactionReport:
+    """Bin-pack the table's small files into files of about ``options.target_file_size``.
+
+    Delta (``OPTIMIZE``): files below the target in each partition are grouped and rewritten, rows
+    hidden by deletion vectors dropped; files whose deletion vector hides more than
+    ``options.dv_purge_ratio`` of their rows are rewritten too. Iceberg (``rewrite_data_files``):
+    files outside ``min_file_size``..``max_file_size``, or with ``delete_file_threshold`` delete files,
+    are rewritten with their deletes applied (sorted by the table's sort order with ``sort``);
+    ``partial_progress`` commits every that many groups. Icechunk: small chunk objects of
+    ``options.branch``'s tip are packed into shared chunk files. ``options.where`` limits the work to
+    matching partitions. A commit that loses a race is rebased and retried, dropping only the groups
+    the other writer invalidated. ``dry_run`` plans and reports, changing nothing.
+
+    Returns the plan's figures (candidate files, groups, partitions) and the outcome: files and bytes
+    removed and added, rows read and written, commits, retries and groups dropped by conflict.
+    """
+    return _execute(
+        "compact",
+        compaction.execute,
+        table,
+        options or CompactionOptions(),
+        storage_options=storage_options,
+        executor=executor,
+        progress=progress,
+        dry_run=dry_run,
     )
 
 
@@ -77,11 +198,164 @@ def checkpoint(
     what the checkpoint holds: actions, files and tombstones (Delta), manifests before and after and
     entries moved (Iceberg).
     """
-    return checkpoint_op.execute(
+    return _execute(
+        "checkpoint",
+        checkpoint_op.execute,
         table,
         options or CheckpointOptions(),
-        storage_options or StorageOptions(),
+        storage_options=storage_options,
+        executor=executor,
+        progress=progress,
         dry_run=dry_run,
-        executor=executor or ThreadExecutor(),
-        progress=progress or Console(quiet=True),
+    )
+
+
+def cdc(
+    table: str,
+    options: CdcOptions,
+    *,
+    dry_run: bool = False,
+    storage_options: StorageOptions | None = None,
+    executor: Executor | None = None,
+    progress: Console | None = None,
+) -> CdcReport | IcechunkCdcReport:
+    """Append the change rows of ``options.from_version``..``options.to_version`` to the Delta table
+    ``options.output`` (created if absent), with ``_change_type``, ``_commit_version`` and
+    ``_commit_timestamp`` columns.
+
+    Delta: the change data feed (``_change_data`` files where a commit wrote them, else the rows of
+    its added and removed files). Iceberg: the changelog of the snapshots after ``from_version`` (a
+    snapshot id, branch or tag; ``0`` for every change since the table's creation), positional and
+    equality deletes applied. Icechunk: the diff between two snapshots. A range the output already
+    holds is not extracted twice. ``dry_run`` plans and reports, writing nothing.
+
+    Returns the range extracted, the rows by change type, and the output version committed.
+    """
+    return _execute(
+        "cdc",
+        cdc_op.execute,
+        table,
+        options,
+        storage_options=storage_options,
+        executor=executor,
+        progress=progress,
+        dry_run=dry_run,
+        changes_table=False,
+    )
+
+
+def expire(
+    table: str,
+    options: ExpiryOptions | None = None,
+    *,
+    dry_run: bool = False,
+    quarantine: bool = False,
+    storage_options: StorageOptions | None = None,
+    executor: Executor | None = None,
+    progress: Console | None = None,
+) -> ExpiryReport | SnapshotExpiryReport | IcechunkExpiryReport:
+    """Forget history older than the retention, and delete what only that history needed.
+
+    Delta: delete log files older than ``options.older_than`` (default ``delta.logRetentionDuration``)
+    that no retained version needs, keeping the checkpoint the oldest retained version reads.
+    Iceberg: expire snapshots older than the retention of each branch (``older_than``,
+    ``retain_last``, ``snapshot_id`` for named ones), commit, then delete the files only expired
+    snapshots reached. Icechunk: expire snapshots older than the retention. ``keep_from_version`` keeps
+    what a change-feed consumer has not extracted yet; a retention below the table's own needs
+    ``force``. ``quarantine`` moves the files into the table's trash instead of deleting them
+    (:func:`restore` puts them back). ``dry_run`` lists what would be deleted.
+
+    Returns what was expired and deleted (files, bytes, snapshots or commits) and, for a dry run, the paths.
+    """
+    return _execute(
+        "expire",
+        expiry.execute,
+        table,
+        options or ExpiryOptions(),
+        storage_options=storage_options,
+        executor=executor,
+        progress=progress,
+        dry_run=dry_run,
+        quarantine=quarantine,
+    )
+
+
+def orphans(
+    table: str,
+    options: OrphansOptions | None = None,
+    *,
+    dry_run: bool = False,
+    quarantine: bool = False,
+    storage_options: StorageOptions | None = None,
+    executor: Executor | None = None,
+    progress: Console | None = None,
+) -> OrphansReport | IcebergOrphansReport | IcechunkGcReport:
+    """Delete files under the table's root that no retained version references and that are older
+    than ``options.older_than``.
+
+    Delta (``VACUUM``): tombstoned files past ``delta.deletedFileRetentionDuration`` and untracked data
+    files. Iceberg: files no metadata file, snapshot, manifest or statistics entry reaches
+    (``prefix_mismatch_mode`` for files named under another scheme or bucket). Icechunk: chunks,
+    manifests and snapshots no retained snapshot reaches. The plan is re-checked against the table
+    just before deleting. A retention below the table's own needs ``force_short_retention``.
+    ``quarantine`` moves the files into the table's trash instead (:func:`restore` puts them back).
+    ``dry_run`` lists what would be deleted.
+
+    Returns files scanned, too recent, still needed, and deleted (files and bytes; paths for a dry run).
+    """
+    return _execute(
+        "orphans",
+        orphans_op.execute,
+        table,
+        options or OrphansOptions(),
+        storage_options=storage_options,
+        executor=executor,
+        progress=progress,
+        dry_run=dry_run,
+        quarantine=quarantine,
+    )
+
+
+def restore(
+    table: str,
+    options: RestoreOptions,
+    *,
+    storage_options: StorageOptions | None = None,
+    progress: Console | None = None,
+) -> RestoreReport:
+    """Put back every file that the ``quarantine`` run ``options.run_id`` of :func:`expire` or
+    :func:`orphans` moved into the table's trash. Nothing is restored if any of them exists again at
+    its original path (the error names it). Runs in this process: a restore is one move per file."""
+    return _run(
+        "restore",
+        table,
+        options,
+        storage_options,
+        lambda storage: trash.restore(table, options, storage, progress=progress or Console(quiet=True)),
+        changes_table=True,
+        flags={},
+        progress=progress,
+    )
+
+
+def purge_trash(
+    table: str,
+    options: PurgeOptions | None = None,
+    *,
+    dry_run: bool = False,
+    storage_options: StorageOptions | None = None,
+    progress: Console | None = None,
+) -> PurgeReport:
+    """Delete the table's quarantine runs older than ``options.older_than`` (default 7 days), judged
+    by when each run quarantined. ``dry_run`` lists the runs that would be purged."""
+    opts = options or PurgeOptions()
+    return _run(
+        "purge-trash",
+        table,
+        opts,
+        storage_options,
+        lambda storage: trash.purge(table, opts, storage, dry_run=dry_run, progress=progress or Console(quiet=True)),
+        changes_table=True,
+        flags={"dry_run": dry_run},
+        progress=progress,
     )

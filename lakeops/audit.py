@@ -29,16 +29,18 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+from rich.console import Console
 
-from lakeops.errors import CorruptFile
+from lakeops.errors import CorruptFile, LakeopsError
 from lakeops.ops.report import Report, to_json
+from lakeops.ops.target import CatalogOptions, resolve_target, table_root
 from lakeops.quarantine import AUDIT_DIR, new_run_id
-from lakeops.redaction import mask_data, mask_text
+from lakeops.redaction import mask_data, mask_exception, mask_text
 from lakeops.registry import registry_audit_location
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import is_within, join, normalize
@@ -49,6 +51,7 @@ __all__ = [
     "AuditRecord",
     "Actor",
     "audit_dir",
+    "audited",
     "read_records",
     "record_run",
     "redact",
@@ -165,6 +168,71 @@ def record_run(
     document = to_json(record.model_dump(mode="json")).encode()
     open_storage(home, storage_options).put_if_absent(join(folder, name), document)
     return record
+
+
+ReportT = TypeVar("ReportT", bound=Report)
+
+
+def audited(
+    command: str,
+    table: str,
+    options: BaseModel,
+    storage_options: StorageOptions,
+    call: Callable[[], ReportT],
+    *,
+    record: bool,
+    flags: Mapping[str, bool] | None = None,
+    progress: Console,
+) -> ReportT:
+    """``call()``, one run of ``command``, leaving an audit record of its outcome when ``record`` (a
+    table-changing run, not a dry run: a read-only run writes nothing into the table, so it works with
+    read-only credentials). The record's options are ``options`` and the run's ``flags`` (``dry_run``,
+    ``quarantine``). Every :mod:`lakeops.api` function runs through here, so the CLI, ``spark-submit``
+    and Dagster are all audited, once. A record that cannot be written is a warning on ``progress``,
+    never the run's outcome. An exception leaves with its whole chain masked
+    (:func:`lakeops.redaction.mask_exception`): a driver's or an S3 client's own error may quote the
+    URI it was given, and tracebacks and Dagster's error report show the chain."""
+    started = datetime.now(UTC)
+    recorded = {**options.model_dump(mode="json"), **(flags or {})}
+    try:
+        report = call()
+    except Exception as exc:
+        mask_exception(exc)
+        if record:
+            _record(command, table, options, recorded, storage_options, started, progress, error=exc)
+        raise
+    if record:
+        _record(command, table, options, recorded, storage_options, started, progress, report=report)
+    return report
+
+
+def _record(
+    command: str,
+    table: str,
+    options: BaseModel,
+    recorded: Mapping[str, Any],
+    storage_options: StorageOptions,
+    started: datetime,
+    progress: Console,
+    *,
+    report: Report | None = None,
+    error: Exception | None = None,
+) -> None:
+    catalog = options if isinstance(options, CatalogOptions) else CatalogOptions()
+    try:
+        root = table_root(resolve_target(table, catalog, storage_options), storage_options)
+        record_run(
+            root,
+            command=command,
+            table=table,
+            options=recorded,
+            started=started,
+            storage_options=storage_options,
+            report=report,
+            error=error,
+        )
+    except LakeopsError as exc:
+        progress.print(f"warning: {table}: no audit record written for lakeops {command}: {exc}", soft_wrap=True)
 
 
 def read_records(

@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from rich.console import Console
 
-from lakeops.ops import cdc
+from lakeops import api
 from lakeops.ops.cdc import CdcOptions, CdcReport
-from lakeops.ops.icechunk import cdc as icechunk_cdc
 from lakeops.ops.icechunk.cdc import IcechunkCdcReport
-from lakeops.ops.target import IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions
-from lakeops.units import format_size
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 
 HELP = (
@@ -75,49 +71,10 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CdcReport | IcechunkCdcReport:
-    """Plan, extract on Spark, commit."""
-    target = resolve_target(table, options, storage_options)
-    if isinstance(target, IcechunkTarget):
-        return icechunk_cdc.extract(
-            target.location,
-            from_snapshot=str(options.from_version),
-            to_snapshot=None if options.to_version is None else str(options.to_version),
-            output=options.output,
-            dry_run=options.dry_run,
-            storage_options=storage_options,
-            executor=spark,
-            progress=progress,
-        )
-    console = progress
-    started = time.monotonic()
-    iceberg = target.format == "iceberg"
-    positions = "sequence numbers" if iceberg else "versions"
-    since = f"after snapshot {options.from_version}" if iceberg else f"from version {options.from_version}"
-    if str(options.from_version) == "0":
-        since = "since the table's creation"
-    console.print(f"planning the changes of {target} {since} ...")
-    plan = cdc.plan(table, options, storage_options)
-    if plan.already_extracted:
-        console.print(f"{plan.output_root} already holds {positions} through {plan.extracted_through}: nothing to do")
-        if options.dry_run:
-            return cdc.dry_run_report(plan, started)
-        return cdc.run(plan, storage_options, executor=spark, progress=console, description="", started=started)
-    console.print(
-        f"{positions} {plan.from_version}..{plan.to_version}: {plan.source_files} files "
-        f"({format_size(plan.source_bytes)}) in {len(plan.units)} units"
+    """:func:`lakeops.api.cdc`, its units extracted on Spark (or the driver, as ``spark`` decides)."""
+    return api.cdc(
+        table, options, dry_run=options.dry_run, storage_options=storage_options, executor=spark, progress=progress
     )
-    if options.dry_run:
-        return cdc.dry_run_report(plan, started)
-    report = cdc.run(
-        plan,
-        storage_options,
-        executor=spark,
-        progress=console,
-        description=f"lakeops cdc {target} {positions} {plan.from_version}..{plan.to_version}",
-        started=started,
-    )
-    console.print(f"committed version {report.committed_version} of {plan.output_root}")
-    return report
 
 
 if __name__ == "__main__":

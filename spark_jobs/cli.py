@@ -32,7 +32,7 @@ from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration, parse_retention, parse_size
 from spark_jobs.commands import COMMANDS
-from spark_jobs.operations import MaskedConsole, audited, options_from_args
+from spark_jobs.operations import MaskedConsole
 
 #: Progress and errors; messages hold paths and user values, never rich markup (errors add their own),
 #: and never a secret (:class:`~spark_jobs.operations.MaskedConsole`).
@@ -175,14 +175,7 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     try:
         resolve_names(args)
         command = _command(args.command)
-        report = audited(
-            args.command,
-            args.table,
-            options_from_args(command.Options, args),
-            storage_options(args),
-            lambda: command.run(args, storage_options(args), stderr),
-            progress=stderr,
-        )
+        report = command.run(args, storage_options(args), stderr)
     except LakeopsError as exc:
         # escape(): messages quote user data (``bucket[16]``) that rich would read as markup.
         stderr.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)

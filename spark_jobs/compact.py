@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from rich.console import Console
 
-from lakeops.ops import compaction
+from lakeops import api
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
-from lakeops.ops.icechunk import compaction as icechunk_compaction
 from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
-from lakeops.ops.target import IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions
-from lakeops.units import format_size
-from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
+from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 
 HELP = (
     "bin-pack small files into larger ones (Delta OPTIMIZE; Iceberg rewrite_data_files, applying deletes; "
@@ -27,11 +23,9 @@ USES_SPARK = True
 
 
 class Options(CompactionOptions):
-    """The planner's options plus the job's own: ``dry_run`` plans and reports, changing nothing;
-    ``branch``: the Icechunk branch whose tip is packed."""
+    """The planner's options plus ``dry_run`` (plan and report, change nothing)."""
 
     dry_run: bool = False
-    branch: str = "main"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -116,46 +110,9 @@ def run(
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CompactionReport | IcechunkCompactionReport:
-    """Plan, rewrite on Spark, commit (in batches with partial progress)."""
-    target = resolve_target(table, options, storage_options)
-    if isinstance(target, IcechunkTarget):
-        refuse_options(
-            target.location,
-            options,
-            "where",
-            "min_file_size",
-            "max_file_size",
-            "delete_file_threshold",
-            "partial_progress",
-            "commit_retries",
-            "commit_timeout",
-        )
-        return icechunk_compaction.compact(
-            target.location,
-            branch=options.branch,
-            target_file_size=options.target_file_size,
-            min_input_files=options.min_input_files,
-            dry_run=options.dry_run,
-            storage_options=storage_options,
-            executor=spark,
-            progress=progress,
-        )
-    started = time.monotonic()
-    progress.print(f"planning compaction of {table} ...")
-    plan = compaction.plan(table, options, storage_options)
-    progress.print(
-        f"{plan.input_files} of {plan.live_files} files ({format_size(plan.input_bytes)}) "
-        f"in {len(plan.groups)} groups to rewrite"
-    )
-    if options.dry_run:
-        return compaction.dry_run_report(plan, started)
-    return compaction.run(
-        plan,
-        storage_options,
-        executor=spark,
-        progress=progress,
-        description=f"lakeops compact {table}",
-        started=started,
+    """:func:`lakeops.api.compact`, its groups rewritten on Spark (or the driver, as ``spark`` decides)."""
+    return api.compact(
+        table, options, dry_run=options.dry_run, storage_options=storage_options, executor=spark, progress=progress
     )
 
 

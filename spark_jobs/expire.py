@@ -11,28 +11,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from rich.console import Console
 
-from lakeops.ops import expiry
+from lakeops import api
 from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, SnapshotExpiryReport
-from lakeops.ops.icechunk import expiry as icechunk_expiry
 from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
-from lakeops.ops.target import IcechunkTarget, resolve_target
-from lakeops.quarantine import TRASH_DIR, new_run_id
+from lakeops.quarantine import TRASH_DIR
 from lakeops.storage import StorageOptions
-from lakeops.units import parse_retention
-from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
+from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 
 HELP = (
     "expire Iceberg snapshots (and the files only they reach) by the table's retention policy; "
     "delete Delta log files older than delta.logRetentionDuration; expire Icechunk snapshots"
 )
 USES_SPARK = True
-
-#: Paths echoed to the console by a dry run; ``--json`` lists them all.
-SHOWN_PATHS = 20
 
 
 class Options(ExpiryOptions):
@@ -95,14 +88,6 @@ def add_quarantine_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def show_paths(console: Console, paths: list[str]) -> None:
-    """Echo the first paths of a dry run to the progress console."""
-    for path in paths[:SHOWN_PATHS]:
-        console.print(f"  would delete {path}", soft_wrap=True, highlight=False)
-    if len(paths) > SHOWN_PATHS:
-        console.print(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
-
-
 def run(
     args: argparse.Namespace, storage_options: StorageOptions, progress: Console
 ) -> ExpiryReport | IcechunkExpiryReport | SnapshotExpiryReport:
@@ -115,37 +100,15 @@ def run(
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> ExpiryReport | IcechunkExpiryReport | SnapshotExpiryReport:
-    """Plan, commit, delete (Iceberg: on Spark when there are many batches): :mod:`lakeops.ops.expiry`
-    with Spark as the executor."""
-    target = resolve_target(table, options, storage_options)
-    quarantine_run = new_run_id() if options.quarantine and not options.dry_run else None
-    if isinstance(target, IcechunkTarget):
-        refuse_options(str(target), options, "snapshot_id")
-        refuse_options(target.location, options, "keep_from_version", "retain_last")
-        return icechunk_expiry.expire(
-            target.location,
-            retention=parse_retention(options.older_than) if options.older_than is not None else None,
-            force=options.force,
-            dry_run=options.dry_run,
-            storage_options=storage_options,
-            progress=progress,
-            quarantine_run=quarantine_run,
-        )
-    started = time.monotonic()
-    plan = expiry.plan(table, options, storage_options, progress=progress)
-    progress.print(plan.describe())
-    if options.dry_run:
-        report = expiry.dry_run_report(plan, started)
-        show_paths(progress, report.paths)
-        return report
-    return expiry.run(
-        plan,
-        storage_options,
+    """:func:`lakeops.api.expire`, deleting on Spark when there are many batches."""
+    return api.expire(
+        table,
+        options,
+        dry_run=options.dry_run,
+        quarantine=options.quarantine,
+        storage_options=storage_options,
         executor=spark,
         progress=progress,
-        description=f"lakeops expire {target}",
-        started=started,
-        quarantine_run=quarantine_run,
     )
 
 

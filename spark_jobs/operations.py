@@ -14,40 +14,33 @@ import argparse
 import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
-from lakeops.audit import record_run
 from lakeops.deletion import BatchResult, DeleteBatch, delete_batch, delete_in_threads, for_run
-from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.errors import InvalidArgument
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
-from lakeops.ops.target import CatalogOptions, refuse_options, resolve_target, table_root
-from lakeops.redaction import mask_exception, mask_text
+from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_size
 from spark_jobs.commands import COMMANDS
 
 __all__ = [
-    "AUDITED",
     "DRIVER_MAX_BYTES",
     "DRIVER_MAX_BYTES_ENV",
     "DRIVER_MAX_UNITS",
     "DRIVER_MAX_UNITS_ENV",
     "MaskedConsole",
     "SparkSettings",
-    "audited",
     "options_from_args",
-    "refuse_options",
     "run_operation",
     "spark_from_args",
 ]
 
 Unit = TypeVar("Unit", bound=BaseModel)
-ReportT = TypeVar("ReportT", bound=Report)
 Result = TypeVar("Result", bound=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
@@ -75,9 +68,6 @@ DRIVER_MAX_BYTES_ENV = "LAKEOPS_DRIVER_MAX_BYTES"
 #: ``$LAKEOPS_DRIVER_MAX_UNITS`` (or ``driver_max_units``) overrides; 0: always Spark.
 DRIVER_MAX_UNITS = 16
 DRIVER_MAX_UNITS_ENV = "LAKEOPS_DRIVER_MAX_UNITS"
-
-#: Commands that change a table: their runs (not dry runs) leave an audit record (:func:`audited`).
-AUDITED = frozenset({"compact", "checkpoint", "expire", "orphans", "restore", "purge-trash"})
 
 
 class MaskedConsole(Console):
@@ -260,72 +250,10 @@ def run_operation(
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
         raise InvalidArgument(f"{table}: lakeops {name}: {problems}") from None
-    console = progress or Console(quiet=True)
-    return audited(
-        name,
+    return operation.execute(
         table,
         parsed,
         storage_options or StorageOptions(),
-        lambda: operation.execute(
-            table, parsed, storage_options or StorageOptions(), spark=spark or SparkSettings(), progress=console
-        ),
-        progress=console,
+        spark=spark or SparkSettings(),
+        progress=progress or Console(quiet=True),
     )
-
-
-def audited(
-    command: str,
-    table: str,
-    options: BaseModel,
-    storage_options: StorageOptions,
-    call: Callable[[], ReportT],
-    *,
-    progress: Console,
-) -> ReportT:
-    """``call()`` (one run of ``command``), leaving an audit record of its outcome under the table root
-    (:mod:`lakeops.audit`). The one place every run passes through: the CLI's ``main`` and
-    :func:`run_operation` (Dagster) both call it. Only table-changing commands (:data:`AUDITED`) that
-    are not dry runs are recorded: a read-only run writes nothing into the table, so it works with
-    read-only credentials. A record that cannot be written is a warning, never the run's outcome.
-    An exception leaves with its whole chain masked (:func:`lakeops.redaction.mask_exception`): a
-    driver's or an S3 client's own error may quote the URI it was given."""
-    recorded = command in AUDITED and not getattr(options, "dry_run", False)
-    started = datetime.now(UTC)
-    try:
-        report = call()
-    except Exception as exc:
-        mask_exception(exc)  # the CLI's traceback and Dagster's error report show the whole chain
-        if recorded:
-            _record(command, table, options, storage_options, started, progress, error=exc)
-        raise
-    if recorded:
-        _record(command, table, options, storage_options, started, progress, report=report)
-    return report
-
-
-def _record(
-    command: str,
-    table: str,
-    options: BaseModel,
-    storage_options: StorageOptions,
-    started: datetime,
-    progress: Console,
-    *,
-    report: Report | None = None,
-    error: Exception | None = None,
-) -> None:
-    catalog = options if isinstance(options, CatalogOptions) else CatalogOptions()
-    try:
-        root = table_root(resolve_target(table, catalog, storage_options), storage_options)
-        record_run(
-            root,
-            command=command,
-            table=table,
-            options=options.model_dump(mode="json"),
-            started=started,
-            storage_options=storage_options,
-            report=report,
-            error=error,
-        )
-    except LakeopsError as exc:
-        progress.print(f"warning: {table}: no audit record written for lakeops {command}: {exc}", soft_wrap=True)

@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from rich.console import Console
 
+from lakeops import api
 from lakeops.iceberg.maintenance.orphans import DEFAULT_OLDER_THAN, PrefixMismatchMode
-from lakeops.ops import orphans
-from lakeops.ops.icechunk import orphans as icechunk_orphans
 from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.ops.orphans import IcebergOrphansReport, OrphansOptions, OrphansReport
-from lakeops.ops.target import IcechunkTarget, resolve_target
-from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions
-from lakeops.units import parse_retention
-from spark_jobs.expire import add_quarantine_flag, show_paths
-from spark_jobs.operations import SparkSettings, options_from_args, refuse_options, spark_from_args
+from spark_jobs.expire import add_quarantine_flag
+from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 
 HELP = (
     "delete files no metadata references (Delta VACUUM: expired tombstoned and untracked data files; "
@@ -93,37 +88,15 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> Report:
-    """List and plan (Iceberg: listing large trees on Spark), re-check, delete (on Spark when there are
-    many batches): :mod:`lakeops.ops.orphans` with Spark as the executor."""
-    target = resolve_target(table, options, storage_options)
-    quarantine_run = new_run_id() if options.quarantine and not options.dry_run else None
-    if isinstance(target, IcechunkTarget):
-        refuse_options(target.location, options, "prefix_mismatch_mode", "listing_threshold")
-        refuse_options(target.location, options, "keep_from_version")
-        return icechunk_orphans.collect_garbage(
-            target.location,
-            retention=parse_retention(options.older_than) if options.older_than is not None else None,
-            force_short_retention=options.force_short_retention,
-            dry_run=options.dry_run,
-            storage_options=storage_options,
-            executor=spark,
-            progress=progress,
-            quarantine_run=quarantine_run,
-        )
-    started = time.monotonic()
-    plan = orphans.plan(table, options, storage_options, executor=spark, progress=progress)
-    progress.print(orphans.describe(plan))
-    if options.dry_run:
-        report = orphans.dry_run_report(plan, started)
-        show_paths(progress, report.paths)
-        return report
-    return orphans.run(
-        plan,
+    """:func:`lakeops.api.orphans`, listing large Iceberg trees and deleting many batches on Spark."""
+    return api.orphans(
+        table,
+        options,
+        dry_run=options.dry_run,
+        quarantine=options.quarantine,
+        storage_options=storage_options,
         executor=spark,
         progress=progress,
-        description=f"lakeops orphans {target}",
-        started=started,
-        quarantine_run=quarantine_run,
     )
 
 

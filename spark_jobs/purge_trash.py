@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from lakeops.ops import trash
+from lakeops import api
 from lakeops.ops.trash import PurgeOptions, PurgeReport
 from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
@@ -19,7 +19,11 @@ from spark_jobs.operations import SparkSettings, options_from_args
 HELP = "delete quarantined files (the table's trash) of runs older than a retention"
 USES_SPARK = False
 
-Options = PurgeOptions
+
+class Options(PurgeOptions):
+    """The purge's options plus ``dry_run`` (list the runs that would be purged, delete nothing)."""
+
+    dry_run: bool = False
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +48,8 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> PurgeReport:
-    """:func:`lakeops.ops.trash.purge`, on the driver (``spark`` is not used)."""
-    return trash.purge(table, options, storage_options, progress=progress)
+    """:func:`lakeops.api.purge_trash`, on the driver (``spark`` is not used)."""
+    return api.purge_trash(table, options, dry_run=options.dry_run, storage_options=storage_options, progress=progress)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 
 from rich.console import Console
 
-from lakeops.ops import trash
+from lakeops import api
 from lakeops.ops.trash import RestoreOptions, RestoreReport
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
@@ -40,8 +40,8 @@ def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Con
 def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> RestoreReport:
-    """:func:`lakeops.ops.trash.restore`, on the driver (``spark`` is not used)."""
-    return trash.restore(table, options, storage_options, progress=progress)
+    """:func:`lakeops.api.restore`, on the driver (``spark`` is not used)."""
+    return api.restore(table, options, storage_options=storage_options, progress=progress)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,13 @@ from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import changelog
 from lakeops.iceberg.maintenance.changelog import ChangelogOptions, ChangelogPlan, SnapshotChanges
 from lakeops.iceberg.table import load_table
+from lakeops.ops.icechunk import cdc as icechunk_cdc
+from lakeops.ops.icechunk.cdc import IcechunkCdcReport
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
 from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.units import format_size
 
 __all__ = [
     "CdcOptions",
@@ -39,6 +42,7 @@ __all__ = [
     "ExportResult",
     "Plan",
     "dry_run_report",
+    "execute",
     "plan",
     "require_output_writable",
     "run",
@@ -177,6 +181,63 @@ def require_output_writable(plan: Plan, storage_options: StorageOptions) -> None
 def dry_run_report(plan: Plan, started: float) -> CdcReport:
     """What the run would extract, without writing anything."""
     return _base_report(plan, started, dry_run=True)
+
+
+def execute(
+    table: str,
+    options: CdcOptions,
+    storage_options: StorageOptions,
+    *,
+    dry_run: bool,
+    executor: Executor,
+    progress: Console,
+) -> CdcReport | IcechunkCdcReport:
+    """Plan, extract the units on ``executor``, commit them as one version of ``options.output``,
+    report; ``dry_run`` stops after the plan. Icechunk repositories are diffed by
+    :mod:`lakeops.ops.icechunk.cdc`."""
+    target = resolve_target(table, options, storage_options)
+    if isinstance(target, IcechunkTarget):
+        return icechunk_cdc.extract(
+            target.location,
+            from_snapshot=str(options.from_version),
+            to_snapshot=None if options.to_version is None else str(options.to_version),
+            output=options.output,
+            dry_run=dry_run,
+            storage_options=storage_options,
+            executor=executor,
+            progress=progress,
+        )
+    started = time.monotonic()
+    iceberg = target.format == "iceberg"
+    positions = "sequence numbers" if iceberg else "versions"
+    since = f"after snapshot {options.from_version}" if iceberg else f"from version {options.from_version}"
+    if str(options.from_version) == "0":
+        since = "since the table's creation"
+    progress.print(f"planning the changes of {target} {since} ...")
+    planned = plan(table, options, storage_options)
+    if planned.already_extracted:
+        progress.print(
+            f"{planned.output_root} already holds {positions} through {planned.extracted_through}: nothing to do"
+        )
+        if dry_run:
+            return dry_run_report(planned, started)
+        return run(planned, storage_options, executor=executor, progress=progress, description="", started=started)
+    progress.print(
+        f"{positions} {planned.from_version}..{planned.to_version}: {planned.source_files} files "
+        f"({format_size(planned.source_bytes)}) in {len(planned.units)} units"
+    )
+    if dry_run:
+        return dry_run_report(planned, started)
+    report = run(
+        planned,
+        storage_options,
+        executor=executor,
+        progress=progress,
+        description=f"lakeops cdc {target} {positions} {planned.from_version}..{planned.to_version}",
+        started=started,
+    )
+    progress.print(f"committed version {report.committed_version} of {planned.output_root}")
+    return report
 
 
 def run(

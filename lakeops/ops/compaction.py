@@ -30,13 +30,22 @@ from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import compaction as iceberg_compaction
 from lakeops.iceberg.table import load_table
+from lakeops.ops.icechunk import compaction as icechunk_compaction
+from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import Batch, commit_batch, run_batches
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
+from lakeops.ops.target import (
+    CatalogOptions,
+    DeltaTarget,
+    IcebergTarget,
+    IcechunkTarget,
+    refuse_options,
+    resolve_target,
+)
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.units import parse_duration
+from lakeops.units import format_size, parse_duration
 
-__all__ = ["CompactionOptions", "CompactionReport", "Plan", "commit", "dry_run_report", "plan", "run"]
+__all__ = ["CompactionOptions", "CompactionReport", "Plan", "commit", "dry_run_report", "execute", "plan", "run"]
 
 Plan = delta_compaction.CompactionPlan | iceberg_compaction.CompactionPlan
 Group = delta_compaction.RewriteGroup | iceberg_compaction.RewriteGroup
@@ -53,7 +62,8 @@ class CompactionOptions(CatalogOptions):
     ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``. Retries of a
     commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
     None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
-    within 30 minutes (Delta).
+    within 30 minutes (Delta). Icechunk: ``branch``, whose tip is packed (``target_file_size`` and
+    ``min_input_files`` apply; the Iceberg-only options are refused).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,6 +81,7 @@ class CompactionOptions(CatalogOptions):
     remove_dangling_deletes: bool = True
     commit_retries: int | None = Field(default=None, ge=0)
     commit_timeout: timedelta | None = None
+    branch: str = "main"
 
     @field_validator("commit_timeout", mode="before")
     @classmethod
@@ -153,6 +164,60 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
             )
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk repositories are compacted by lakeops.ops.icechunk")
+
+
+def execute(
+    table: str,
+    options: CompactionOptions,
+    storage_options: StorageOptions,
+    *,
+    dry_run: bool,
+    executor: Executor,
+    progress: Console,
+) -> CompactionReport | IcechunkCompactionReport:
+    """Plan, rewrite the groups on ``executor``, commit (in batches with partial progress), report;
+    ``dry_run`` stops after the plan. Icechunk repositories are packed by
+    :mod:`lakeops.ops.icechunk.compaction`."""
+    target = resolve_target(table, options, storage_options)
+    if isinstance(target, IcechunkTarget):
+        refuse_options(
+            target.location,
+            options,
+            "where",
+            "min_file_size",
+            "max_file_size",
+            "delete_file_threshold",
+            "partial_progress",
+            "commit_retries",
+            "commit_timeout",
+        )
+        return icechunk_compaction.compact(
+            target.location,
+            branch=options.branch,
+            target_file_size=options.target_file_size,
+            min_input_files=options.min_input_files,
+            dry_run=dry_run,
+            storage_options=storage_options,
+            executor=executor,
+            progress=progress,
+        )
+    started = time.monotonic()
+    progress.print(f"planning compaction of {table} ...")
+    planned = plan(table, options, storage_options)
+    progress.print(
+        f"{planned.input_files} of {planned.live_files} files ({format_size(planned.input_bytes)}) "
+        f"in {len(planned.groups)} groups to rewrite"
+    )
+    if dry_run:
+        return dry_run_report(planned, started)
+    return run(
+        planned,
+        storage_options,
+        executor=executor,
+        progress=progress,
+        description=f"lakeops compact {table}",
+        started=started,
+    )
 
 
 def run(

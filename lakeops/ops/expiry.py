@@ -33,7 +33,9 @@ from lakeops.iceberg.maintenance import expire as snapshot_expiry
 from lakeops.iceberg.maintenance.expire import ExpirePlan
 from lakeops.iceberg.table import load_table
 from lakeops.ops.detect import detect_format
-from lakeops.ops.report import Report
+from lakeops.ops.icechunk import expiry as icechunk_expiry
+from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
+from lakeops.ops.report import Report, show_paths
 from lakeops.ops.target import (
     CatalogOptions,
     DeltaTarget,
@@ -42,6 +44,7 @@ from lakeops.ops.target import (
     refuse_options,
     resolve_target,
 )
+from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import parse_retention
@@ -52,6 +55,7 @@ __all__ = [
     "Plan",
     "SnapshotExpiryReport",
     "dry_run_report",
+    "execute",
     "plan",
     "plan_log",
     "run",
@@ -136,6 +140,50 @@ _REPORTS: dict[str, type[ExpiryReport | SnapshotExpiryReport]] = {
     ExpiryPlan.format: ExpiryReport,
     ExpirePlan.format: SnapshotExpiryReport,
 }
+
+
+def execute(
+    table: str,
+    options: ExpiryOptions,
+    storage_options: StorageOptions,
+    *,
+    dry_run: bool,
+    quarantine: bool,
+    executor: Executor,
+    progress: Console,
+) -> ExpiryReport | SnapshotExpiryReport | IcechunkExpiryReport:
+    """Plan, commit, delete on ``executor`` (``quarantine``: move into a new trash run instead), report;
+    ``dry_run`` lists what would go. Icechunk snapshots are expired by :mod:`lakeops.ops.icechunk.expiry`."""
+    target = resolve_target(table, options, storage_options)
+    quarantine_run = new_run_id() if quarantine and not dry_run else None
+    if isinstance(target, IcechunkTarget):
+        refuse_options(str(target), options, "snapshot_id")
+        refuse_options(target.location, options, "keep_from_version", "retain_last")
+        return icechunk_expiry.expire(
+            target.location,
+            retention=_retention(options),
+            force=options.force,
+            dry_run=dry_run,
+            storage_options=storage_options,
+            progress=progress,
+            quarantine_run=quarantine_run,
+        )
+    started = time.monotonic()
+    planned = plan(table, options, storage_options, progress=progress)
+    progress.print(planned.describe())
+    if dry_run:
+        report = dry_run_report(planned, started)
+        show_paths(progress, report.paths)
+        return report
+    return run(
+        planned,
+        storage_options,
+        executor=executor,
+        progress=progress,
+        description=f"lakeops expire {target}",
+        started=started,
+        quarantine_run=quarantine_run,
+    )
 
 
 def plan(

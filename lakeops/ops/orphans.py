@@ -35,7 +35,9 @@ from lakeops.iceberg.maintenance.orphans import OrphanOptions, OrphanPlan, Prefi
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops import consumers
 from lakeops.ops.detect import detect_format
-from lakeops.ops.report import Report
+from lakeops.ops.icechunk import orphans as icechunk_orphans
+from lakeops.ops.icechunk.orphans import IcechunkGcReport
+from lakeops.ops.report import Report, show_paths
 from lakeops.ops.target import (
     CatalogOptions,
     DeltaTarget,
@@ -44,6 +46,7 @@ from lakeops.ops.target import (
     refuse_options,
     resolve_target,
 )
+from lakeops.quarantine import new_run_id
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import format_duration, format_size, instant, parse_retention
@@ -57,6 +60,7 @@ __all__ = [
     "VacuumOptions",
     "describe",
     "dry_run_report",
+    "execute",
     "finish",
     "plan",
     "plan_delta",
@@ -143,6 +147,51 @@ _REPORTS: dict[str, type[OrphansReport | IcebergOrphansReport]] = {
     VacuumPlan.format: OrphansReport,
     OrphanPlan.format: IcebergOrphansReport,
 }
+
+
+def execute(
+    table: str,
+    options: OrphansOptions,
+    storage_options: StorageOptions,
+    *,
+    dry_run: bool,
+    quarantine: bool,
+    executor: Executor,
+    progress: Console,
+) -> OrphansReport | IcebergOrphansReport | IcechunkGcReport:
+    """List and plan (a large Iceberg tree listed on ``executor``), re-check, delete on ``executor``
+    (``quarantine``: move into a new trash run instead), report; ``dry_run`` lists what would go.
+    Icechunk repositories are garbage-collected by :mod:`lakeops.ops.icechunk.orphans`."""
+    target = resolve_target(table, options, storage_options)
+    quarantine_run = new_run_id() if quarantine and not dry_run else None
+    if isinstance(target, IcechunkTarget):
+        refuse_options(target.location, options, "prefix_mismatch_mode", "listing_threshold")
+        refuse_options(target.location, options, "keep_from_version")
+        return icechunk_orphans.collect_garbage(
+            target.location,
+            retention=parse_retention(options.older_than) if options.older_than is not None else None,
+            force_short_retention=options.force_short_retention,
+            dry_run=dry_run,
+            storage_options=storage_options,
+            executor=executor,
+            progress=progress,
+            quarantine_run=quarantine_run,
+        )
+    started = time.monotonic()
+    planned = plan(table, options, storage_options, executor=executor, progress=progress)
+    progress.print(describe(planned))
+    if dry_run:
+        report = dry_run_report(planned, started)
+        show_paths(progress, report.paths)
+        return report
+    return run(
+        planned,
+        executor=executor,
+        progress=progress,
+        description=f"lakeops orphans {target}",
+        started=started,
+        quarantine_run=quarantine_run,
+    )
 
 
 def plan(

@@ -12,13 +12,26 @@ from abc import abstractmethod
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from rich.console import Console
 
 from lakeops.jsontext import dumps, printable
 from lakeops.ops.detect import TableFormat
 from lakeops.redaction import mask_data, mask_text
 from lakeops.units import format_seconds, format_size
 
-__all__ = ["InspectionReport", "Report", "TableState", "readable", "to_json", "version_text"]
+__all__ = [
+    "SHOWN_PATHS",
+    "InspectionReport",
+    "Report",
+    "TableState",
+    "readable",
+    "show_paths",
+    "to_json",
+    "version_text",
+]
+
+#: Paths a dry run echoes to the progress console; its report (``--json``) lists them all.
+SHOWN_PATHS = 20
 
 
 def readable(name: str, value: int | float) -> str | None:
@@ -152,3 +165,11 @@ class InspectionReport(Report):
     @abstractmethod
     def table_state(self) -> TableState:
         """The report's numbers as :class:`TableState`."""
+
+
+def show_paths(progress: Console, paths: list[str]) -> None:
+    """Echo the first :data:`SHOWN_PATHS` paths a dry run would delete to ``progress``."""
+    for path in paths[:SHOWN_PATHS]:
+        progress.print(f"  would delete {path}", soft_wrap=True, highlight=False)
+    if len(paths) > SHOWN_PATHS:
+        progress.print(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")

@@ -28,13 +28,11 @@ class RestoreOptions(CatalogOptions):
 
 
 class PurgeOptions(CatalogOptions):
-    """``older_than`` as the command line writes it (``7d``; None: 7 days); ``dry_run`` lists the runs
-    that would be purged, deleting nothing."""
+    """``older_than`` as the command line writes it (``7d``; None: 7 days)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     older_than: str | None = None
-    dry_run: bool = False
 
 
 class RestoreReport(Report):
@@ -78,18 +76,21 @@ def restore(
     )
 
 
-def purge(table: str, options: PurgeOptions, storage_options: StorageOptions, *, progress: Console) -> PurgeReport:
-    """Delete the table's quarantine runs older than ``options.older_than``; a run's age is its run
-    id's timestamp (when it quarantined), not the files' modification times."""
+def purge(
+    table: str, options: PurgeOptions, storage_options: StorageOptions, *, dry_run: bool, progress: Console
+) -> PurgeReport:
+    """Delete the table's quarantine runs older than ``options.older_than`` (``dry_run``: list them,
+    deleting nothing); a run's age is its run id's timestamp (when it quarantined), not the files'
+    modification times."""
     target = resolve_target(table, options, storage_options)
     older_than = parse_retention(options.older_than) if options.older_than is not None else DEFAULT_PURGE_AFTER
     started = time.monotonic()
     root = table_root(target, storage_options)
-    result = quarantine.purge(root, older_than, storage_options, dry_run=options.dry_run)
+    result = quarantine.purge(root, older_than, storage_options, dry_run=dry_run)
     report = PurgeReport(
         format=target.format,
         table=str(target),
-        dry_run=options.dry_run,
+        dry_run=dry_run,
         older_than=str(older_than),
         purged_runs=len(result.runs),
         purged_files=result.files,
@@ -97,6 +98,6 @@ def purge(table: str, options: PurgeOptions, storage_options: StorageOptions, *,
         runs=result.runs,
         duration_s=time.monotonic() - started,
     )
-    verb = "would purge" if options.dry_run else "purged"
+    verb = "would purge" if dry_run else "purged"
     progress.print(f"{target}: {verb} {report.purged_runs} trash runs ({report.purged_files} files)")
     return report
