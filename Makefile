@@ -34,9 +34,12 @@ chromium: install
 screenshot: chromium
 	$(PY) -m orchestration.ui screenshot docs
 
-## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server).
+## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server), on every core
+## (pytest-xdist: each worker has its own Spark session, moto server on a free port and temp dirs);
+## the 20 slowest tests are listed at the end. TEST_WORKERS=1 runs it in one process.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
-	$(PY) -m pytest -q -m "not slow and not integration and not ui"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 -m "not slow and not integration and not ui"
 
 ## The Dagster UI in a real browser (Chromium driven by Playwright) against `dagster dev` on 127.0.0.1.
 test-ui: chromium

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TypeVar
 
-from pydantic import BaseModel
 from rich.console import Console
 
 from lakeops.audit import audited
@@ -46,34 +45,47 @@ from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.ops.orphans import IcebergOrphansReport, OrphansOptions, OrphansReport
 from lakeops.ops.report import Report
-from lakeops.ops.target import CatalogOptions
+from lakeops.ops.target import CatalogOptions, resolve_name, resolve_output
 from lakeops.ops.trash import PurgeOptions, PurgeReport, RestoreOptions, RestoreReport
 from lakeops.storage import StorageOptions
 
 __all__ = ["cdc", "checkpoint", "compact", "expire", "inspect", "orphans", "purge_trash", "restore"]
 
 ReportT = TypeVar("ReportT", bound=Report)
+OptionsT = TypeVar("OptionsT", bound=CatalogOptions)
+
+
+def _resolved(table: str, options: OptionsT, storage_options: StorageOptions) -> tuple[str, OptionsT]:
+    """A registry name as its entry's address (location, or identifier and catalog), and a cdc
+    ``output`` name as its location, as the CLI resolves them; any other table as given."""
+    table, catalog = resolve_name(table, options, storage_options)
+    update: dict[str, object] = {"catalog_uri": catalog.catalog_uri, "catalog_name": catalog.catalog_name}
+    if isinstance(options, CdcOptions):
+        update["output"] = resolve_output(options.output)
+    return table, options.model_copy(update=update)
 
 
 def _run(
     command: str,
     table: str,
-    options: BaseModel,
+    options: OptionsT,
     storage_options: StorageOptions | None,
-    call: Callable[[StorageOptions], ReportT],
+    call: Callable[[str, OptionsT, StorageOptions], ReportT],
     *,
     changes_table: bool,
     flags: Mapping[str, bool],
     progress: Console | None,
 ) -> ReportT:
-    """``call`` through :func:`lakeops.audit.audited`: recorded when it changes the table and is not a dry run."""
+    """``call`` on the resolved table through :func:`lakeops.audit.audited`: recorded when it changes
+    the table and is not a dry run."""
     storage = storage_options or StorageOptions()
+    table, options = _resolved(table, options, storage)
     return audited(
         command,
         table,
         options,
         storage,
-        lambda: call(storage),
+        lambda: call(table, options, storage),
         record=changes_table and not flags.get("dry_run", False),
         flags=flags,
         progress=progress or Console(quiet=True),
@@ -84,7 +96,7 @@ def _execute(
     command: str,
     execute: Callable[..., ReportT],
     table: str,
-    options: BaseModel,
+    options: CatalogOptions,
     *,
     storage_options: StorageOptions | None,
     executor: Executor | None,
@@ -99,9 +111,9 @@ def _execute(
         table,
         options,
         storage_options,
-        lambda storage: execute(
-            table,
-            options,
+        lambda name, opts, storage: execute(
+            name,
+            opts,
             storage,
             **flags,
             executor=executor or ThreadExecutor(),
@@ -131,8 +143,8 @@ def inspect(
         table,
         catalog or CatalogOptions(),
         storage_options,
-        lambda storage: inspect_table(
-            table, storage, version=version, snapshot_id=snapshot_id, timestamp=timestamp, catalog=catalog
+        lambda name, resolved, storage: inspect_table(
+            name, storage, version=version, snapshot_id=snapshot_id, timestamp=timestamp, catalog=resolved
         ),
         changes_table=False,
         flags={},
@@ -331,7 +343,7 @@ def restore(
         table,
         options,
         storage_options,
-        lambda storage: trash.restore(table, options, storage, progress=progress or Console(quiet=True)),
+        lambda name, opts, storage: trash.restore(name, opts, storage, progress=progress or Console(quiet=True)),
         changes_table=True,
         flags={},
         progress=progress,
@@ -354,7 +366,9 @@ def purge_trash(
         table,
         opts,
         storage_options,
-        lambda storage: trash.purge(table, opts, storage, dry_run=dry_run, progress=progress or Console(quiet=True)),
+        lambda name, resolved, storage: trash.purge(
+            name, resolved, storage, dry_run=dry_run, progress=progress or Console(quiet=True)
+        ),
         changes_table=True,
         flags={"dry_run": dry_run},
         progress=progress,

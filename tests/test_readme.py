@@ -11,7 +11,8 @@ test only (:data:`SLOW`). Inline code that is a complete command (a ``make`` tar
 with options and no placeholder) must be one of the block commands or excluded, so a new command in
 the README is either run here or consciously excluded.
 
-``make demo`` is the first command: its report must show every maintenance operation doing work on
+The ``python`` blocks run after them, with the demo's registry (``LAKEOPS_REGISTRY``) as the README
+exports it. ``make demo`` is the first command: its report must show every maintenance operation doing work on
 its first run (the demo's backdated history), and its tables must still read afterwards.
 """
 
@@ -93,6 +94,11 @@ def bash_blocks(text: str) -> list[list[str]]:
                 commands.append(command)
         blocks.append(commands)
     return blocks
+
+
+def python_blocks(text: str) -> list[str]:
+    """The code of each ``python`` block, as written."""
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
 
 
 def _placeholder(word: str) -> bool:
@@ -211,6 +217,17 @@ def readme_run(clone: Path) -> Iterator[dict[str, tuple[bool, str]]]:
         commands = [c for c in block if _key(c) not in EXCLUDED and _key(c) not in SLOW]
         if commands:
             results.update(run_commands(commands, clone))
+    registry = {"LAKEOPS_REGISTRY": str(clone / ".lakeops-demo" / "lakeops.yaml")}
+    for code in python_blocks((clone / "README.md").read_text()):
+        ran = subprocess.run(
+            [str(clone / ".venv" / "bin" / "python"), "-c", code],
+            cwd=clone,
+            env=_user_env() | registry,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        results[code] = (ran.returncode == 0, ran.stdout + ran.stderr)
     yield results
     shutil.rmtree(clone / ".lakeops-demo", ignore_errors=True)
 
@@ -226,6 +243,17 @@ def test_readme_commands_run_as_written(readme_run: dict[str, tuple[bool, str]])
         assert ok, f"{command}\n{output[-4000:]}"
     backfill = next(output for command, (_, output) in readme_run.items() if command.startswith("dagster asset"))
     assert "RUN_SUCCESS" in backfill
+
+
+def test_readme_python_runs_on_the_demo(readme_run: dict[str, tuple[bool, str]]) -> None:
+    blocks = python_blocks(README.read_text())
+    assert any("lakeops.api" in code or "from lakeops import api" in code for code in blocks)
+    for code in blocks:
+        ok, output = readme_run[code]
+        assert ok, f"{code}\n{output[-4000:]}"
+    api_example = next(readme_run[code][1] for code in blocks if "api.compact" in code)
+    assert re.search(r"^\d+ files in \d+ groups would be rewritten$", api_example, flags=re.M), api_example
+    assert re.search(r"^\d+ files moved to the trash, run \S+$", api_example, flags=re.M), api_example
 
 
 def _demo_runs(output: str) -> dict[str, list[str]]:

@@ -13,7 +13,7 @@ from icechunk_repos import build_history, set_age
 from pyiceberg_tables import MERGE_APPENDS, small_file_table
 
 from lakeops import api, audit
-from lakeops.errors import UsageError
+from lakeops.errors import NotATable, UsageError
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions
@@ -169,3 +169,26 @@ def test_orphans_quarantine_restore_and_purge(tmp_path: Path) -> None:
         ("orphans", "succeeded"),
         ("purge-trash", "succeeded"),
     ]
+
+
+def test_registry_names_resolve_as_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _delta(tmp_path)
+    orders = small_file_table(tmp_path / "iceberg", appends=3, rows=5)
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(
+        "tables:\n"
+        f"  - name: events\n    location: {events}\n"
+        f"  - name: orders\n    catalog: {{uri: '{orders.catalog_uri}'}}\n    identifier: {orders.identifier}\n"
+        f"  - name: changes\n    location: {tmp_path / 'changes'}\n"
+    )
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+    monkeypatch.chdir(tmp_path / "iceberg")  # nothing here is named like a table
+
+    assert api.inspect("events").version == 4
+    assert api.checkpoint("orders").manifests_before == 3  # the identifier, in the entry's catalog
+    exported = api.cdc("events", CdcOptions(from_version=0, output="changes"))
+    assert exported.output == str(tmp_path / "changes") and DeltaTable(str(tmp_path / "changes")).version() == 0
+    (record,) = audit.read_records(orders.reload().location())
+    assert (record.table, record.options["catalog_uri"]) == (orders.identifier, orders.catalog_uri)
+    with pytest.raises(NotATable, match="did you mean 'events'"):
+        api.compact("event")
