@@ -1,6 +1,6 @@
-"""The audit hook every run passes (``lakeops.audit.audited``, around every ``lakeops.api`` call): a successful and
-a failed run, from the CLI and from ``run_operation`` (Dagster's entry), each leave one record under the table root with who/what/when,
-the plan and the outcome, and no secrets; read-only runs and dry runs leave none."""
+"""The audit hook every run passes (``lakeops.audit.audited``, around every ``lakeops.api`` call): a successful
+and a failed run, from the CLI and from ``run_operation`` (Dagster's entry), each leave one record under the table
+root with who/what/when, the plan and the outcome, and no secrets; read-only runs and dry runs leave none."""
 
 from __future__ import annotations
 
