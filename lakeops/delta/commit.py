@@ -217,7 +217,7 @@ def _check_protocol(winner: CommitActions, table_root: str, operation: str, read
     if winner.protocol is None:
         return
     try:
-        check_writable(winner.protocol, table_root)
+        check_writable(winner.protocol, table_root, "commit")
     except UnsupportedFeature as exc:
         raise CommitConflict(
             f"{table_root}: {operation} based on version {read_version} aborted: version {winner.version} "

@@ -1,12 +1,16 @@
 """Protocol versions and table features ("Protocol Evolution", "Table Features", Appendix
 "Valid Feature Names in Table Features", "Writer Version Requirements", "Reader Version Requirements").
 
-lakeops implements every feature the specification names. A table listing anything else is refused:
-for reading if the feature is a reader feature, for writing if it is a writer feature, and the error
-names the feature.
+:data:`FEATURES` says, per table feature, which operations honour it. A table enabling a feature that is
+not there is refused: for reading if it is a reader feature, for writing if it is a writer feature;
+a known feature is refused by the operations that do not support it yet. Each error names the
+feature (and the operation).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 from lakeops.delta.actions import Metadata, Protocol
 from lakeops.errors import UnsupportedFeature
@@ -14,19 +18,40 @@ from lakeops.errors import UnsupportedFeature
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
-READER_FEATURES = frozenset({"columnMapping", "deletionVectors"})
-WRITER_FEATURES = frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "generatedColumns",
-        "changeDataFeed",
-        "columnMapping",
-        "identityColumns",
-        "deletionVectors",
-    }
-)
+#: What lakeops does to a Delta table, as the feature table names it: reading (inspect, time travel,
+#: a change feed's source), and each operation that writes or deletes. ``commit`` is any commit
+#: lakeops lands (compaction's, a change table's), checked again when another writer's commit
+#: changed the protocol under a running operation.
+Operation = Literal["read", "compact", "checkpoint", "expire", "vacuum", "write", "commit"]
+ALL_OPERATIONS: frozenset[Operation] = frozenset(get_args(Operation))
+
+
+@dataclass(frozen=True)
+class FeatureSupport:
+    """How far lakeops honours one table feature: the operations that follow its rules (the others
+    refuse a table that enables it, naming the feature, the operation and ``why``)."""
+
+    reader: bool
+    writer: bool
+    operations: frozenset[Operation] = ALL_OPERATIONS
+    why: str = ""
+
+
+#: Every table feature lakeops knows ("Valid Feature Names in Table Features"); a feature a table
+#: enables that is not here is refused by every operation.
+FEATURES: dict[str, FeatureSupport] = {
+    "appendOnly": FeatureSupport(reader=False, writer=True),
+    "invariants": FeatureSupport(reader=False, writer=True),
+    "checkConstraints": FeatureSupport(reader=False, writer=True),
+    "generatedColumns": FeatureSupport(reader=False, writer=True),
+    "changeDataFeed": FeatureSupport(reader=False, writer=True),
+    "columnMapping": FeatureSupport(reader=True, writer=True),
+    "identityColumns": FeatureSupport(reader=False, writer=True),
+    "deletionVectors": FeatureSupport(reader=True, writer=True),
+}
+
+READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)
+WRITER_FEATURES = frozenset(FEATURES)
 
 #: Features implied by legacy protocol versions (before table features existed).
 _LEGACY_WRITER = {
@@ -60,10 +85,12 @@ def check_readable(protocol: Protocol, table: str) -> None:
         )
     if protocol.min_reader_version == 3:
         _refuse_unknown(table, "reader", protocol.reader_features, READER_FEATURES, "read")
+    _refuse_for(protocol, table, "read")
 
 
-def check_writable(protocol: Protocol, table: str) -> None:
-    """Raise :class:`UnsupportedFeature` unless lakeops can also write this table correctly."""
+def check_writable(protocol: Protocol, table: str, operation: Operation) -> None:
+    """Raise :class:`UnsupportedFeature` unless lakeops's ``operation`` honours every feature the
+    table enables."""
     check_readable(protocol, table)
     if protocol.min_writer_version > MAX_WRITER_VERSION:
         raise UnsupportedFeature(
@@ -72,6 +99,26 @@ def check_writable(protocol: Protocol, table: str) -> None:
         )
     if protocol.min_writer_version == 7:
         _refuse_unknown(table, "writer", protocol.writer_features, WRITER_FEATURES, "write")
+    _refuse_for(protocol, table, operation)
+
+
+def _refuse_for(protocol: Protocol, table: str, operation: Operation) -> None:
+    """Refuse ``operation`` when a known feature the table enables does not support it yet."""
+    for name in sorted(enabled_features(protocol)):
+        support = FEATURES.get(name)
+        if support is not None and operation not in support.operations:
+            raise UnsupportedFeature(
+                f"{table}: table feature {name} is not supported by lakeops {operation} yet"
+                + (f" ({support.why})" if support.why else "")
+            )
+
+
+def supported_operations(protocol: Protocol) -> dict[str, list[str]]:
+    """For ``inspect``: each enabled feature and the operations lakeops runs on a table with it."""
+    return {
+        name: sorted(FEATURES[name].operations) if name in FEATURES else []
+        for name in sorted(enabled_features(protocol))
+    }
 
 
 def enabled_features(protocol: Protocol) -> set[str]:

@@ -92,7 +92,7 @@ def read_target(storage: Storage, root: str) -> TargetTable:
         snapshot = load_snapshot(storage, root)
     except NotATable:
         return TargetTable(root, None)
-    check_writable(snapshot.protocol, root)
+    check_writable(snapshot.protocol, root, "write")
     return TargetTable(root, snapshot.version, snapshot.metadata, dict(snapshot.txns))
 
 

@@ -302,7 +302,7 @@ def plan_checkpoint(
         raise InvalidArgument(
             f"{table}: asked to checkpoint version {options.version} of a snapshot at {snapshot.version}"
         )
-    check_writable(snapshot.protocol, table)
+    check_writable(snapshot.protocol, table, "checkpoint")
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     metadata = snapshot.metadata
     config = metadata.configuration

@@ -241,7 +241,7 @@ def plan_compaction(
     a bin is kept when it has ``min_input_files`` files (never fewer than two: rewriting one file
     alone gains nothing) or purges such a deletion vector."""
     table = snapshot.table_root
-    check_writable(snapshot.protocol, table)
+    check_writable(snapshot.protocol, table, "compact")
     target = effective_target_size(snapshot, options)
     predicate = parse_predicate(options.where) if options.where else None
     if predicate is not None:

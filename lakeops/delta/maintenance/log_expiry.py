@@ -227,7 +227,7 @@ def _require_readable(storage: Storage, snapshot: DeltaSnapshot, version: int) -
 def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOptions, *, now_ms: int) -> ExpiryPlan:
     """Find the cutoff checkpoint and the log files below it (see the module docstring)."""
     table = snapshot.table_root
-    check_writable(snapshot.protocol, table)
+    check_writable(snapshot.protocol, table, "expire")
     config = snapshot.metadata.configuration
     if config.get(CLEANUP_ENABLED_PROPERTY, "true").strip().lower() == "false" and not options.force:
         raise UnsafeOperation(

@@ -231,7 +231,7 @@ def plan_vacuum(
 ) -> VacuumPlan:
     """List the table once and choose the files to delete (rules in the module docstring)."""
     table = snapshot.table_root
-    check_writable(snapshot.protocol, table)  # VACUUM acts as a writer
+    check_writable(snapshot.protocol, table, "vacuum")  # VACUUM acts as a writer
     retention = resolve_retention(
         snapshot,
         options.retention,
@@ -304,7 +304,7 @@ def recheck(plan: VacuumPlan, storage: Storage) -> VacuumPlan:
     if listing.latest_version == plan.read_version:
         return plan
     snapshot = load_snapshot(storage, plan.table_root, listing=listing)
-    check_writable(snapshot.protocol, plan.table_root)
+    check_writable(snapshot.protocol, plan.table_root, "vacuum")
     keep, _, _ = _referenced(snapshot, plan.cutoff_ms)
     if any(c.kind == "change_data" for c in plan.candidates):
         keep |= _change_data_in_window(storage, snapshot, plan.cutoff_ms)
