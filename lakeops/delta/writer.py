@@ -192,6 +192,7 @@ class DataFileWriter:
         partition_values: dict[str, str | None] | None = None,
         data_change: bool = True,
         prefix: str = "part",
+        tags: dict[str, str | None] | None = None,
     ) -> WrittenFile | None:
         """Store the file at ``<root>/<directory>/<prefix>-<uuid>.zstd.parquet`` (put-if-absent: a
         data file is never overwritten) and describe it as an ``add`` with full statistics; None
@@ -220,6 +221,7 @@ class DataFileWriter:
             modificationTime=int(time.time() * 1000),
             dataChange=data_change,
             stats=stats,
+            tags=tags,
         )
         return WrittenFile(add=add.to_json_dict(), location=location, rows=self.rows)
 
