@@ -48,6 +48,7 @@ FEATURES: dict[str, FeatureSupport] = {
     "columnMapping": FeatureSupport(reader=True, writer=True),
     "identityColumns": FeatureSupport(reader=False, writer=True),
     "deletionVectors": FeatureSupport(reader=True, writer=True),
+    "inCommitTimestamp": FeatureSupport(reader=False, writer=True),
 }
 
 READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from lakeops.delta.actions import ActionModel, Add, Metadata, Protocol, Txn
 from lakeops.delta.commit import CommitResult, ConflictRule, commit
 from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable
 from lakeops.delta.schema import (
     ColumnMappingMode,
@@ -75,6 +76,8 @@ class TargetTable:
     version: int | None
     metadata: Metadata | None = None
     txns: dict[str, Txn] = field(default_factory=dict)
+    #: The table dates commits by in-commit timestamps: an append must carry one.
+    in_commit_timestamps: bool = False
 
     @property
     def exists(self) -> bool:
@@ -93,7 +96,13 @@ def read_target(storage: Storage, root: str) -> TargetTable:
     except NotATable:
         return TargetTable(root, None)
     check_writable(snapshot.protocol, root, "write")
-    return TargetTable(root, snapshot.version, snapshot.metadata, dict(snapshot.txns))
+    return TargetTable(
+        root,
+        snapshot.version,
+        snapshot.metadata,
+        dict(snapshot.txns),
+        in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
+    )
 
 
 def new_table_metadata(schema: StructType, *, configuration: dict[str, str], name: str | None = None) -> Metadata:
@@ -290,4 +299,5 @@ def append_files(
         },
         conflict_rule=txn_conflicts(txn.app_id if txn is not None else None),
         is_blind_append=txn is None,
+        in_commit_timestamps=target.in_commit_timestamps,
     )

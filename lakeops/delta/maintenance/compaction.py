@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.delta.actions import ActionModel, Add, Remove
 from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
@@ -192,6 +193,8 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     partitions_compacted: int
     groups: list[RewriteGroup]
     ordering: Ordering | None = None
+    #: The table dates commits by in-commit timestamps: the OPTIMIZE commit must carry one.
+    in_commit_timestamps: bool = False
     commit_retries: int = DEFAULT_COMMIT_RETRIES
     commit_timeout: timedelta = DEFAULT_COMMIT_TIMEOUT
 
@@ -365,6 +368,7 @@ def plan_compaction(
         partitions_compacted=partitions,
         groups=groups,
         ordering=ordering,
+        in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
         commit_retries=DEFAULT_COMMIT_RETRIES if options.commit_retries is None else options.commit_retries,
         commit_timeout=options.commit_timeout or DEFAULT_COMMIT_TIMEOUT,
     )
@@ -596,6 +600,7 @@ def commit_compaction(
         },
         max_attempts=plan.commit_retries + 1,
         timeout_s=plan.commit_timeout.total_seconds(),
+        in_commit_timestamps=plan.in_commit_timestamps,
     )
     position = {g.group_id: i for i, g in enumerate(plan.groups)}
     dropped = {position[group]: why for group, why in pending.dropped.items()}
