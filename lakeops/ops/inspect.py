@@ -8,7 +8,6 @@ from datetime import datetime
 
 from lakeops.delta.actions import Add
 from lakeops.delta.features import enabled_features
-from lakeops.delta.log_segment import commit_timestamps
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
@@ -189,7 +188,8 @@ def _inspect_delta(
     horizon_ms = cutoff_ms(retention, now_ms)
     reclaimable = [r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) < horizon_ms]
     listed = list(snapshot.listing.commits) + list(snapshot.listing.checkpoints)
-    dated = commit_timestamps(snapshot.listing)
+    oldest = min(snapshot.listing.commits, default=None)
+    oldest_ms = snapshot.clock(storage).timestamp(oldest) if oldest is not None else None
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
     return InspectReport(
@@ -210,7 +210,7 @@ def _inspect_delta(
         reclaimable_tombstones=len(reclaimable),
         reclaimable_tombstone_bytes=sum(r.size or 0 for r in reclaimable),
         oldest_log_version=min(listed) if listed else None,
-        oldest_commit_age_s=(now_ms - dated[0][1]) / 1000 if dated else None,
+        oldest_commit_age_s=(now_ms - oldest_ms) / 1000 if oldest_ms is not None else None,
         last_checkpoint_version=snapshot.segment.checkpoint_version,
         commits_since_checkpoint=snapshot.commits_since_checkpoint,
         min_reader_version=snapshot.protocol.min_reader_version,
