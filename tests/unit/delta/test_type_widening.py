@@ -135,27 +135,29 @@ def _widened(tmp_path: Path) -> Path:
             }
         ),
     )
-    fields = [
-        ("b", "long", "byte"),
-        ("i", "double", "integer"),
-        ("d", "timestamp_ntz", "date"),
-        ("m", "decimal(10,4)", "decimal(5,2)"),
-        ("x", "decimal(12,2)", "integer"),
-    ]
-    schema = {
-        "type": "struct",
-        "fields": [
-            {
-                "name": name,
-                "type": to,
-                "nullable": True,
-                "metadata": {"delta.typeChanges": [{"fromType": source, "toType": to}]},
-            }
-            for name, to, source in fields
-        ],
-    }
+    _commit_widening(
+        root,
+        {
+            "b": ("byte", "long"),
+            "i": ("integer", "double"),
+            "d": ("date", "timestamp_ntz"),
+            "m": ("decimal(5,2)", "decimal(10,4)"),
+            "x": ("integer", "decimal(12,2)"),
+        },
+    )
+    return root
+
+
+def _commit_widening(root: Path, changes: dict[str, tuple[str, str]]) -> None:
+    """Commit version 1 of a delta-rs table: ``typeWidening`` (and ``timestampNtz``) enabled and each
+    named column widened, its change recorded in ``delta.typeChanges``."""
     first = (root / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
     metadata = next(json.loads(line) for line in first if '"metaData"' in line)
+    schema = json.loads(metadata["metaData"]["schemaString"])
+    for field in schema["fields"]:
+        if field["name"] in changes:
+            source, target = changes[field["name"]]
+            field.update(type=target, metadata={"delta.typeChanges": [{"fromType": source, "toType": target}]})
     metadata["metaData"]["schemaString"] = json.dumps(schema)
     metadata["metaData"]["configuration"] = {"delta.enableTypeWidening": "true"}
     protocol = {
@@ -167,7 +169,6 @@ def _widened(tmp_path: Path) -> Path:
     (root / "_delta_log" / f"{1:020d}.json").write_text(
         json.dumps({"protocol": protocol}) + "\n" + json.dumps(metadata) + "\n"
     )
-    return root
 
 
 WIDENED_ROWS = [
@@ -217,3 +218,10 @@ def test_unsupported_or_malformed_type_changes_are_refused(
     with pytest.raises(error, match=message) as info:
         api.inspect(str(root))
     assert str(root) in str(info.value)
+
+
+def test_partition_column_widened_from_date_reads_its_old_values_as_midnight(tmp_path: Path) -> None:
+    root = tmp_path / "partitioned"
+    write_deltalake(str(root), pa.table({"id": [1], "day": [dt.date(2024, 2, 29)]}), partition_by=["day"])
+    _commit_widening(root, {"day": ("date", "timestamp_ntz")})
+    assert _rows(root) == [{"id": 1, "day": dt.datetime(2024, 2, 29)}]
