@@ -135,7 +135,8 @@ def _parse(text: str, name: str, precision: int, scale: int) -> PartitionValue:
     if name == "timestamp_ntz" and (match := _DATE_TEXT.match(text)):
         # A partition column widened from date keeps the values of files written before ("Type
         # Widening": readers convert them to the wider type), which is midnight of that day.
-        return dt.datetime(*(int(part) for part in match.groups()))
+        year, month, day = (int(part) for part in match.groups())
+        return dt.datetime(year, month, day)
     if name in ("timestamp", "timestamp_ntz"):
         return _parse_timestamp(text, utc=name == "timestamp")
     if name == "decimal":
