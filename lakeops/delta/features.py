@@ -48,18 +48,20 @@ FEATURES: dict[str, FeatureSupport] = {
     "columnMapping": FeatureSupport(reader=True, writer=True),
     "identityColumns": FeatureSupport(reader=False, writer=True),
     "deletionVectors": FeatureSupport(reader=True, writer=True),
-    # "Timestamp without timezone (TimestampNtz)": ``timestamp_ntz`` is a naive ``timestamp("us")``
-    # in Arrow, serialised without a zone in statistics and partition values (lakeops.delta.schema,
-    # .stats, .partitions); a table lakeops creates enables it when its schema needs it (.writer).
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#timestamp-without-timezone-timestampntz
+    # ``timestamp_ntz`` is a naive ``timestamp("us")`` in Arrow, serialised without a zone in
+    # statistics and partition values (lakeops.delta.schema, .stats, .partitions); a table lakeops
+    # creates enables the feature when its schema needs it (lakeops.delta.writer).
     "timestampNtz": FeatureSupport(reader=True, writer=True),
-    # "Type Widening": files written before a widening are cast to the current type on read, the
-    # recorded changes are validated (lakeops.delta.type_widening); rewrites write the current type
-    # and never touch the schema, so ``delta.typeChanges`` stays as it is. Spark 3.2-3.3 wrote the
-    # same feature as ``typeWidening-preview``.
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#type-widening: files written before a
+    # widening are cast to the current type on read and the recorded changes validated
+    # (lakeops.delta.type_widening); rewrites write the current type and never touch the schema, so
+    # ``delta.typeChanges`` stays as it is. Delta 3.2-3.3 wrote the feature as ``typeWidening-preview``.
     "typeWidening": FeatureSupport(reader=True, writer=True),
     "typeWidening-preview": FeatureSupport(reader=True, writer=True),
-    # "VACUUM Protocol Check": VACUUM checks the writer protocol as well as the reader's, which
-    # lakeops's vacuum does for every table (lakeops.delta.maintenance.vacuum).
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#vacuum-protocol-check: VACUUM checks the
+    # writer protocol as well as the reader's, which lakeops's vacuum does for every table
+    # (lakeops.delta.maintenance.vacuum).
     "vacuumProtocolCheck": FeatureSupport(reader=True, writer=True),
 }
 
