@@ -27,6 +27,8 @@ from lakeops.delta.log_segment import (
     read_log_file,
     segment_for_version,
 )
+from lakeops.delta.schema import parse_schema
+from lakeops.delta.type_widening import TYPE_CHANGES_KEY, check_type_changes
 from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, normalize
@@ -223,4 +225,6 @@ def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Pro
             "action (the first commit must contain both)"
         )
     check_readable(replay.protocol, table_root)
+    if TYPE_CHANGES_KEY in replay.metadata.schema_string:  # parse the schema only when a change is recorded
+        check_type_changes(parse_schema(replay.metadata), table_root)
     return replay.protocol, replay.metadata, replay

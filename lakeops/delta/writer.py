@@ -36,6 +36,7 @@ from lakeops.delta.schema import (
     logical_to_physical,
     parse_schema,
     physical_arrow_schema,
+    primitive_type_names,
     schema_to_string,
 )
 from lakeops.delta.snapshot import load_snapshot
@@ -58,6 +59,21 @@ __all__ = [
 
 #: What a table with no table features needs: reader 1, writer 2 (invariants/appendOnly understood).
 PLAIN_PROTOCOL = Protocol(minReaderVersion=1, minWriterVersion=2)
+
+
+def new_table_protocol(schema: StructType) -> Protocol:
+    """The protocol a new table with ``schema`` needs: plain, unless a column (nested ones included)
+    is ``timestamp_ntz``, which needs reader 3 / writer 7 with ``timestampNtz`` in both feature lists
+    (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#timestamp-without-timezone-timestampntz)."""
+    if "timestamp_ntz" not in primitive_type_names(schema):
+        return PLAIN_PROTOCOL
+    # Writer 7 lists every writer feature the table uses: the legacy writer-2 ones a plain table had.
+    return Protocol(
+        minReaderVersion=3,
+        minWriterVersion=7,
+        readerFeatures=["timestampNtz"],
+        writerFeatures=["appendOnly", "invariants", "timestampNtz"],
+    )
 
 
 class WrittenFile(BaseModel):
@@ -279,7 +295,7 @@ def append_files(
         if target.metadata.partition_columns:
             raise InvalidArgument(f"{target.root}: appending to a partitioned table is not supported")
     else:
-        actions += [PLAIN_PROTOCOL, metadata]
+        actions += [new_table_protocol(parse_schema(metadata.schema_string)), metadata]
     if txn is not None:
         actions.append(txn)
     adds = [Add.model_validate(f.add) for f in files]
