@@ -48,6 +48,12 @@ FEATURES: dict[str, FeatureSupport] = {
     "columnMapping": FeatureSupport(reader=True, writer=True),
     "identityColumns": FeatureSupport(reader=False, writer=True),
     "deletionVectors": FeatureSupport(reader=True, writer=True),
+    # V2 checkpoints (UUID-named, sidecars) are read, written by ``checkpoint`` (never a classic or
+    # multi-part one on such a table) and cleaned up with their sidecars by ``expire``.
+    "v2Checkpoint": FeatureSupport(reader=True, writer=True),
+    # Domains are replayed, kept in every checkpoint, and a commit conflicts with a concurrent one
+    # changing a domain it writes.
+    "domainMetadata": FeatureSupport(reader=False, writer=True),
 }
 
 READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)
