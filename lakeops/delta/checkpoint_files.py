@@ -93,4 +93,4 @@ def sidecars_of(storage: Storage, path: str) -> list[Sidecar]:
     """The ``sidecar`` actions of one checkpoint file (its own rows only, no sidecar is opened)."""
     if path.endswith(".json"):
         return parse_commit(storage.read(path), -1, path).sidecars
-    return [a for a in read_checkpoint_part(storage, path) if isinstance(a, Sidecar)]
+    return [a for a in read_checkpoint_part(storage, path, ("sidecar",)) if isinstance(a, Sidecar)]

@@ -76,10 +76,13 @@ def stats_json_from_struct(parsed: dict[str, Any]) -> str:
     return json.dumps(_json_value(parsed), separators=(",", ":"))
 
 
-def read_checkpoint_part(storage: Storage, path: str) -> Iterator[CheckpointRowAction]:
+def read_checkpoint_part(
+    storage: Storage, path: str, wanted: tuple[str, ...] = _COLUMNS
+) -> Iterator[CheckpointRowAction]:
     """Every action in one checkpoint part file, in file order of each column (``checkpointMetadata``,
-    ``protocol``, ``metaData``, ``txn``, ``domainMetadata``, ``sidecar``, ``add``, ``remove``)."""
-    for item in _read_part(storage, path, keep_adds=False):
+    ``protocol``, ``metaData``, ``txn``, ``domainMetadata``, ``sidecar``, ``add``, ``remove``);
+    ``wanted``: only the actions of those columns."""
+    for item in _read_part(storage, path, keep_adds=False, wanted=wanted):
         if isinstance(item, AddColumn):  # pragma: no cover - keep_adds=False never yields one
             yield from item.build(0, len(item))
         else:
@@ -92,8 +95,10 @@ def read_checkpoint_part_columnar(storage: Storage, path: str) -> Iterator[Check
     return _read_part(storage, path, keep_adds=True)
 
 
-def _read_part(storage: Storage, path: str, *, keep_adds: bool) -> Iterator[CheckpointRowAction | AddColumn]:
-    columns = _read_columns(storage, path)
+def _read_part(
+    storage: Storage, path: str, *, keep_adds: bool, wanted: tuple[str, ...] = _COLUMNS
+) -> Iterator[CheckpointRowAction | AddColumn]:
+    columns = _read_columns(storage, path, wanted)
     for column in list(columns):
         values = columns.pop(column)  # a column built into objects is not kept alive meanwhile
         try:
@@ -119,11 +124,12 @@ def _read_part(storage: Storage, path: str, *, keep_adds: bool) -> Iterator[Chec
             yield action
 
 
-def _read_columns(storage: Storage, path: str) -> dict[str, pa.ChunkedArray]:
-    """The action columns of one part, in ``_COLUMNS`` order; the file's bytes are released on return."""
+def _read_columns(storage: Storage, path: str, wanted: tuple[str, ...]) -> dict[str, pa.ChunkedArray]:
+    """The ``wanted`` action columns of one part, in ``_COLUMNS`` order; the file's bytes are released
+    on return."""
     try:
         parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
-        present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
+        present = [c for c in _COLUMNS if c in wanted and c in parquet.schema_arrow.names]
         table = parquet.read(columns=present)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # column names that are not UTF-8 too
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc

@@ -22,7 +22,7 @@ from lakeops.delta.log_segment import (
     version_at_timestamp,
 )
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import CorruptFile, NotATable, UnsupportedFeature, VersionNotFound
+from lakeops.errors import CorruptFile, NotATable, VersionNotFound
 from lakeops.storage import open_storage
 
 SCHEMA_STRING = json.dumps(
@@ -207,7 +207,9 @@ def test_v2_checkpoint_is_a_checkpoint_and_its_sidecars_are_not(tmp_path: Path) 
     listing = list_log(open_storage(str(tmp_path)), str(tmp_path))
     assert list(listing.checkpoints) == [3] and listing.incomplete_checkpoints == {}
     assert [Path(f.path).name for f in listing.checkpoints[3].files] == [name]
-    with pytest.raises(CorruptFile, match=r"80a083e8-7026-4e79-81be-64bd76c43a11\.json: UUID-named .*checkpointMetadata"):
+    with pytest.raises(
+        CorruptFile, match=r"80a083e8-7026-4e79-81be-64bd76c43a11\.json: UUID-named .*checkpointMetadata"
+    ):
         _load(tmp_path)
 
 

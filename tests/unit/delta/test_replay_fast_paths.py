@@ -218,7 +218,7 @@ def test_damaged_commit_lines_are_named(raw: bytes, message: str) -> None:
 
 
 def test_unknown_action_kinds_and_blank_lines_are_ignored() -> None:
-    raw = b'\n{"domainMetadata":{"domain":"x"}}\n  \n{"txn":{"appId":"a","version":4}}\r\n'
+    raw = b'\n{"futureAction":{"domain":"x"}}\n  \n{"txn":{"appId":"a","version":4}}\r\n'
     commit = parse_commit(raw, 3, LOCATION)
     assert [t.version for t in commit.txns] == [4]
     assert not commit.adds and commit.protocol is None
@@ -245,6 +245,9 @@ def test_parse_commit_keeps_what_json_loads_and_validation_kept() -> None:
             *commit.removes,
             *commit.cdcs,
             *commit.txns,
+            *commit.domains,
+            *commit.sidecars,
+            commit.checkpoint_metadata,
         ]
         got = [a for a in got if a is not None]
         assert sorted(map(repr, got)) == sorted(map(repr, expected)), path
