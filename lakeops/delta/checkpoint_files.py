@@ -22,7 +22,7 @@ from lakeops.delta.checkpoint_reader import (
     read_checkpoint_part_columnar,
 )
 from lakeops.delta.commit_file import parse_commit
-from lakeops.errors import CorruptFile
+from lakeops.errors import CorruptFile, NotFound
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, normalize
 
@@ -83,10 +83,13 @@ def read_checkpoint_file(
     for sidecar in sidecars:
         location = sidecar_location(log_dir, sidecar)
         read = read_checkpoint_part_columnar if columnar else read_checkpoint_part
-        for action in read(storage, location):
-            if not isinstance(action, AddColumn | Add | Remove):
-                raise CorruptFile(f"{location}: sidecar file of {path} holds a {type(action).__name__} action")
-            yield action
+        try:
+            for action in read(storage, location):
+                if not isinstance(action, AddColumn | Add | Remove):
+                    raise CorruptFile(f"{location}: sidecar file of {path} holds a {type(action).__name__} action")
+                yield action
+        except NotFound as exc:
+            raise CorruptFile(f"{path}: checkpoint names sidecar {location}, which is missing") from exc
 
 
 def sidecars_of(storage: Storage, path: str) -> list[Sidecar]:

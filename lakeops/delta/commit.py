@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakeops import __version__
-from lakeops.delta.actions import ActionModel, Add, CommitInfo, Remove, action_to_line
+from lakeops.delta.actions import ActionModel, Add, CommitInfo, DomainMetadata, Remove, action_to_line
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_file_name
@@ -200,6 +200,7 @@ def commit_pending(
             if _txn_id(winner) == txn_id:
                 return CommitResult(version, attempt, txn_id)
             _check_protocol(winner, table_root, operation, read_version)
+            _check_domains(winner, pending.actions(), table_root, operation, read_version)
             reason = pending.rebase(winner)
             if reason is not None:
                 raise CommitConflict(f"{table_root}: {operation} based on version {read_version} aborted: {reason}")
@@ -223,6 +224,20 @@ def _check_protocol(winner: CommitActions, table_root: str, operation: str, read
             f"{table_root}: {operation} based on version {read_version} aborted: version {winner.version} "
             f"changed the protocol: {exc}"
         ) from exc
+
+
+def _check_domains(
+    winner: CommitActions, ours: Sequence[ActionModel], table_root: str, operation: str, read_version: int
+) -> None:
+    """Two overlapping transactions conflict when both hold a ``domainMetadata`` action for the same
+    domain (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#domain-metadata)."""
+    changed = {d.domain for d in winner.domains}
+    clash = sorted(changed & {a.domain for a in ours if isinstance(a, DomainMetadata)})
+    if clash:
+        raise CommitConflict(
+            f"{table_root}: {operation} based on version {read_version} aborted: version {winner.version} "
+            f"changed metadata domain{'s' if len(clash) > 1 else ''} {', '.join(clash)} that this commit writes too"
+        )
 
 
 def file_actions_summary(adds: Sequence[Add], removes: Sequence[Remove]) -> dict[str, int]:

@@ -20,13 +20,13 @@ from lakeops.delta.commit_columns import parse_commit_columnar
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import check_readable
 from lakeops.delta.live_files import ColumnReplay, FileKey, LiveFiles
+from lakeops.delta.log_compaction import read_replay_file
 from lakeops.delta.log_segment import (
     LOG_DIR,
     LogListing,
     LogSegment,
     commit_timestamps,
     list_log,
-    read_log_file,
     segment_for_version,
     version_at_timestamp,
 )
@@ -222,7 +222,7 @@ def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Pro
     for commit_version, info in segment.replay_files():
         partition_columns = replay.metadata.partition_columns if replay.metadata is not None else []
         commit, column = parse_commit_columnar(
-            read_log_file(storage, info), commit_version, info.path, partition_columns
+            read_replay_file(storage, info), commit_version, info.path, partition_columns
         )
         if commit.protocol is not None:
             check_readable(commit.protocol, table_root)

@@ -12,6 +12,7 @@ from lakeops.delta.log_segment import commit_timestamps
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
+from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import TableRef, load_table
@@ -48,6 +49,10 @@ class InspectReport(InspectionReport):
     min_reader_version: int | None = None
     min_writer_version: int | None = None
     features: list[str] = []
+    #: The version checksum file (``n.crc``) of the version inspected against the replayed state:
+    #: ``absent``, ``matches`` or ``mismatch`` (which fields: ``checksum_mismatches``).
+    checksum: str | None = None
+    checksum_mismatches: list[str] | None = None
     # Iceberg
     format_version: int | None = None
     snapshot_id: int | None = None
@@ -192,6 +197,7 @@ def _inspect_delta(
     dated = commit_timestamps(snapshot.listing)
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
+    checksum = check_version_checksum(storage, snapshot)
     return InspectReport(
         format="delta",
         table=location,
@@ -216,6 +222,8 @@ def _inspect_delta(
         min_reader_version=snapshot.protocol.min_reader_version,
         min_writer_version=snapshot.protocol.min_writer_version,
         features=sorted(enabled_features(snapshot.protocol)),
+        checksum=checksum.status,
+        checksum_mismatches=checksum.mismatches or None,
         partition_columns=snapshot.partition_columns,
         duration_s=time.monotonic() - started,
     )

@@ -60,6 +60,7 @@ from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.features import check_writable, enabled_features
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint, render_last_checkpoint
 from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.log_compaction import read_replay_file
 from lakeops.delta.log_segment import (
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -67,7 +68,6 @@ from lakeops.delta.log_segment import (
     LogSegment,
     checkpoint_file_names,
     list_log,
-    read_log_file,
     segment_for_version,
 )
 from lakeops.delta.retention import (
@@ -542,7 +542,7 @@ def _replay_part(storage: Storage, segment: LogSegment, part: CheckpointPart) ->
                 if not isinstance(a, Add | Remove) or part.holds(a.path)
             )
     for version, info in segment.replay_files():
-        commit = parse_commit(read_log_file(storage, info), version, info.path)
+        commit = parse_commit(read_replay_file(storage, info), version, info.path)
         replay.apply_commit(
             replace(
                 commit,
