@@ -59,7 +59,8 @@ def test_columnar_checkpoint_actions_equal_validated_ones(path: Path) -> None:
         if fast is not None:
             _same(fast, _validated(column, array))
             built += len(fast)
-    assert built or table.num_rows < 5
+    # A V2 checkpoint whose file actions are in sidecars (swept here too) holds none itself.
+    assert built or table.num_rows < 5 or "sidecar" in table.column_names
 
 
 def _checkpoint(tmp_path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> Path:
