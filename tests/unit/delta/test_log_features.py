@@ -28,11 +28,12 @@ from lakeops.delta.actions import DomainMetadata
 from lakeops.delta.commit import commit
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.features import ALL_OPERATIONS, FEATURES
-from lakeops.delta.last_checkpoint import parse_last_checkpoint
+from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint, render_last_checkpoint
 from lakeops.delta.log_segment import list_log, segment_for_version
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CommitConflict, CorruptFile, UnsupportedFeature
+from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.expiry import ExpiryOptions
@@ -225,6 +226,32 @@ def test_expire_keeps_the_sidecar_of_the_checkpoint_it_keeps(tmp_path: Path) -> 
     assert not list(_log(root).glob(f"{6:020d}.*")) and not list(_log(root).glob(f"{0:020d}.*"))
     assert (_log(root) / f"{8:020d}.crc").exists()  # checksum files go with their commits only
     assert _same_rows(root) == rows
+
+
+def test_expire_repoints_a_dangling_pointer_at_a_json_v2_checkpoint(tmp_path: Path) -> None:
+    """A pointer naming the expiring checkpoint 6 is rewritten to 8: its size counts the JSON
+    checkpoint's lines and its sidecar's rows."""
+    root = _fixture("../../delta-rs/checkpoint-v2-table", tmp_path)
+    pointer = _log(root) / "_last_checkpoint"
+    pointer.write_bytes(render_last_checkpoint(LastCheckpoint(version=6, size=1)))
+    _age(root, 40)
+    assert api.expire(str(root), ExpiryOptions(older_than="30d")).last_checkpoint_rewritten
+    (checkpoint,) = _log(root).glob(f"{8:020d}.checkpoint.*.json")
+    (sidecar,) = (_log(root) / "_sidecars").glob("*.parquet")
+    lines = len(checkpoint.read_bytes().splitlines())
+    rewritten = parse_last_checkpoint(pointer.read_bytes(), str(pointer))
+    assert (rewritten.version, rewritten.size) == (8, lines + pq.read_metadata(sidecar).num_rows)
+    assert rewritten.size_in_bytes == checkpoint.stat().st_size
+
+
+def test_change_data_of_a_v2_table(tmp_path: Path) -> None:
+    """cdc reads a V2-checkpointed source: every row of the table is an insert of its log."""
+    root = _fixture("v2-checkpoints-json-with-sidecars.tar.zst", tmp_path)
+    rows = _same_rows(root)
+    output = tmp_path / "changes"
+    report = api.cdc(str(root), CdcOptions(from_version=0, output=str(output)))
+    assert (report.from_version, report.to_version, report.rows_insert, report.rows_delete) == (0, 6, len(rows), 0)
+    assert DeltaTable(str(output)).to_pyarrow_table().num_rows == len(rows)
 
 
 # --- log compaction files -----------------------------------------------------------------------------
