@@ -385,8 +385,11 @@ def plan_checkpoint(
         if v2:  # a V2 checkpoint is one file
             part_size = max(len(rows), 1)
         ranges = rows.ranges(part_size)
-        names = [f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.parquet"] if v2 else []
-        names = names or checkpoint_file_names(snapshot.version, len(ranges))
+        names = (
+            [f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.parquet"]
+            if v2
+            else checkpoint_file_names(snapshot.version, len(ranges))
+        )
         for index, ((start, end), name) in enumerate(zip(ranges, names, strict=True)):
             adds, removes = rows.counts(start, end)
             parts.append(

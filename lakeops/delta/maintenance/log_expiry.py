@@ -222,8 +222,11 @@ def expired_sidecars(storage: Storage, listing: LogListing, keep_from: int, now_
     old = [info for info in old if info.mtime_ms < before_ms]
     if not old:
         return []  # most tables have no sidecars: no checkpoint is opened
-    kept = [c for v, c in listing.checkpoints.items() if v >= keep_from]
-    named = {sidecar_location(listing.log_dir, s) for c in kept for f in c.files for s in sidecars_of(storage, f.path)}
+    # Every checkpoint file that stays, not only the one per version replay picks: two writers may
+    # have checkpointed one version, each with its own sidecars.
+    kept = {f.path for v, c in listing.checkpoints.items() if v >= keep_from for f in c.files}
+    kept |= {f.path for f in listing.v2_checkpoints if int(f.path[len(listing.log_dir) + 1 :][:20]) >= keep_from}
+    named = {sidecar_location(listing.log_dir, s) for path in sorted(kept) for s in sidecars_of(storage, path)}
     found: list[LogFile] = []
     for info in old:
         name = info.path[len(directory) + 1 :]
