@@ -12,7 +12,6 @@ Classic checkpoints may follow the V2 spec too; the same reader handles both.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import unquote
 
 from lakeops.delta.actions import Add, CheckpointMetadata, Remove, Sidecar
 from lakeops.delta.checkpoint_reader import (
@@ -24,7 +23,7 @@ from lakeops.delta.checkpoint_reader import (
 from lakeops.delta.commit_file import parse_commit
 from lakeops.errors import CorruptFile, NotFound
 from lakeops.storage import Storage
-from lakeops.storage.uri import join, normalize
+from lakeops.storage.uri import join, resolve
 
 __all__ = ["SIDECAR_DIR", "is_uuid_named", "read_checkpoint_file", "sidecar_location", "sidecars_of"]
 
@@ -42,12 +41,7 @@ def is_uuid_named(path: str) -> bool:
 def sidecar_location(log_dir: str, sidecar: Sidecar) -> str:
     """The absolute location of a sidecar: its URI-decoded path, joined to ``_delta_log/_sidecars``
     unless it is already absolute."""
-    path = sidecar.path
-    if path.startswith("file:"):
-        return normalize(path)
-    if "://" in path or path.startswith("/"):
-        return normalize(unquote(path))
-    return join(log_dir, SIDECAR_DIR, *(unquote(part) for part in path.split("/")))
+    return resolve(join(log_dir, SIDECAR_DIR), sidecar.path)
 
 
 def _json_checkpoint(storage: Storage, path: str) -> list[CheckpointRowAction]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import unquote
 
 from lakeops.delta.actions import Add, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import read_checkpoint_file
@@ -32,7 +31,7 @@ from lakeops.delta.log_segment import (
 )
 from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
 from lakeops.storage import Storage
-from lakeops.storage.uri import join, normalize
+from lakeops.storage.uri import join, normalize, resolve
 
 __all__ = ["DeltaSnapshot", "FileKey", "Replay", "load_snapshot"]
 
@@ -66,11 +65,7 @@ class DeltaSnapshot:
     def file_location(self, path: str) -> str:
         """Absolute location of a file an action names. Action paths are URIs: relative ones are
         percent-decoded and joined to the root; absolute ones are decoded exactly once."""
-        if path.startswith("file:"):
-            return normalize(path)  # normalize decodes file: URIs itself
-        if "://" in path or path.startswith("/"):
-            return normalize(unquote(path))
-        return join(self.table_root, *(unquote(part) for part in path.split("/")))
+        return resolve(self.table_root, path)
 
     @property
     def commits_since_checkpoint(self) -> int:
