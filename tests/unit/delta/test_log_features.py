@@ -30,6 +30,8 @@ from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.features import ALL_OPERATIONS, FEATURES
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint, render_last_checkpoint
 from lakeops.delta.log_segment import list_log, segment_for_version
+from lakeops.delta.maintenance.checkpoint import CheckpointOptions as DeltaCheckpointOptions
+from lakeops.delta.maintenance.checkpoint import CheckpointPlan, finalize_checkpoint, plan_checkpoint, write_part
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CommitConflict, CorruptFile, UnsupportedFeature
@@ -38,7 +40,7 @@ from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.orphans import OrphansOptions
-from lakeops.storage import normalize, open_storage
+from lakeops.storage import StorageOptions, normalize, open_storage
 
 MODERN = TESTDATA / "modern" / "delta"
 DAY = 86_400.0
@@ -354,6 +356,46 @@ def test_domains_survive_compaction_and_checkpoint_tombstones_excluded(tmp_path:
     for version in range(9):
         (_log(root) / f"{version:020d}.json").unlink()
     assert _snapshot(root).domains == {"app.kept": DomainMetadata(domain="app.kept", configuration='{"a":1}')}
+    assert _same_rows(root) == rows
+
+
+def _task_checkpoint(root: Path, part_size: int) -> list[str]:
+    """A checkpoint written as Spark writes it: every part by its task, from the plan alone."""
+    storage = open_storage(str(root))
+    plan = plan_checkpoint(_snapshot(root), DeltaCheckpointOptions(part_size=part_size), StorageOptions())
+    shipped = CheckpointPlan.model_validate_json(plan.model_dump_json())  # no snapshot on the executors
+    finalize_checkpoint(shipped, [write_part(part) for part in shipped.parts], StorageOptions())
+    assert storage.exists(str(_log(root) / "_last_checkpoint"))
+    return [Path(part.location).name for part in shipped.parts]
+
+
+def test_part_tasks_keep_domains_in_part_one(tmp_path: Path) -> None:
+    root = tmp_path / "domains"
+    _domain_table(root)
+    rows = _same_rows(root)
+    names = _task_checkpoint(root, part_size=3)
+    assert len(names) > 1
+    domains = [[d for d in pq.read_table(_log(root) / n).column("domainMetadata").to_pylist() if d] for n in names]
+    assert domains[0] == [{"domain": "app.kept", "configuration": '{"a":1}', "removed": False}]
+    assert not any(domains[1:])
+    for version in range(8):
+        (_log(root) / f"{version:020d}.json").unlink()
+    assert list(_snapshot(root).domains) == ["app.kept"]
+    assert _same_rows(root) == rows
+
+
+def test_a_part_task_writes_the_v2_checkpoint_of_a_v2_table(tmp_path: Path) -> None:
+    """However small the part size, one task writes the one UUID-named V2 file."""
+    root = _fixture("v2-checkpoint-parquet", tmp_path)
+    rows = _same_rows(root)
+    shutil.rmtree(_log(root) / "_sidecars")
+    for path in [*_log(root).glob("*.checkpoint.*"), _log(root) / "_last_checkpoint"]:
+        path.unlink()
+    (name,) = _task_checkpoint(root, part_size=1)
+    assert UUID_CHECKPOINT.match(name)
+    assert pq.read_table(_log(root) / name).column("checkpointMetadata").to_pylist()[0] == {"version": 2, "tags": None}
+    for version in range(3):
+        (_log(root) / f"{version:020d}.json").unlink()
     assert _same_rows(root) == rows
 
 
