@@ -40,6 +40,8 @@ from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.orphans import OrphansOptions
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.verify import checkpoint_matches_log
 from lakeops.storage import StorageOptions, normalize, open_storage
 
 MODERN = TESTDATA / "modern" / "delta"
@@ -357,6 +359,18 @@ def test_domains_survive_compaction_and_checkpoint_tombstones_excluded(tmp_path:
         (_log(root) / f"{version:020d}.json").unlink()
     assert _snapshot(root).domains == {"app.kept": DomainMetadata(domain="app.kept", configuration='{"a":1}')}
     assert _same_rows(root) == rows
+
+
+def test_verify_finds_a_checkpoint_that_dropped_a_domain(tmp_path: Path) -> None:
+    root = tmp_path / "domains"
+    _domain_table(root)
+    report = api.checkpoint(str(root))
+    target = resolve_target(str(root), CatalogOptions(), StorageOptions())
+    assert checkpoint_matches_log(target, report).passed
+    (path,) = _log(root).glob("*.checkpoint.parquet")
+    pq.write_table(pq.read_table(path).drop_columns(["domainMetadata"]), path)
+    broken = checkpoint_matches_log(target, report)
+    assert not broken.passed and "metadata domains differ" in broken.summary
 
 
 def _task_checkpoint(root: Path, part_size: int) -> list[str]:
