@@ -23,7 +23,7 @@ from lakeops.delta.checkpoint_reader import (
 from lakeops.delta.commit_file import parse_commit
 from lakeops.errors import CorruptFile, NotFound
 from lakeops.storage import Storage
-from lakeops.storage.uri import join, resolve
+from lakeops.storage.uri import is_within, join, normalize, resolve
 
 __all__ = ["SIDECAR_DIR", "is_uuid_named", "read_checkpoint_file", "sidecar_location", "sidecars_of"]
 
@@ -40,8 +40,13 @@ def is_uuid_named(path: str) -> bool:
 
 def sidecar_location(log_dir: str, sidecar: Sidecar) -> str:
     """The absolute location of a sidecar: its URI-decoded path, joined to ``_delta_log/_sidecars``
-    unless it is already absolute."""
-    return resolve(join(log_dir, SIDECAR_DIR), sidecar.path)
+    unless it is already absolute. "Sidecar File Information": sidecars "must always reside in the
+    table's own _delta_log/_sidecars directory"; a path leading elsewhere is refused, never read."""
+    directory = join(log_dir, SIDECAR_DIR)
+    location = resolve(directory, sidecar.path)
+    if not is_within(directory, location) or location == normalize(directory):
+        raise CorruptFile(f"{log_dir}: sidecar path {sidecar.path!r} is outside {directory}")
+    return location
 
 
 def _json_checkpoint(storage: Storage, path: str) -> list[CheckpointRowAction]:

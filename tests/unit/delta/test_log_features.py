@@ -151,6 +151,19 @@ def test_a_missing_sidecar_is_a_corrupt_checkpoint_naming_it(tmp_path: Path) -> 
         _snapshot(root)
 
 
+@pytest.mark.parametrize("path", ["../00000000000000000000.json", "/etc/hostname", "file:///etc/hostname"])
+def test_a_sidecar_outside_the_sidecar_directory_is_refused(path: str, tmp_path: Path) -> None:
+    """ "Sidecar File Information": sidecars live in the table's own ``_delta_log/_sidecars``."""
+    root = _fixture("v2-checkpoint-json", tmp_path)
+    (checkpoint,) = _log(root).glob("*.checkpoint.*.json")
+    lines = checkpoint.read_text().splitlines()
+    sidecar = json.loads(lines[1])
+    sidecar["sidecar"]["path"] = path
+    checkpoint.write_text("\n".join([lines[0], json.dumps(sidecar), *lines[2:]]) + "\n")
+    with pytest.raises(CorruptFile, match=f"sidecar path {re.escape(repr(path))} is outside"):
+        _snapshot(root)
+
+
 # --- v2Checkpoint: writing and maintenance --------------------------------------------------------
 
 
