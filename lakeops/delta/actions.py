@@ -166,7 +166,34 @@ class CommitInfo(ActionModel):
     engine_info: str | None = Field(alias="engineInfo", default=None)
 
 
-Action = Protocol | Metadata | Add | Remove | AddCDCFile | Txn | CommitInfo
+class DomainMetadata(ActionModel):
+    """The ``domainMetadata`` action: one named domain's configuration, or its tombstone
+    (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#domain-metadata)."""
+
+    domain: str
+    configuration: str
+    removed: bool = False
+
+
+class Sidecar(ActionModel):
+    """The ``sidecar`` action of a V2 checkpoint: a parquet file of its add/remove actions under
+    ``_delta_log/_sidecars`` (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#sidecar-file-information)."""
+
+    path: str
+    size_in_bytes: Long = Field(alias="sizeInBytes")
+    modification_time: Long = Field(alias="modificationTime")
+    tags: dict[str, str | None] | None = None
+
+
+class CheckpointMetadata(ActionModel):
+    """The ``checkpointMetadata`` action every V2 checkpoint holds once
+    (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#checkpoint-metadata)."""
+
+    version: Long
+    tags: dict[str, str | None] | None = None
+
+
+Action = Protocol | Metadata | Add | Remove | AddCDCFile | Txn | CommitInfo | DomainMetadata
 
 #: The single JSON key each action is wrapped in, in log files and checkpoint columns.
 ACTION_KEYS: dict[str, type[ActionModel]] = {
@@ -177,6 +204,9 @@ ACTION_KEYS: dict[str, type[ActionModel]] = {
     "cdc": AddCDCFile,
     "txn": Txn,
     "commitInfo": CommitInfo,
+    "domainMetadata": DomainMetadata,
+    "sidecar": Sidecar,
+    "checkpointMetadata": CheckpointMetadata,
 }
 KEY_OF: dict[type[ActionModel], str] = {cls: key for key, cls in ACTION_KEYS.items()}
 

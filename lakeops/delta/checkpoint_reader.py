@@ -19,12 +19,26 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from lakeops.delta.actions import Add, DeletionVectorDescriptor, Metadata, Protocol, Remove, Txn, bulk_load, trusted
+from lakeops.delta.actions import (
+    Add,
+    CheckpointMetadata,
+    DeletionVectorDescriptor,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Sidecar,
+    Txn,
+    bulk_load,
+    trusted,
+)
 from lakeops.errors import CorruptFile
 from lakeops.storage import Storage
 
-_COLUMNS = ("protocol", "metaData", "txn", "add", "remove")
+_COLUMNS = ("checkpointMetadata", "protocol", "metaData", "txn", "domainMetadata", "sidecar", "add", "remove")
 _MAP_FIELDS = {"partitionValues", "tags", "configuration", "options"}
+#: Any action a checkpoint row can hold (V2 checkpoints add the last three).
+CheckpointRowAction = Protocol | Metadata | Txn | Add | Remove | DomainMetadata | Sidecar | CheckpointMetadata
 _DROP_FIELDS = {"stats_parsed", "partitionValues_parsed"}
 
 
@@ -62,28 +76,29 @@ def stats_json_from_struct(parsed: dict[str, Any]) -> str:
     return json.dumps(_json_value(parsed), separators=(",", ":"))
 
 
-def read_checkpoint_part(storage: Storage, path: str) -> Iterator[Protocol | Metadata | Txn | Add | Remove]:
-    """Every action in one checkpoint part file, in file order of each column (``protocol``,
-    ``metaData``, ``txn``, ``add``, ``remove``)."""
-    for item in _read_part(storage, path, keep_adds=False):
+def read_checkpoint_part(
+    storage: Storage, path: str, wanted: tuple[str, ...] = _COLUMNS
+) -> Iterator[CheckpointRowAction]:
+    """Every action in one checkpoint part file, in file order of each column (``checkpointMetadata``,
+    ``protocol``, ``metaData``, ``txn``, ``domainMetadata``, ``sidecar``, ``add``, ``remove``);
+    ``wanted``: only the actions of those columns."""
+    for item in _read_part(storage, path, keep_adds=False, wanted=wanted):
         if isinstance(item, AddColumn):  # pragma: no cover - keep_adds=False never yields one
             yield from item.build(0, len(item))
         else:
             yield item
 
 
-def read_checkpoint_part_columnar(
-    storage: Storage, path: str
-) -> Iterator[Protocol | Metadata | Txn | Add | Remove | AddColumn]:
+def read_checkpoint_part_columnar(storage: Storage, path: str) -> Iterator[CheckpointRowAction | AddColumn]:
     """As :func:`read_checkpoint_part`, but the ``add`` rows stay one :class:`AddColumn` when they
     can (see :func:`_lazy_adds`): a large table's snapshot then holds no object per file."""
     return _read_part(storage, path, keep_adds=True)
 
 
 def _read_part(
-    storage: Storage, path: str, *, keep_adds: bool
-) -> Iterator[Protocol | Metadata | Txn | Add | Remove | AddColumn]:
-    columns = _read_columns(storage, path)
+    storage: Storage, path: str, *, keep_adds: bool, wanted: tuple[str, ...] = _COLUMNS
+) -> Iterator[CheckpointRowAction | AddColumn]:
+    columns = _read_columns(storage, path, wanted)
     for column in list(columns):
         values = columns.pop(column)  # a column built into objects is not kept alive meanwhile
         try:
@@ -109,11 +124,12 @@ def _read_part(
             yield action
 
 
-def _read_columns(storage: Storage, path: str) -> dict[str, pa.ChunkedArray]:
-    """The action columns of one part, in ``_COLUMNS`` order; the file's bytes are released on return."""
+def _read_columns(storage: Storage, path: str, wanted: tuple[str, ...]) -> dict[str, pa.ChunkedArray]:
+    """The ``wanted`` action columns of one part, in ``_COLUMNS`` order; the file's bytes are released
+    on return."""
     try:
         parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
-        present = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
+        present = [c for c in _COLUMNS if c in wanted and c in parquet.schema_arrow.names]
         table = parquet.read(columns=present)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # column names that are not UTF-8 too
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
@@ -135,10 +151,13 @@ def _valid_rows(values: pa.ChunkedArray) -> pa.ChunkedArray:
     return values.filter(valid)
 
 
-_BUILDERS: dict[str, type[Protocol | Metadata | Txn | Add | Remove]] = {
+_BUILDERS: dict[str, type[CheckpointRowAction]] = {
+    "checkpointMetadata": CheckpointMetadata,
     "protocol": Protocol,
     "metaData": Metadata,
     "txn": Txn,
+    "domainMetadata": DomainMetadata,
+    "sidecar": Sidecar,
     "add": Add,
     "remove": Remove,
 }

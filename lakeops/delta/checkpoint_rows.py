@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from lakeops.delta.actions import KEY_OF, Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
-from lakeops.delta.checkpoint_writer import COLUMNS, CheckpointAction, encode_actions
+from lakeops.delta.checkpoint_writer import CheckpointAction, encode_actions
 from lakeops.errors import ProtocolError
 
 __all__ = ["CheckpointRows", "cast_add_rows"]
@@ -166,7 +166,7 @@ class CheckpointRows:
         body_kind = pc.if_else(pc.equal(kinds, 0), "add", "remove")
         kind = pa.concat_arrays([pa.array([KEY_OF[type(a)] for a in head], type=pa.string()), body_kind])
         arrays = []
-        for name in COLUMNS:
+        for name in schema.names:
             target = schema.field(name).type
             values = encoded.column(name).chunks
             column = pa.chunked_array([*values, *self.column_rows] if name == "add" else values, type=target)

@@ -38,7 +38,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
-from lakeops.delta.actions import KEY_OF, Add, DeletionVectorDescriptor, Metadata, Protocol, Remove, Txn
+from lakeops.delta.actions import (
+    KEY_OF,
+    Add,
+    CheckpointMetadata,
+    DeletionVectorDescriptor,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Txn,
+)
 from lakeops.delta.partitions import parse_partition_value, partition_arrow_type
 from lakeops.delta.schema import (
     DecimalType,
@@ -64,13 +74,10 @@ __all__ = [
     "writes_stats_as_struct",
 ]
 
-CheckpointAction = Protocol | Metadata | Txn | Add | Remove
+CheckpointAction = Protocol | Metadata | Txn | Add | Remove | DomainMetadata | CheckpointMetadata
 
 WRITE_STATS_AS_JSON_KEY = "delta.checkpoint.writeStatsAsJson"
 WRITE_STATS_AS_STRUCT_KEY = "delta.checkpoint.writeStatsAsStruct"
-
-#: Top-level columns in appendix order.
-COLUMNS = ("metaData", "protocol", "txn", "add", "remove")
 
 
 def _map(*, values_nullable: bool = True) -> pa.DataType:
@@ -117,6 +124,12 @@ _TXN_FIELDS = [
     pa.field("version", pa.int64(), nullable=False),
     pa.field("lastUpdated", pa.int64()),
 ]
+_DOMAIN_FIELDS = [
+    pa.field("domain", pa.string(), nullable=False),
+    pa.field("configuration", pa.string(), nullable=False),
+    pa.field("removed", pa.bool_(), nullable=False),
+]
+_CHECKPOINT_METADATA_FIELDS = [pa.field("version", pa.int64(), nullable=False), pa.field("tags", _map())]
 _ROW_TRACKING_FIELDS = [pa.field("baseRowId", pa.int64()), pa.field("defaultRowCommitVersion", pa.int64())]
 #: Fields newer writers add that lakeops' models keep as extras: their type is known, not guessed.
 _KNOWN_EXTRA_TYPES: dict[str, pa.DataType] = {
@@ -254,8 +267,12 @@ def checkpoint_schema(
     txns: Sequence[Txn] = (),
     adds: Sequence[Add] = (),
     removes: Sequence[Remove] = (),
+    domains: Sequence[DomainMetadata] = (),
+    v2: bool = False,
 ) -> pa.Schema:
-    """The checkpoint's Arrow schema for this table state (its properties and every action's fields)."""
+    """The checkpoint's Arrow schema for this table state (its properties and every action's fields);
+    ``v2``: a V2 spec checkpoint, with its ``checkpointMetadata`` column
+    (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#v2-spec)."""
     dvs: list[DeletionVectorDescriptor | None] = [a.deletion_vector for a in adds] + [
         r.deletion_vector for r in removes
     ]
@@ -293,15 +310,19 @@ def checkpoint_schema(
     metadata_fields = _METADATA_FIELDS + _extra_fields([metadata], _declared(Metadata))
     protocol_type = pa.struct(list(_PROTOCOL) + _extra_fields([protocol], _declared(Protocol)))
     txn_fields = _TXN_FIELDS + _extra_fields(txns, _declared(Txn))
-    return pa.schema(
-        [
-            pa.field("metaData", pa.struct(metadata_fields)),
-            pa.field("protocol", protocol_type),
-            pa.field("txn", pa.struct(txn_fields)),
-            pa.field("add", pa.struct(add_fields)),
-            pa.field("remove", pa.struct(remove_fields)),
-        ]
-    )
+    fields = [
+        pa.field("metaData", pa.struct(metadata_fields)),
+        pa.field("protocol", protocol_type),
+        pa.field("txn", pa.struct(txn_fields)),
+        pa.field("add", pa.struct(add_fields)),
+        pa.field("remove", pa.struct(remove_fields)),
+    ]
+    if domains:
+        domain_fields = _DOMAIN_FIELDS + _extra_fields(domains, _declared(DomainMetadata))
+        fields.append(pa.field("domainMetadata", pa.struct(domain_fields)))
+    if v2:
+        fields.append(pa.field("checkpointMetadata", pa.struct(_CHECKPOINT_METADATA_FIELDS)))
+    return pa.schema(fields)
 
 
 def schema_to_text(schema: pa.Schema) -> str:
@@ -445,7 +466,7 @@ class _RowEncoder:
     """Per-kind row builders for one checkpoint schema."""
 
     def __init__(self, schema: pa.Schema) -> None:
-        self.types: dict[str, pa.StructType] = {name: schema.field(name).type for name in COLUMNS}
+        self.types: dict[str, pa.StructType] = {name: schema.field(name).type for name in schema.names}
         add_type = self.types["add"]
         self.json_extras = {
             kind: _json_extras(self.types[key], kind) for kind, key in KEY_OF.items() if key in self.types
@@ -566,12 +587,15 @@ def encode_actions(actions: Sequence[CheckpointAction], schema: pa.Schema) -> pa
     """The checkpoint rows of ``actions``, in order, as an Arrow table of ``schema``
     (from :func:`checkpoint_schema`)."""
     encoder = _RowEncoder(schema)
-    positions: dict[str, list[int]] = {name: [] for name in COLUMNS}
+    positions: dict[str, list[int]] = {name: [] for name in schema.names}
     for index, action in enumerate(actions):
-        positions[KEY_OF[type(action)]].append(index)
+        key = KEY_OF[type(action)]
+        if key not in positions:
+            raise ProtocolError(f"the checkpoint schema has no {key} column for a {key} action")
+        positions[key].append(index)
     arrays = []
     try:
-        for name in COLUMNS:
+        for name in schema.names:
             members = [actions[i] for i in positions[name]]
             if name in ("add", "remove") and members:
                 files = [a for a in members if isinstance(a, Add | Remove)]

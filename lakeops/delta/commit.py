@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakeops import __version__
-from lakeops.delta.actions import ActionModel, Add, CommitInfo, Metadata, Remove, action_to_line
+from lakeops.delta.actions import ActionModel, Add, CommitInfo, DomainMetadata, Metadata, Remove, action_to_line
 from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.commit_time import ENABLE_PROPERTY
 from lakeops.delta.features import check_writable
@@ -214,6 +214,7 @@ def commit_pending(
             if _txn_id(winner) == txn_id:
                 return CommitResult(version, attempt, txn_id)
             _check_protocol(winner, table_root, operation, read_version)
+            _check_domains(winner, pending.actions(), table_root, operation, read_version)
             if winner.commit_info is not None and winner.commit_info.in_commit_timestamp is not None:
                 previous_ict = winner.commit_info.in_commit_timestamp
             if winner.metadata is not None:
@@ -254,6 +255,20 @@ def _check_protocol(winner: CommitActions, table_root: str, operation: str, read
             f"{table_root}: {operation} based on version {read_version} aborted: version {winner.version} "
             f"changed the protocol: {exc}"
         ) from exc
+
+
+def _check_domains(
+    winner: CommitActions, ours: Sequence[ActionModel], table_root: str, operation: str, read_version: int
+) -> None:
+    """Two overlapping transactions conflict when both hold a ``domainMetadata`` action for the same
+    domain (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#domain-metadata)."""
+    changed = {d.domain for d in winner.domains}
+    clash = sorted(changed & {a.domain for a in ours if isinstance(a, DomainMetadata)})
+    if clash:
+        raise CommitConflict(
+            f"{table_root}: {operation} based on version {read_version} aborted: version {winner.version} "
+            f"changed metadata domain{'s' if len(clash) > 1 else ''} {', '.join(clash)} that this commit writes too"
+        )
 
 
 def file_actions_summary(adds: Sequence[Add], removes: Sequence[Remove]) -> dict[str, int]:

@@ -17,10 +17,13 @@ from lakeops.delta.actions import (
     BOUNDS,
     Add,
     AddCDCFile,
+    CheckpointMetadata,
     CommitInfo,
+    DomainMetadata,
     Metadata,
     Protocol,
     Remove,
+    Sidecar,
     Txn,
     bulk_load,
 )
@@ -39,6 +42,10 @@ class CommitActions:
     removes: list[Remove] = field(default_factory=list)
     cdcs: list[AddCDCFile] = field(default_factory=list)
     txns: list[Txn] = field(default_factory=list)
+    domains: list[DomainMetadata] = field(default_factory=list)
+    #: V2 checkpoint actions: read from a JSON checkpoint, ignored in commits ("Action Reconciliation").
+    sidecars: list[Sidecar] = field(default_factory=list)
+    checkpoint_metadata: CheckpointMetadata | None = None
 
 
 @with_config(ConfigDict(extra="allow"))
@@ -54,6 +61,9 @@ class _Line(TypedDict, total=False):
     protocol: Protocol
     metaData: Metadata
     commitInfo: CommitInfo
+    domainMetadata: DomainMetadata
+    sidecar: Sidecar
+    checkpointMetadata: CheckpointMetadata
 
 
 _LINE = TypeAdapter(_Line)
@@ -140,3 +150,9 @@ def _collect(result: CommitActions, line: _Line, location: str, number: int) -> 
             result.metadata = action
         case CommitInfo():
             result.commit_info = action
+        case DomainMetadata():
+            result.domains.append(action)
+        case Sidecar():
+            result.sidecars.append(action)
+        case CheckpointMetadata():
+            result.checkpoint_metadata = action

@@ -66,6 +66,12 @@ FEATURES: dict[str, FeatureSupport] = {
     # writer protocol as well as the reader's, which lakeops's vacuum does for every table
     # (lakeops.delta.maintenance.vacuum).
     "vacuumProtocolCheck": FeatureSupport(reader=True, writer=True),
+    # V2 checkpoints (UUID-named, sidecars) are read, written by ``checkpoint`` (never a classic or
+    # multi-part one on such a table) and cleaned up with their sidecars by ``expire``.
+    "v2Checkpoint": FeatureSupport(reader=True, writer=True),
+    # Domains are replayed, kept in every checkpoint, and a commit conflicts with a concurrent one
+    # changing a domain it writes.
+    "domainMetadata": FeatureSupport(reader=False, writer=True),
 }
 
 READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)

@@ -1,8 +1,16 @@
-"""Which log files make up a version ("Delta Log Entries", "Checkpoints", "Last Checkpoint File").
+"""Which log files make up a version ("Delta Log Entries", "Checkpoints", "Last Checkpoint File",
+"Log Compaction Files").
 
 A snapshot at version ``v`` is the newest *complete* checkpoint at or below ``v`` plus every commit
 JSON after it up to ``v``. The listing, not ``_last_checkpoint``, is the authority: the pointer is
 only validated (checksum) so a corrupt one is reported rather than trusted or silently ignored.
+
+A UUID-named V2 checkpoint is one file, complete as soon as it exists
+(https://github.com/delta-io/delta/blob/master/PROTOCOL.md#uuid-named-checkpoint); its sidecars are
+read with it (:mod:`lakeops.delta.checkpoint_files`). A log compaction file ``x.y.compacted.json``
+may replace the commits ``x..y`` during replay
+(https://github.com/delta-io/delta/blob/master/PROTOCOL.md#log-compaction-files); the commits must
+still be listed, so using one is an optimisation only and never changes which versions exist.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint
-from lakeops.errors import CorruptFile, NotATable, NotFound, UnsupportedFeature, VersionNotFound
+from lakeops.errors import CorruptFile, NotATable, NotFound, VersionNotFound
 from lakeops.storage import FileInfo, Storage
 from lakeops.storage.uri import join
 
@@ -23,6 +31,7 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _CHECKPOINT_PART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+_COMPACTION = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -58,7 +67,10 @@ class LogListing:
     checkpoints: dict[int, Checkpoint]
     incomplete_checkpoints: dict[int, list[FileInfo]]
     last_checkpoint: LastCheckpoint | None
+    #: UUID-named (V2) checkpoint files, also in ``checkpoints`` (one per version) when chosen there.
     v2_checkpoints: list[FileInfo] = field(default_factory=list)
+    #: Log compaction files by ``(start, end)`` version.
+    compactions: dict[tuple[int, int], FileInfo] = field(default_factory=dict)
 
     @property
     def latest_version(self) -> int | None:
@@ -73,10 +85,28 @@ class LogSegment:
     version: int
     checkpoint: Checkpoint | None
     commits: tuple[tuple[int, FileInfo], ...]
+    #: Log compaction files ``(start, end, file)`` replay reads instead of the commits they cover.
+    compactions: tuple[tuple[int, int, FileInfo], ...] = ()
 
     @property
     def checkpoint_version(self) -> int | None:
         return self.checkpoint.version if self.checkpoint else None
+
+    def replay_files(self) -> list[tuple[int, FileInfo]]:
+        """The JSON files to replay after the checkpoint, in order: a compaction file (given its end
+        version) in place of the commits it covers, the other commits as they are."""
+        starts = {start: (end, info) for start, end, info in self.compactions}
+        files: list[tuple[int, FileInfo]] = []
+        skip_to = -1
+        for version, info in self.commits:
+            if version <= skip_to:
+                continue
+            if version in starts:
+                skip_to, compacted = starts[version]
+                files.append((skip_to, compacted))
+            else:
+                files.append((version, info))
+        return files
 
 
 def _version(digits: str, path: str) -> int:
@@ -94,6 +124,7 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
     singles: dict[int, FileInfo] = {}
     parts: dict[tuple[int, int], dict[int, FileInfo]] = {}
     v2: list[FileInfo] = []
+    compactions: dict[tuple[int, int], FileInfo] = {}
     last_checkpoint_info: FileInfo | None = None
     prefix_len = len(log_dir) + 1
     for info in storage.list(log_dir):
@@ -109,6 +140,10 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
             parts.setdefault((version, total), {})[index] = info
         elif _CHECKPOINT_V2.match(name):
             v2.append(info)
+        elif match := _COMPACTION.match(name):
+            start, end = _version(match.group(1), info.path), _version(match.group(2), info.path)
+            if end > start:  # "y must be greater than x": anything else is not a compaction file
+                compactions[(start, end)] = info
         elif name == LAST_CHECKPOINT:
             last_checkpoint_info = info
     if not commits and not singles and not parts and not v2:
@@ -122,19 +157,14 @@ def list_log(storage: Storage, table_root: str) -> LogListing:
             checkpoints.setdefault(version, Checkpoint(version, tuple(found[i] for i in range(1, total + 1))))
         else:
             incomplete.setdefault(version, []).extend(found.values())
+    for info in sorted(v2, key=lambda f: f.path):  # any of a version's checkpoints will do: pick one stably
+        version = _version(info.path[prefix_len:][:20], info.path)
+        checkpoints.setdefault(version, Checkpoint(version, (info,)))
 
     last_checkpoint = None
     if last_checkpoint_info is not None:
         last_checkpoint = parse_last_checkpoint(storage.read(last_checkpoint_info.path), last_checkpoint_info.path)
-    return LogListing(log_dir, commits, checkpoints, incomplete, last_checkpoint, v2)
-
-
-def _v2_checkpoint_error(listing: LogListing, table_root: str, version: int) -> UnsupportedFeature:
-    name = listing.v2_checkpoints[0].path.rsplit("/", 1)[-1]
-    return UnsupportedFeature(
-        f"{table_root}: version {version} is only reachable through a V2 (UUID-named) checkpoint "
-        f"({name}); the v2Checkpoint table feature is not supported"
-    )
+    return LogListing(log_dir, commits, checkpoints, incomplete, last_checkpoint, v2, compactions)
 
 
 def first_missing(listing: LogListing, start: int, end: int) -> int | None:
@@ -143,12 +173,13 @@ def first_missing(listing: LogListing, start: int, end: int) -> int | None:
     return next((v for v in range(start, end + 1) if v not in listing.commits), None)
 
 
-def segment_for_version(listing: LogListing, table_root: str, version: int | None = None) -> LogSegment:
-    """The log segment reconstructing ``version`` (default: the latest)."""
+def segment_for_version(
+    listing: LogListing, table_root: str, version: int | None = None, *, use_compactions: bool = True
+) -> LogSegment:
+    """The log segment reconstructing ``version`` (default: the latest), with the log compaction
+    files that cover its commits (each starting where the previous file ends; the longest first)."""
     latest = listing.latest_version
     if latest is None:
-        if listing.v2_checkpoints:
-            raise _v2_checkpoint_error(listing, table_root, version or 0)
         raise NotATable(f"{table_root}: the Delta log has no versions")
     target = latest if version is None else version
     if target < 0 or target > latest:
@@ -159,10 +190,6 @@ def segment_for_version(listing: LogListing, table_root: str, version: int | Non
     start = checkpoint.version + 1 if checkpoint else 0
     missing = first_missing(listing, start, target)
     if missing is not None:
-        if listing.v2_checkpoints and any(
-            int(f.path.rsplit("/", 1)[-1][:20]) <= target for f in listing.v2_checkpoints
-        ):
-            raise _v2_checkpoint_error(listing, table_root, target)
         earliest = min(listing.commits) if listing.commits else None
         raise VersionNotFound(
             f"{table_root}: cannot reconstruct version {target}: commit {missing:020d}.json is missing "
@@ -170,7 +197,21 @@ def segment_for_version(listing: LogListing, table_root: str, version: int | Non
             f"(the log was expired or is damaged; earliest commit kept: {earliest})"
         )
     commits = tuple((v, listing.commits[v]) for v in range(start, target + 1))
-    return LogSegment(target, checkpoint, commits)
+    chosen: list[tuple[int, int, FileInfo]] = []
+    if use_compactions:
+        ends: dict[int, int] = {}
+        for first, last in listing.compactions:
+            if last <= target:
+                ends[first] = max(ends.get(first, last), last)
+        position = start
+        while position <= target:
+            end = ends.get(position)
+            if end is None:
+                position += 1
+                continue
+            chosen.append((position, end, listing.compactions[(position, end)]))
+            position = end + 1
+    return LogSegment(target, checkpoint, commits, tuple(chosen))
 
 
 def commit_timestamps(listing: LogListing) -> list[tuple[int, int]]:

@@ -11,27 +11,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import unquote
 
-from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
-from lakeops.delta.checkpoint_reader import AddColumn, read_checkpoint_part, read_checkpoint_part_columnar
+from lakeops.delta.actions import Add, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
+from lakeops.delta.checkpoint_files import read_checkpoint_file
+from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit_columns import parse_commit_columnar
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.commit_time import CommitClock, ict_enablement_version
 from lakeops.delta.features import check_readable
 from lakeops.delta.live_files import ColumnReplay, FileKey, LiveFiles
+from lakeops.delta.log_compaction import read_replay_file
 from lakeops.delta.log_segment import (
+    LOG_DIR,
     LogListing,
     LogSegment,
     list_log,
-    read_log_file,
     segment_for_version,
 )
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.type_widening import TYPE_CHANGES_KEY, check_type_changes
 from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
 from lakeops.storage import Storage
-from lakeops.storage.uri import join, normalize
+from lakeops.storage.uri import join, normalize, resolve
 
 __all__ = ["DeltaSnapshot", "FileKey", "Replay", "load_snapshot"]
 
@@ -54,6 +55,9 @@ class DeltaSnapshot:
     txns: dict[str, Txn]
     segment: LogSegment
     listing: LogListing = field(repr=False)
+    #: Live metadata domains by name, tombstones left out
+    #: (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#domain-metadata).
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
 
     @property
     def partition_columns(self) -> list[str]:
@@ -62,11 +66,7 @@ class DeltaSnapshot:
     def file_location(self, path: str) -> str:
         """Absolute location of a file an action names. Action paths are URIs: relative ones are
         percent-decoded and joined to the root; absolute ones are decoded exactly once."""
-        if path.startswith("file:"):
-            return normalize(path)  # normalize decodes file: URIs itself
-        if "://" in path or path.startswith("/"):
-            return normalize(unquote(path))
-        return join(self.table_root, *(unquote(part) for part in path.split("/")))
+        return resolve(self.table_root, path)
 
     def clock(self, storage: Storage) -> CommitClock:
         """Commit times of the listed versions, by this version's in-commit timestamp settings."""
@@ -89,6 +89,7 @@ class Replay:
         self.files: dict[FileKey, Add] = {}
         self.tombstones: dict[FileKey, Remove] = {}
         self.txns: dict[str, Txn] = {}
+        self.domains: dict[str, DomainMetadata] = {}
         #: Adds kept as Arrow (checkpoint and large commits), and what commits said of their paths.
         self.columns = ColumnReplay()
 
@@ -104,10 +105,19 @@ class Replay:
                     self.tombstones[action.key] = action
                 case Txn():
                     self.txns[action.app_id] = action
+                case DomainMetadata():
+                    self.apply_domain(action)
                 case Protocol():
                     self.protocol = action
                 case Metadata():
                     self.metadata = action
+
+    def apply_domain(self, action: DomainMetadata) -> None:
+        """The latest action of a domain wins; a tombstone (``removed``) drops it from the state."""
+        if action.removed:
+            self.domains.pop(action.domain, None)
+        else:
+            self.domains[action.domain] = action
 
     def columns_are_keys(self) -> bool:
         """Whether the Arrow rows hold each key once and none the objects hold (so reading them as
@@ -125,6 +135,8 @@ class Replay:
             self.metadata = commit.metadata
         for txn in commit.txns:
             self.txns[txn.app_id] = txn
+        for domain in commit.domains:
+            self.apply_domain(domain)
         files, tombstones = self.files, self.tombstones
         self.columns.next_version()
         self.columns.touch(commit.removes)
@@ -188,6 +200,7 @@ def load_snapshot(
         txns=replay.txns,
         segment=segment,
         listing=listing,
+        domains=replay.domains,
     )
 
 
@@ -195,13 +208,14 @@ def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Pro
     """The checkpoint then each commit of ``segment``, applied in order; refuses a state without a
     protocol or metadata, or with a reader feature lakeops does not implement."""
     replay = Replay(table_root)
+    log_dir = join(table_root, LOG_DIR)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
-            replay.apply_checkpoint(read_checkpoint_part_columnar(storage, part.path))
+            replay.apply_checkpoint(read_checkpoint_file(storage, log_dir, part.path, columnar=True))
         if not replay.columns_are_keys():
             replay = Replay(table_root)
             for part in segment.checkpoint.files:
-                replay.apply_checkpoint(read_checkpoint_part(storage, part.path))
+                replay.apply_checkpoint(read_checkpoint_file(storage, log_dir, part.path))
         if replay.protocol is None or replay.metadata is None:
             raise CorruptFile(
                 f"{segment.checkpoint.files[0].path}: checkpoint of version {segment.checkpoint.version} "
@@ -210,10 +224,10 @@ def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Pro
         # Check the protocol as soon as it is known: an unknown reader feature may change what the
         # remaining files mean.
         check_readable(replay.protocol, table_root)
-    for commit_version, info in segment.commits:
+    for commit_version, info in segment.replay_files():
         partition_columns = replay.metadata.partition_columns if replay.metadata is not None else []
         commit, column = parse_commit_columnar(
-            read_log_file(storage, info), commit_version, info.path, partition_columns
+            read_replay_file(storage, info), commit_version, info.path, partition_columns
         )
         if commit.protocol is not None:
             check_readable(commit.protocol, table_root)

@@ -17,6 +17,7 @@ from lakeops.delta.features import (
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
+from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import UnsupportedFeature, UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import TableRef, load_table
@@ -58,6 +59,10 @@ class InspectReport(InspectionReport):
     #: The operations lakeops runs on this table (every feature honoured), and why it refuses the others.
     supported_operations: list[str] | None = None
     refused_operations: dict[str, str] = {}
+    #: The version checksum file (``n.crc``) of the version inspected against the replayed state:
+    #: ``absent``, ``matches`` or ``mismatch`` (which fields: ``checksum_mismatches``).
+    checksum: str | None = None
+    checksum_mismatches: list[str] | None = None
     # Iceberg
     format_version: int | None = None
     snapshot_id: int | None = None
@@ -228,6 +233,7 @@ def _inspect_delta(
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
     refused = _refused_operations(snapshot.protocol, location)
+    checksum = check_version_checksum(storage, snapshot)
     return InspectReport(
         format="delta",
         table=location,
@@ -255,6 +261,8 @@ def _inspect_delta(
         feature_operations=supported_operations(snapshot.protocol),
         supported_operations=sorted(set(ALL_OPERATIONS) - set(refused)),
         refused_operations=refused,
+        checksum=checksum.status,
+        checksum_mismatches=checksum.mismatches or None,
         partition_columns=snapshot.partition_columns,
         duration_s=time.monotonic() - started,
     )

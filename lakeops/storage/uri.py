@@ -149,6 +149,16 @@ def join(base: str, *relative: str) -> str:
     return normalize(result)
 
 
+def resolve(base: str, path: str) -> str:
+    """The location of a path a Delta action names (a URI): a relative one percent-decoded and joined
+    to ``base``, an absolute one decoded exactly once (``file:`` URIs decode themselves)."""
+    if path.startswith("file:"):
+        return normalize(path)
+    if "://" in path or path.startswith("/"):
+        return normalize(unquote(path))
+    return join(base, *(unquote(part) for part in path.split("/")))
+
+
 def _split(location: str) -> tuple[str, str, list[str]]:
     """(scheme, bucket or "", path segments) of a normalised location."""
     if location.startswith("s3://"):

@@ -59,9 +59,10 @@ def delta_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FixtureT
             continue
         archive = TESTDATA / source / f"{table}{_ARCHIVE}"
         subprocess.run(["tar", "--zstd", "-xf", str(archive), "-C", str(unpack_dir)], check=True)
-        unpacked = unpack_dir / table
-        root = unpacked / "delta"
-        assert (root / "_delta_log").is_dir(), f"{archive} did not unpack to {table}/delta/_delta_log"
+        unpacked = unpack_dir / Path(table).name
+        # Golden tables hold <name>/delta/ (and <name>/expected/); delta-kernel's plain tables <name>/.
+        root = unpacked / "delta" if (unpacked / "delta").is_dir() else unpacked
+        assert (root / "_delta_log").is_dir(), f"{archive} did not unpack to {unpacked.name}/(delta/)_delta_log"
         expected = unpacked / "expected"
         tables[name] = FixtureTable(name, root, expected if expected.is_dir() else None)
     return tables

@@ -56,7 +56,7 @@ EXPECTATIONS: dict[str, Expect] = {
     "delta-rs/cdf-table-non-partitioned": replay(4, 11),
     "delta-rs/cdf-table-with-cdc-and-dvs": replay(25, 2),
     "delta-rs/checkpoint-cdf-table": replay(5, 13, 3),
-    "delta-rs/checkpoint-v2-table": refuse("v2Checkpoint"),
+    "delta-rs/checkpoint-v2-table": replay(9, 8, 8),
     "delta-rs/checkpoint_with_partitions": replay(2, 2, 2, on_disk=False),
     "delta-rs/checkpoints_vacuumed": replay(12, 12, 10, on_disk=False),
     "delta-rs/delta-0.2.0": replay(3, 3, 3),
@@ -93,6 +93,15 @@ EXPECTATIONS: dict[str, Expect] = {
     "modern/delta/data-reader-timestamp_ntz": replay(1, 4),
     "modern/delta/data-reader-timestamp_ntz-id-mode": replay(1, 4),
     "modern/delta/type-widening-nested": replay(2, 2),
+    # delta-rs and delta-kernel-rs tables of the log features (V2 checkpoints, log compaction, checksums,
+    # domain metadata)
+    "modern/delta/compacted-log-files-table": replay(25, 2),
+    "modern/delta/crc-full": replay(0, 0),
+    "modern/delta/table-with-domain-metadata": replay(108, 109, 108, on_disk=False),
+    "modern/delta/v2-checkpoint-json": replay(2, 4, 2),
+    "modern/delta/v2-checkpoint-parquet": replay(2, 4, 2),
+    "modern/delta/v2-checkpoints-json-with-sidecars": replay(6, 101, 6),
+    "modern/delta/v2-checkpoints-parquet-without-sidecars": replay(2, 3, 2),
 }
 
 REPLAYED = [name for name, e in EXPECTATIONS.items() if e.outcome == "replay"]
@@ -217,21 +226,24 @@ def test_vacuum_protocol_check_table_readable_before_the_feature(delta_tables: d
     assert v1.protocol is not None and v1.protocol.reader_features == ["vacuumProtocolCheck"]
 
 
-def test_v2_checkpoint_is_refused_when_the_log_needs_it(copy_table: Callable[[str], Path]) -> None:
-    """With the commits before the V2 checkpoint expired, the segment itself can only come from it."""
+def test_v2_checkpoint_alone_reconstructs_the_table(copy_table: Callable[[str], Path]) -> None:
+    """With the commits before the V2 checkpoint expired, the segment comes from it and its sidecar
+    ("V2 Spec", "Sidecar Files"): the same live files as the full log gives."""
     root = copy_table("delta-rs/checkpoint-v2-table")
+    full = sorted(_live_locations(_load(root)))
     log = root / "_delta_log"
     for version in range(9):
         (log / f"{version:020d}.json").unlink()
     listing = list_log(open_storage(str(root)), str(root))
-    assert listing.checkpoints == {}  # UUID-named checkpoints are not classic ones; sidecars are skipped
     assert sorted(Path(f.path).name for f in listing.v2_checkpoints) == [
         "00000000000000000006.checkpoint.f5ee283b-37c7-46af-b64c-8f77c6a5c43a.json",
         "00000000000000000008.checkpoint.e5ac4dc4-be27-4106-8a55-609707487f83.json",
     ]
-    with pytest.raises(UnsupportedFeature, match=r"V2 \(UUID-named\) checkpoint.*v2Checkpoint") as info:
-        _load(root)
-    assert "version 9" in str(info.value)
+    snapshot = _load(root)
+    assert (snapshot.version, snapshot.segment.checkpoint_version) == (9, 8)
+    assert sorted(_live_locations(snapshot)) == full and len(full) == 8
+    with pytest.raises(VersionNotFound):
+        _load(root, version=7)
 
 
 def test_corrupted_last_checkpoint_is_reported(delta_tables: dict[str, Any], copy_table: Callable[[str], Path]) -> None:

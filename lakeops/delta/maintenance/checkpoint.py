@@ -19,6 +19,14 @@ re-reads the log segment, keeps the actions of its range (memory bounded by the 
 table), checks it found exactly the count the driver planned, and writes its part. When one part
 suffices the driver writes it from the snapshot it already holds.
 
+V2 checkpoints (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#v2-checkpoint-table-feature):
+on a table whose protocol enables ``v2Checkpoint``, the checkpoint is one UUID-named parquet file
+(``n.checkpoint.<uuid>.parquet``, "UUID-named checkpoint") following the "V2 Spec": its first row
+is the ``checkpointMetadata`` action, and the file actions are embedded (sidecars are optional), so
+it is never split into parts (multi-part checkpoints are forbidden there) and never classic-named
+(lakeops writes one kind of checkpoint per table). Live ``domainMetadata`` actions ("Domain Metadata",
+tombstones left out as "Checkpoints" asks) follow the transactions in every checkpoint.
+
 Atomicity: each part is one atomic object write. ``_last_checkpoint`` is written only after every
 part exists, and never moved back to an older version. An interrupted run leaves at most an
 incomplete part set, which readers skip; a rerun rewrites the same names with the same content.
@@ -27,15 +35,17 @@ incomplete part set, which readers skip; a rerun rewrites the same names with th
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar, cast
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_load
-from lakeops.delta.checkpoint_reader import read_checkpoint_part
+from lakeops.delta.actions import Add, CheckpointMetadata, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
+from lakeops.delta.checkpoint_files import is_uuid_named, read_checkpoint_file
 from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows
 from lakeops.delta.checkpoint_writer import (
     CheckpointAction,
@@ -47,9 +57,10 @@ from lakeops.delta.checkpoint_writer import (
     writes_stats_as_struct,
 )
 from lakeops.delta.commit_file import parse_commit
-from lakeops.delta.features import check_writable
+from lakeops.delta.features import check_writable, enabled_features
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint, render_last_checkpoint
 from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.log_compaction import read_replay_file
 from lakeops.delta.log_segment import (
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -57,7 +68,6 @@ from lakeops.delta.log_segment import (
     LogSegment,
     checkpoint_file_names,
     list_log,
-    read_log_file,
     segment_for_version,
 )
 from lakeops.delta.retention import (
@@ -255,17 +265,23 @@ def select_actions(
     with_table_actions: bool,
     tombstone_cutoff_ms: int,
     txn_cutoff_ms: int | None,
+    domains: Mapping[str, DomainMetadata] | None = None,
+    v2_version: int | None = None,
 ) -> list[CheckpointAction]:
-    """The checkpoint rows of a reconciled state, in checkpoint order: ``protocol``, ``metaData`` and
-    unexpired ``txn`` (when ``with_table_actions``), then live adds and unexpired tombstones by path."""
+    """The checkpoint rows of a reconciled state, in checkpoint order: ``checkpointMetadata`` (a V2
+    checkpoint of ``v2_version``), ``protocol``, ``metaData``, unexpired ``txn`` and live
+    ``domainMetadata`` (when ``with_table_actions``), then live adds and unexpired tombstones by path."""
     head: list[CheckpointAction] = []
     if with_table_actions:
-        head = [protocol, metadata]
+        if v2_version is not None:
+            head.append(CheckpointMetadata(version=v2_version))
+        head += [protocol, metadata]
         head += [
             t
             for _, t in sorted(txns.items())
             if txn_cutoff_ms is None or t.last_updated is None or t.last_updated >= txn_cutoff_ms
         ]
+        head += [d for _, d in sorted((domains or {}).items()) if not d.removed]
     # Sort keys from the dicts' own keys (path, DV id): no property call per action.
     body: list[tuple[str, int, str, Add | Remove]] = [(path, 0, dv or "", a) for (path, dv), a in files.items()]
     body += [
@@ -317,57 +333,63 @@ def plan_checkpoint(
     )
     files = snapshot.files
     columns = files.columns if isinstance(files, LiveFiles) and not writes_stats_as_struct(metadata) else []
-    with bulk_load():  # a tuple per action to sort: no collector pass over the snapshot meanwhile
-        actions = select_actions(
-            snapshot.protocol,
-            metadata,
-            snapshot.txns,
-            files.objects if columns else files,  # type: ignore[attr-defined]
-            snapshot.tombstones,
-            with_table_actions=True,
-            tombstone_cutoff_ms=tombstone_cutoff,
-            txn_cutoff_ms=txn_cutoff,
-        )
+    v2 = "v2Checkpoint" in enabled_features(snapshot.protocol)
+
+    def select(live: Mapping[tuple[str, str | None], Add]) -> list[CheckpointAction]:
+        with bulk_load():  # a tuple per action to sort: no collector pass over the snapshot meanwhile
+            return select_actions(
+                snapshot.protocol,
+                metadata,
+                snapshot.txns,
+                live,
+                snapshot.tombstones,
+                with_table_actions=True,
+                tombstone_cutoff_ms=tombstone_cutoff,
+                txn_cutoff_ms=txn_cutoff,
+                domains=snapshot.domains,
+                v2_version=snapshot.version if v2 else None,
+            )
+
+    actions = select(files.objects if columns else files)  # type: ignore[attr-defined]
     kinds = Counter(map(type, actions))
-    head = 2 + kinds[Txn]  # the table's actions lead, txns after protocol and metadata
+    head = len(actions) - kinds[Add] - kinds[Remove]  # the table's actions lead, file actions after
     kept_txns = [a for a in actions[:head] if isinstance(a, Txn)]
+    kept_domains = [a for a in actions[:head] if isinstance(a, DomainMetadata)]
     kept_removes = [a for a in actions if type(a) is Remove] if kinds[Remove] else []
     listing = snapshot.listing
     already = snapshot.version in listing.checkpoints
     parts: list[CheckpointPart] = []
     rows: CheckpointRows | None = None
+    part_size = options.part_size
     if not already or options.force:
-        arrow_schema = checkpoint_schema(
-            snapshot.protocol,
-            metadata,
-            txns=kept_txns,
-            adds=[a for a in actions if type(a) is Add],  # the selected objects: not built twice
-            removes=kept_removes,
-        )
-        column_rows = cast_add_rows(columns, arrow_schema.field("add").type) if columns else None
-        if columns and column_rows is None:  # rows the schema cannot take as they are: all as objects
-            with bulk_load():
-                actions = select_actions(
-                    snapshot.protocol,
-                    metadata,
-                    snapshot.txns,
-                    files,
-                    snapshot.tombstones,
-                    with_table_actions=True,
-                    tombstone_cutoff_ms=tombstone_cutoff,
-                    txn_cutoff_ms=txn_cutoff,
-                )
-            arrow_schema = checkpoint_schema(
+
+        def schema_of(selected: list[CheckpointAction]) -> pa.Schema:
+            adds = [a for a in selected if type(a) is Add]  # the selected objects: not built twice
+            return checkpoint_schema(
                 snapshot.protocol,
                 metadata,
                 txns=kept_txns,
-                adds=[a for a in actions if type(a) is Add],
+                adds=adds,
                 removes=kept_removes,
+                domains=kept_domains,
+                v2=v2,
             )
+
+        arrow_schema = schema_of(actions)
+        column_rows = cast_add_rows(columns, arrow_schema.field("add").type) if columns else None
+        if columns and column_rows is None:  # rows the schema cannot take as they are: all as objects
+            actions = select(files)
+            arrow_schema = schema_of(actions)
         schema = schema_to_text(arrow_schema)
         rows = CheckpointRows(actions[:head], cast(list[Add | Remove], actions[head:]), column_rows)
-        ranges = rows.ranges(options.part_size)
-        names = checkpoint_file_names(snapshot.version, len(ranges))
+        if v2:  # a V2 checkpoint is one file
+            part_size = max(len(rows), 1)
+        ranges = rows.ranges(part_size)
+        names = (
+            [f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.parquet"]
+            if v2
+            else checkpoint_file_names(snapshot.version, len(ranges))
+        )
         for index, ((start, end), name) in enumerate(zip(ranges, names, strict=True)):
             adds, removes = rows.counts(start, end)
             parts.append(
@@ -395,7 +417,7 @@ def plan_checkpoint(
         already_checkpointed=already,
         previous_checkpoint_version=max((v for v in listing.checkpoints if v < snapshot.version), default=None),
         last_checkpoint_version=listing.last_checkpoint.version if listing.last_checkpoint else None,
-        part_size=options.part_size,
+        part_size=part_size,
         actions=len(rows) if rows is not None else len(actions) + sum(len(c) for c in columns),
         add_files=len(snapshot.files),
         remove_tombstones=len(kept_removes),
@@ -450,6 +472,7 @@ def _part_actions(
     txns: dict[str, Txn],
     files: dict[tuple[str, str | None], Add],
     tombstones: dict[tuple[str, str | None], Remove],
+    domains: dict[str, DomainMetadata],
 ) -> list[CheckpointAction]:
     actions = select_actions(
         protocol,
@@ -460,6 +483,8 @@ def _part_actions(
         with_table_actions=part.part == 1,
         tombstone_cutoff_ms=part.tombstone_cutoff_ms,
         txn_cutoff_ms=part.txn_cutoff_ms,
+        domains=domains,
+        v2_version=part.version if is_uuid_named(part.location) else None,
     )
     return [a for a in actions if (path := _file_path(a)) is None or part.holds(path)]
 
@@ -503,21 +528,24 @@ def write_part(part: CheckpointPart) -> PartWritten:
         replay = _replay_part(storage, segment, part)
     if replay.protocol is None or replay.metadata is None:
         raise ProtocolError(f"{part.table_root}: version {part.version} has no protocol or metaData action")
-    actions = _part_actions(part, replay.protocol, replay.metadata, replay.txns, replay.files, replay.tombstones)
+    actions = _part_actions(
+        part, replay.protocol, replay.metadata, replay.txns, replay.files, replay.tombstones, replay.domains
+    )
     return _write(storage, part, actions, started)
 
 
 def _replay_part(storage: Storage, segment: LogSegment, part: CheckpointPart) -> Replay:
     replay = Replay(part.table_root)
+    log_dir = join(part.table_root, LOG_DIR)
     if segment.checkpoint is not None:
         for info in segment.checkpoint.files:
             replay.apply_checkpoint(
                 a
-                for a in read_checkpoint_part(storage, info.path)
+                for a in read_checkpoint_file(storage, log_dir, info.path)
                 if not isinstance(a, Add | Remove) or part.holds(a.path)
             )
-    for version, info in segment.commits:
-        commit = parse_commit(read_log_file(storage, info), version, info.path)
+    for version, info in segment.replay_files():
+        commit = parse_commit(read_replay_file(storage, info), version, info.path)
         replay.apply_commit(
             replace(
                 commit,

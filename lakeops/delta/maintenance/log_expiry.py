@@ -13,10 +13,14 @@ after a period of time"):
    :class:`ExpiryOptions` (versions a change-feed consumer or ``retain_last`` still needs). Without
    one nothing is deleted.
 3. Every versioned log file strictly below that checkpoint goes: commit JSONs, version checksum
-   files (``n.crc``), classic and multi-part checkpoints (stale incomplete part sets included), log
-   compaction files lying wholly below it, and Hadoop's hidden ``.<name>.crc`` sidecars of those.
-   The checkpoint itself, its commit JSON (checkpoints do not keep ``commitInfo``), everything after
-   it, ``_last_checkpoint``, UUID-named (v2) checkpoints and subdirectories are never touched.
+   files (``n.crc``), classic, multi-part and UUID-named (V2) checkpoints (stale incomplete part sets
+   included), log compaction files whose start version is at or below it (the protocol's rule: a
+   replay from that checkpoint can never use them), and Hadoop's hidden ``.<name>.crc`` files of
+   those. The checkpoint itself, its commit JSON (checkpoints do not keep ``commitInfo``), everything
+   after it, ``_last_checkpoint`` and other subdirectories are never touched.
+4. Sidecars (steps 4 and 5 of "Metadata Cleanup"): a file in ``_delta_log/_sidecars`` goes only when
+   no checkpoint that stays names it and it was last modified before midnight UTC a day before now
+   (an in-progress checkpoint may be writing it).
 
 "Last Checkpoint File": readers may trust the pointer, so before anything is deleted a pointer that
 would dangle (it names a version below the cutoff checkpoint, or a checkpoint that is not there) is
@@ -41,6 +45,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.deletion import BatchResult, Candidate, DeleteBatch
+from lakeops.delta.checkpoint_files import SIDECAR_DIR, sidecar_location, sidecars_of
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
 from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, list_log
@@ -67,15 +72,17 @@ __all__ = [
 #: When "false", Delta writers never clean the log up on their own; lakeops then needs ``force``.
 CLEANUP_ENABLED_PROPERTY = "delta.enableExpiredLogCleanup"
 
-LogFileKind = Literal["commit", "checksum", "checkpoint", "compacted", "hadoop-checksum"]
+LogFileKind = Literal["commit", "checksum", "checkpoint", "compacted", "hadoop-checksum", "sidecar"]
 
 _VERSIONED: list[tuple[LogFileKind, re.Pattern[str]]] = [
     ("commit", re.compile(r"^(\d{20})\.json$")),
     ("checksum", re.compile(r"^(\d{20})\.crc$")),
     ("checkpoint", re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")),
-    # A log compaction file ``x.y.compacted.json`` covers versions x..y; it is dated by y.
-    ("compacted", re.compile(r"^\d{20}\.(\d{20})\.compacted\.json$")),
+    ("checkpoint", re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")),
+    # A log compaction file ``x.y.compacted.json`` covers versions x..y; it is versioned by x.
+    ("compacted", re.compile(r"^(\d{20})\.\d{20}\.compacted\.json$")),
 ]
+_DAY_MS = 86_400_000
 _HADOOP_CRC = re.compile(r"^\.(.+)\.crc$")
 _PARQUET_TAIL = 8  # 4-byte footer length + "PAR1"
 
@@ -164,7 +171,7 @@ class ExpiryPlan(BaseModel):
             "deleted_commits": kinds.count("commit"),
             "deleted_checkpoint_files": kinds.count("checkpoint"),
             "deleted_checksum_files": kinds.count("checksum") + kinds.count("hadoop-checksum"),
-            "deleted_other_files": kinds.count("compacted"),
+            "deleted_other_files": kinds.count("compacted") + kinds.count("sidecar"),
             "last_checkpoint_rewritten": self.last_checkpoint_target is not None,
             "note": self.note,
         }
@@ -194,7 +201,7 @@ def expired_log_files(storage: Storage, log_dir: str, keep_from: int) -> list[Lo
             continue
         if classified := _classify(name):
             kind, version = classified
-            if version < keep_from:
+            if version < keep_from or (kind == "compacted" and version == keep_from):
                 found.append(LogFile(path=info.path, size=info.size, version=version, kind=kind))
         elif match := _HADOOP_CRC.match(name):
             sidecars.append((match.group(1), info.path, info.size))
@@ -205,6 +212,29 @@ def expired_log_files(storage: Storage, log_dir: str, keep_from: int) -> list[Lo
         if owner in expired
     ]
     return sorted(found, key=lambda f: (f.version, f.path))
+
+
+def expired_sidecars(storage: Storage, listing: LogListing, keep_from: int, now_ms: int) -> list[LogFile]:
+    """The files of ``_delta_log/_sidecars`` no checkpoint at or after ``keep_from`` names, last
+    modified before midnight UTC a day before ``now_ms`` (with their Hadoop ``.crc`` files)."""
+    directory = join(listing.log_dir, SIDECAR_DIR)
+    before_ms = (now_ms // _DAY_MS - 1) * _DAY_MS
+    old = [info for info in storage.list(directory) if "/" not in info.path[len(directory) + 1 :]]
+    old = [info for info in old if info.mtime_ms < before_ms]
+    if not old:
+        return []  # most tables have no sidecars: no checkpoint is opened
+    # Every checkpoint file that stays, not only the one per version replay picks: two writers may
+    # have checkpointed one version, each with its own sidecars.
+    kept = {f.path for v, c in listing.checkpoints.items() if v >= keep_from for f in c.files}
+    kept |= {f.path for f in listing.v2_checkpoints if int(f.path[len(listing.log_dir) + 1 :][:20]) >= keep_from}
+    named = {sidecar_location(listing.log_dir, s) for path in sorted(kept) for s in sidecars_of(storage, path)}
+    found: list[LogFile] = []
+    for info in old:
+        name = info.path[len(directory) + 1 :]
+        owner = match.group(1) if (match := _HADOOP_CRC.match(name)) else name
+        if join(directory, owner) not in named:
+            found.append(LogFile(path=info.path, size=info.size, version=keep_from, kind="sidecar"))
+    return found
 
 
 def _dangling_pointer(listing: LogListing, keep_from: int) -> bool:
@@ -265,10 +295,12 @@ def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOption
         note = f"no complete checkpoint at or below version {limit} ({why}); nothing is deleted until one exists"
     else:
         files = expired_log_files(storage, listing.log_dir, checkpoint_version)
+        if files and snapshot.segment.checkpoint_version != checkpoint_version:
+            _require_readable(storage, snapshot, checkpoint_version)
+        # Sorted after the checkpoints that may name them ("Metadata Cleanup", steps 4 and 5).
+        files += expired_sidecars(storage, listing, checkpoint_version, now_ms)
         if not files:
             note = f"nothing below the checkpoint at version {checkpoint_version}"
-        elif snapshot.segment.checkpoint_version != checkpoint_version:
-            _require_readable(storage, snapshot, checkpoint_version)
     stale = checkpoint_version is not None and bool(files) and _dangling_pointer(listing, checkpoint_version)
     return ExpiryPlan(
         table_root=table,
@@ -302,9 +334,21 @@ def _parquet_rows(storage: Storage, path: str, size: int) -> int:
         raise CorruptFile(f"{path}: checkpoint footer is not readable ({exc})") from exc
 
 
+def _actions_in(storage: Storage, path: str, size: int) -> int:
+    """The actions a checkpoint file holds: a JSON (V2) checkpoint's lines, a parquet one's rows."""
+    if path.endswith(".json"):
+        return sum(1 for line in storage.read(path).split(b"\n") if line.strip())
+    return _parquet_rows(storage, path, size)
+
+
 def pointer_to(storage: Storage, checkpoint: Checkpoint) -> LastCheckpoint:
-    """A ``_last_checkpoint`` naming ``checkpoint``: version, action count (rows), parts and bytes."""
-    rows = sum(_parquet_rows(storage, f.path, f.size) for f in checkpoint.files)
+    """A ``_last_checkpoint`` naming ``checkpoint``: version, action count (rows, a V2 checkpoint's
+    sidecars included), parts and bytes."""
+    rows = sum(_actions_in(storage, f.path, f.size) for f in checkpoint.files)
+    log_dir = checkpoint.files[0].path.rsplit("/", 1)[0]
+    for f in checkpoint.files:
+        for sidecar in sidecars_of(storage, f.path):
+            rows += _parquet_rows(storage, sidecar_location(log_dir, sidecar), sidecar.size_in_bytes)
     return LastCheckpoint.model_validate(
         {
             "version": checkpoint.version,

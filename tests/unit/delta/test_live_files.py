@@ -20,12 +20,13 @@ from lakeops_testdata import TESTDATA
 
 from lakeops.delta import commit_columns
 from lakeops.delta.actions import Add, Remove
-from lakeops.delta.checkpoint_reader import read_checkpoint_part
+from lakeops.delta.checkpoint_files import read_checkpoint_file
 from lakeops.delta.checkpoint_writer import checkpoint_bytes, encode_actions, schema_from_text
 from lakeops.delta.commit_columns import parse_commit_columnar
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.live_files import LiveFiles
-from lakeops.delta.log_segment import list_log, read_log_file, segment_for_version
+from lakeops.delta.log_compaction import read_replay_file
+from lakeops.delta.log_segment import list_log, segment_for_version
 from lakeops.delta.maintenance.checkpoint import (
     CheckpointOptions,
     finalize_checkpoint,
@@ -48,9 +49,9 @@ def _reference(root: str) -> dict[tuple[str, str | None], Add]:
     replay = Replay(root)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
-            replay.apply_checkpoint(read_checkpoint_part(storage, part.path))
-    for version, info in segment.commits:
-        replay.apply_commit(parse_commit(read_log_file(storage, info), version, info.path))
+            replay.apply_checkpoint(read_checkpoint_file(storage, f"{root}/_delta_log", part.path))
+    for version, info in segment.replay_files():
+        replay.apply_commit(parse_commit(read_replay_file(storage, info), version, info.path))
     return replay.files
 
 

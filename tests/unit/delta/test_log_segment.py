@@ -22,7 +22,7 @@ from lakeops.delta.log_segment import (
     version_at_timestamp,
 )
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import CorruptFile, NotATable, UnsupportedFeature, VersionNotFound
+from lakeops.errors import CorruptFile, NotATable, VersionNotFound
 from lakeops.storage import open_storage
 
 SCHEMA_STRING = json.dumps(
@@ -196,17 +196,21 @@ def test_only_an_incomplete_checkpoint_and_expired_commits_is_version_not_found(
         _load(tmp_path)
 
 
-def test_v2_checkpoint_needed_for_the_version_is_refused(tmp_path: Path) -> None:
+def test_v2_checkpoint_is_a_checkpoint_and_its_sidecars_are_not(tmp_path: Path) -> None:
+    """A UUID-named checkpoint is complete on its own; one without checkpointMetadata is corrupt."""
     log = _log(tmp_path)
-    (log / f"{3:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json").write_text("{}\n")
+    name = f"{3:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"
+    (log / name).write_text('{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n')
     write_commit(tmp_path, 4, [_add("file4.parquet")])
     (log / "_sidecars").mkdir()
     (log / "_sidecars" / f"{3:020d}.checkpoint.0000000001.0000000001.parquet").write_bytes(b"x")
     listing = list_log(open_storage(str(tmp_path)), str(tmp_path))
-    assert listing.checkpoints == {} and listing.incomplete_checkpoints == {}  # sidecars are not checkpoints
-    with pytest.raises(UnsupportedFeature, match=r"v2Checkpoint") as info:
+    assert list(listing.checkpoints) == [3] and listing.incomplete_checkpoints == {}
+    assert [Path(f.path).name for f in listing.checkpoints[3].files] == [name]
+    with pytest.raises(
+        CorruptFile, match=r"80a083e8-7026-4e79-81be-64bd76c43a11\.json: UUID-named .*checkpointMetadata"
+    ):
         _load(tmp_path)
-    assert "80a083e8-7026-4e79-81be-64bd76c43a11" in str(info.value)
 
 
 # --- missing and out-of-range versions ------------------------------------------------------------

@@ -59,7 +59,8 @@ def test_columnar_checkpoint_actions_equal_validated_ones(path: Path) -> None:
         if fast is not None:
             _same(fast, _validated(column, array))
             built += len(fast)
-    assert built or table.num_rows < 5
+    # A V2 checkpoint whose file actions are in sidecars (swept here too) holds none itself.
+    assert built or table.num_rows < 5 or "sidecar" in table.column_names
 
 
 def _checkpoint(tmp_path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> Path:
@@ -218,7 +219,7 @@ def test_damaged_commit_lines_are_named(raw: bytes, message: str) -> None:
 
 
 def test_unknown_action_kinds_and_blank_lines_are_ignored() -> None:
-    raw = b'\n{"domainMetadata":{"domain":"x"}}\n  \n{"txn":{"appId":"a","version":4}}\r\n'
+    raw = b'\n{"futureAction":{"domain":"x"}}\n  \n{"txn":{"appId":"a","version":4}}\r\n'
     commit = parse_commit(raw, 3, LOCATION)
     assert [t.version for t in commit.txns] == [4]
     assert not commit.adds and commit.protocol is None
@@ -245,6 +246,9 @@ def test_parse_commit_keeps_what_json_loads_and_validation_kept() -> None:
             *commit.removes,
             *commit.cdcs,
             *commit.txns,
+            *commit.domains,
+            *commit.sidecars,
+            commit.checkpoint_metadata,
         ]
         got = [a for a in got if a is not None]
         assert sorted(map(repr, got)) == sorted(map(repr, expected)), path
