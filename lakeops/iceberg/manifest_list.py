@@ -89,6 +89,9 @@ class ManifestFile(BaseModel):
     deleted_rows_count: int | None = None
     partitions: list[PartitionFieldSummary] | None = None
     key_metadata: bytes | None = None
+    #: v3 (field 520, "First Row ID Assignment"): the first row id its data files inherit from;
+    #: always None for delete manifests and for manifests of snapshots before a v3 upgrade.
+    first_row_id: int | None = None
     #: Where this record was read (a manifest list, or a v1 snapshot), for error messages; not a
     #: field of the spec's record and never written.
     listed_in: str | None = Field(default=None, exclude=True)
@@ -117,7 +120,7 @@ _FIELD_SUMMARY = {
 
 def manifest_file_type(format_version: int) -> StructType:
     """The ``manifest_file`` struct of a format version: v1 has no content or sequence numbers and
-    optional counts; v2 requires them all."""
+    optional counts; v2 requires them all; v3 adds ``first_row_id``."""
     v2 = format_version >= 2
     fields = [
         field_json(_MANIFEST_PATH_ID, "manifest_path", "string"),
@@ -146,10 +149,12 @@ def manifest_file_type(format_version: int) -> StructType:
         ),
         field_json(519, "key_metadata", "binary", False),
     ]
+    if format_version >= 3:
+        fields.append(field_json(520, "first_row_id", "long", False))
     return StructType.model_validate({"type": "struct", "fields": fields})
 
 
-_READ_TYPE = manifest_file_type(2)
+_READ_TYPE = manifest_file_type(3)
 
 
 def read_manifest_list(storage: Storage, location: str) -> list[ManifestFile]:

@@ -167,14 +167,19 @@ def _delta_compaction(location: str, version: int, options: StorageOptions) -> V
     )
 
 
-def _positions(storage: Storage, task: FileScanTask, cache: dict[str, dict[str, pa.Array]]) -> pa.Array | None:
+def _positions(
+    storage: Storage, task: FileScanTask, cache: dict[tuple[str, int | None], dict[str, pa.Array]]
+) -> pa.Array | None:
     found = []
     for delete in task.deletes:
         if delete.content == FileContent.POSITION_DELETES:
-            if delete.path not in cache:
-                cache[delete.path] = read_position_deletes(storage, delete.path)
-            if task.file.path in cache[delete.path]:
-                found.append(cache[delete.path][task.file.path].to_numpy(zero_copy_only=False))
+            key = (delete.path, delete.entry.data_file.content_offset)  # one Puffin file holds many DVs
+            if key not in cache:
+                cache[key] = read_position_deletes(
+                    storage, delete.path, deletion_vector=delete.entry.data_file.deletion_vector()
+                )
+            if task.file.path in cache[key]:
+                found.append(cache[key][task.file.path].to_numpy(zero_copy_only=False))
     return pa.array(np.unique(np.concatenate(found)).astype(np.int64)) if found else None
 
 
@@ -182,7 +187,7 @@ def _iceberg_live_rows(storage: Storage, metadata: TableMetadata, snapshot: Snap
     """(data files, live rows) of ``snapshot``: every data file read whole, its deletes applied."""
     schema = metadata.schema_by_id(snapshot.schema_id) if snapshot.schema_id is not None else metadata.current_schema()
     scan = plan_scan(storage, metadata, snapshot)
-    positions: dict[str, dict[str, pa.Array]] = {}
+    positions: dict[tuple[str, int | None], dict[str, pa.Array]] = {}
     equality: dict[str, pa.Table] = {}
     rows = 0
     name_mapping = metadata.properties.get(NAME_MAPPING_PROPERTY)  # ids for imported files' columns

@@ -49,7 +49,7 @@ from lakeops.iceberg.deletes import (
     read_equality_deletes,
     read_position_deletes,
 )
-from lakeops.iceberg.manifest import DataFile, FileContent
+from lakeops.iceberg.manifest import DataFile, DeletionVectorRef, FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
 from lakeops.iceberg.scan import FileScanTask, LiveFile, PartitionFilter, ScanPlan, may_reference, plan_scan
@@ -62,7 +62,7 @@ from lakeops.packing import first_fit_decreasing, write_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = [
@@ -115,6 +115,26 @@ class DeleteRef(BaseModel):
     path: str
     content: int  # 1 position, 2 equality
     equality_ids: tuple[int, ...] = ()
+    deletion_vector: DeletionVectorRef | None = None  # v3: the DV blob in the Puffin file at ``path``
+
+    @classmethod
+    def of(cls, delete: LiveFile) -> DeleteRef:
+        data = delete.entry.data_file
+        return cls(
+            path=delete.path,
+            content=delete.content,
+            equality_ids=tuple(data.equality_ids or ()),
+            deletion_vector=data.deletion_vector(),
+        )
+
+    @staticmethod
+    def key(delete: LiveFile) -> tuple[str, int | None]:
+        """What tells delete files apart: the path, and the blob offset of a DV (a Puffin file holds many)."""
+        return delete.path, delete.entry.data_file.content_offset
+
+    def read_positions(self, storage: Storage) -> dict[str, pa.Array]:
+        """Deleted positions by data file path (see :func:`read_position_deletes`)."""
+        return read_position_deletes(storage, self.path, deletion_vector=self.deletion_vector)
 
 
 class GroupFile(BaseModel):
@@ -345,7 +365,7 @@ def plan_compaction(
 ) -> CompactionPlan:
     """Scan the current snapshot and choose the file groups to rewrite."""
     metadata = table.metadata
-    metadata.check_writable()
+    metadata.check_writable("compact")
     target, low, high = size_bounds(metadata, options)
     partition_filter = PartitionFilter(parse_predicate(options.where), metadata) if options.where else None
     snapshot = metadata.current_snapshot()
@@ -448,21 +468,16 @@ def _unit(
 ) -> RewriteGroup:
     """The task unit of one group; its output directory and target size are filled in by the caller."""
     deletes: list[DeleteRef] = []
-    index: dict[str, int] = {}
+    index: dict[tuple[str, int | None], int] = {}
     files = []
     for task in sorted(group, key=lambda t: t.file.path):
         refs = []
         for delete in task.deletes:
-            if delete.path not in index:
-                index[delete.path] = len(deletes)
-                deletes.append(
-                    DeleteRef(
-                        path=delete.path,
-                        content=delete.content,
-                        equality_ids=tuple(delete.entry.data_file.equality_ids or ()),
-                    )
-                )
-            refs.append(index[delete.path])
+            key = DeleteRef.key(delete)
+            if key not in index:
+                index[key] = len(deletes)
+                deletes.append(DeleteRef.of(delete))
+            refs.append(index[key])
         data = task.file.entry.data_file
         files.append(
             GroupFile(
@@ -503,7 +518,7 @@ def _live_batches(
     equality: dict[int, tuple[list[int], pa.Table]] = {}
     for i, delete in enumerate(group.deletes):
         if delete.content == FileContent.POSITION_DELETES:
-            positions[i] = read_position_deletes(storage, delete.path)
+            positions[i] = delete.read_positions(storage)
         else:
             ids = list(delete.equality_ids)
             equality[i] = (ids, read_equality_deletes(storage, delete.path, ids, projection))
@@ -718,7 +733,7 @@ def commit_groups(
         policy = dataclasses.replace(policy, num_retries=plan.commit_retries)
     if plan.commit_timeout is not None:
         policy = dataclasses.replace(policy, total_timeout_ms=int(plan.commit_timeout.total_seconds() * 1000))
-    done = commit_change(start, change, current=table, policy=policy)
+    done = commit_change(start, change, current=table, policy=policy, operation="compact")
     committed = done.metadata.current_snapshot()
     assert committed is not None  # the snapshot just committed
     position = {g.group_id: i for i, g in enumerate(groups)}

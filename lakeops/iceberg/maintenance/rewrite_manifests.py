@@ -322,7 +322,7 @@ def plan_rewrite_manifests(
     table: IcebergTable, options: RewriteManifestsOptions, storage_options: StorageOptions
 ) -> RewriteManifestsPlan:
     """Read the current snapshot's manifests and choose which to merge into which new manifests."""
-    table.metadata.check_writable()
+    table.metadata.check_writable("checkpoint")
     metadata, snapshot = table.metadata, table.metadata.current_snapshot()
     target = _target_size(metadata, options)
     manifests = manifests_of(table.storage, snapshot) if snapshot is not None else []
@@ -552,7 +552,7 @@ def commit_rewrite(
         raise
     # The change validates itself in apply (the replaced manifests must be current), so the table
     # as loaded now is the right start: a plan from an older snapshot still commits if they are.
-    return commit_change(table, change)
+    return commit_change(table, change, operation="checkpoint")
 
 
 def discard(plan: RewriteManifestsPlan, results: Sequence[WrittenManifest], storage_options: StorageOptions) -> int:
