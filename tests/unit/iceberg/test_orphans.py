@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 
-from lakeops.errors import InvalidArgument, UnsafeOperation, UnsupportedFeature
+from lakeops.errors import InvalidArgument, UnsafeOperation
 from lakeops.iceberg.maintenance.orphans import (
     Listing,
     OrphanOptions,
