@@ -5,7 +5,7 @@ vectors and Iceberg ``deletion-vector-v1`` blobs use: the magic ``1681511377`` l
 
 Specifications: https://github.com/delta-io/delta/blob/master/PROTOCOL.md#deletion-vector-format and
 https://iceberg.apache.org/puffin-spec/#deletion-vector-v1-blob-type; ``pyroaring.BitMap64``
-serialises exactly the portable part (/work/shared/SPEC-NOTES.md, "Delta deletion vectors").
+serialises exactly the portable part (the shared SPEC-NOTES.md, "Delta deletion vectors").
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """duckdb-iceberg's tables under ``tests/data/modern/iceberg``, made loadable in a tmp dir.
 
 duckdb-iceberg records every location relative to its repository root
-(``data/persistent/<fixture>/...``: metadata JSON, manifest lists, manifests, the SQLite catalog).
-:func:`unpack` copies a fixture and rewrites those locations to the copy's absolute path: JSON as
-text, Avro files re-encoded with the same schema and key-value metadata (manifests first, so the
-manifest lists carry the new manifests' lengths), the catalog row last. duckdb-iceberg's catalog
-tables predate PyIceberg's ``iceberg_type`` column, which lakeops's catalog queries: it is added.
+(``data/persistent/<fixture>/...``: metadata JSON, manifest lists, manifests). :func:`unpack` copies
+a fixture and rewrites those locations to the copy's absolute path: JSON as text, Avro files
+re-encoded with the same schema and key-value metadata (manifests first, so the manifest lists
+carry the new manifests' lengths). The SQLite catalogs upstream keeps beside the tables are not in
+the checkout (no database is tracked): :data:`CATALOG_ROWS` holds their one row each, and
+:func:`unpack` writes it into a new PyIceberg ``SqlCatalog`` database.
 """
 
 from __future__ import annotations
@@ -22,6 +23,33 @@ import fastavro
 from lakeops.ops.target import CatalogOptions
 
 MODERN_ICEBERG = Path(__file__).parent / "data" / "modern" / "iceberg"
+
+#: Upstream's catalog row of each fixture: catalog name, namespace, table, current metadata file.
+CATALOG_ROWS = {
+    "legacy_bare_deletion_vector": (
+        "persistent",
+        "default",
+        "legacy_bare_deletion_vector",
+        "warehouse/default/legacy_bare_deletion_vector/metadata/00001-844030fa-6b44-406b-ac35-494fe3c8e4a2.metadata.json",
+    ),
+    "iceberg_v1_repro": (
+        "repro",
+        "repro",
+        "merch_v1",
+        "repro/merch_v1/metadata/00003-8d01e4aa-d143-49c9-898e-b5e477577b70.metadata.json",
+    ),
+    "add_columns_with_defaults": (
+        "default",
+        "default",
+        "add_columns_with_defaults",
+        "default.db/add_columns_with_defaults/metadata/00003-3f1801a5-7dfb-4072-b14a-39cd12f9279b.metadata.json",
+    ),
+}
+#: PyIceberg's ``SqlCatalog`` table (its columns as SPEC-NOTES.md gives them under "Iceberg").
+_CATALOG_TABLE = """CREATE TABLE iceberg_tables (
+    catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL,
+    metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), iceberg_type VARCHAR(5),
+    PRIMARY KEY (catalog_name, table_namespace, table_name))"""
 
 
 def _relocated(value: Any, old: str, new: str) -> Any:
@@ -63,18 +91,14 @@ def unpack(name: str, tmp_path: Path, *, current: str | None = None) -> tuple[st
         lengths[str(path)] = path.stat().st_size
     for path in root.rglob("*.metadata.json"):
         path.write_text(path.read_text().replace(old, new))
-    (catalog,) = [p for p in root.glob("*.db") if p.is_file()]
+    catalog_name, namespace, table, location = CATALOG_ROWS[name]
+    if current is not None:
+        location = f"{location.rsplit('/', 1)[0]}/{current}"
+    catalog = tmp_path / f"{name}-catalog.db"
     with sqlite3.connect(catalog) as db:
-        columns = {row[1] for row in db.execute("PRAGMA table_info(iceberg_tables)")}
-        if "iceberg_type" not in columns:
-            db.execute("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
-        catalog_name, namespace, table, location = db.execute(
-            "SELECT catalog_name, table_namespace, table_name, metadata_location FROM iceberg_tables"
-        ).fetchone()
-        if current is not None:
-            (location,) = [str(p) for p in root.rglob(current)]
+        db.execute(_CATALOG_TABLE)
         db.execute(
-            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = NULL",
-            (location.replace(old, new),),
+            "INSERT INTO iceberg_tables VALUES (?, ?, ?, ?, NULL, 'TABLE')",
+            (catalog_name, namespace, table, str(root / location)),
         )
     return f"{namespace}.{table}", CatalogOptions(catalog_uri=f"sqlite:///{catalog}", catalog_name=catalog_name)
