@@ -11,7 +11,9 @@ number *only* on ADDED entries, and an EXISTING or DELETED entry without them is
 Writing follows Appendix E per version: v1 writes no sequence numbers, content or equality ids but
 the deprecated ``block_size_in_bytes``; v2 writes ADDED entries with a null file sequence number
 (and a null data sequence number unless the caller gives an older one) so both are inherited from
-the manifest list at commit, and EXISTING/DELETED entries with both numbers explicit. The returned
+the manifest list at commit, and EXISTING/DELETED entries with both numbers explicit; v3 adds the
+row-lineage and deletion-vector fields, a data file's ``first_row_id`` written as read (inherited)
+on EXISTING/DELETED entries and null on ADDED ones ("First Row ID Inheritance"). The returned
 :class:`ManifestFile` leaves the manifest's sequence number unassigned for the list writer.
 Partition summaries cover every entry, deleted ones too, as the reference writers compute them:
 readers of a snapshot's deletions prune manifests with the same summaries.
@@ -506,6 +508,9 @@ def _entry_record(
         snapshot = snapshot_id if snapshot is None else snapshot
     elif snapshot is None:
         raise InvalidArgument(f"{where}: an EXISTING entry needs the id of the snapshot that added the file")
+    if data.first_row_id is not None and (entry.status == EntryStatus.ADDED or data.content != FileContent.DATA):
+        # "First Row ID Inheritance": new data files inherit theirs; delete files never have one.
+        raise InvalidArgument(f"{where}: first_row_id must be null for added and delete files")
     explicit = entry.sequence_number is not None and entry.file_sequence_number is not None
     if format_version >= 2 and entry.status != EntryStatus.ADDED and not explicit:
         raise InvalidArgument(f"{where}: needs both sequence numbers; only ADDED entries inherit them")
@@ -539,8 +544,8 @@ def write_manifest(
     :class:`InvalidArgument` naming the manifest and file, and nothing is written.
     """
     what = f"manifest {location}"
-    if format_version not in (1, 2):
-        raise UnsupportedFeature(f"{what}: lakeops writes format versions 1 and 2, not {format_version}")
+    if format_version not in (1, 2, 3):
+        raise UnsupportedFeature(f"{what}: lakeops writes format versions 1 to 3, not {format_version}")
     if content not in _CONTENTS:
         raise InvalidArgument(f"{what}: content must be 'data' or 'deletes', not {content!r}")
     if format_version == 1 and content != "data":

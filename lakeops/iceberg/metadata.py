@@ -8,8 +8,8 @@ single-value fields). Serialising goes back to the file's own version: v1 files 
 
 Fields this model does not name (a newer spec's additions) are kept and written back untouched, so
 rewriting a table's metadata never drops what another writer recorded. Which operations may write
-which format version: :meth:`TableMetadata.check_writable` (v3: expiry and orphan removal; the
-operations that add snapshots wait for row lineage).
+which format version: :meth:`TableMetadata.check_writable` (v3: expiry, orphan removal and manifest
+rewrites; compaction waits for row lineage in the data files it writes).
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ _ROW_LINEAGE = (
     "row lineage (https://iceberg.apache.org/spec/#row-lineage): a new snapshot must assign first-row-id "
     "and next-row-id, and rows copied into new files must keep _row_id and _last_updated_sequence_number"
 )
-#: Per format version, the operations that cannot honour its rules yet and why. v3 expiry only
-#: removes snapshots (the fields it does not name are kept) and orphans only deletes what no
-#: snapshot reaches, Puffin deletion vectors included; writing snapshots needs row lineage.
+#: Per format version, the operations that cannot honour its rules yet and why. On v3, expiry
+#: only removes snapshots (the fields it does not name are kept), orphans only deletes what no
+#: snapshot reaches (Puffin deletion vectors included), and a manifest rewrite assigns the row ids
+#: of its snapshot; compaction would also have to copy the rows' lineage into the files it writes.
 _REFUSED: dict[int, dict[TableOperation, str]] = {
-    3: {"compact": _ROW_LINEAGE, "checkpoint": _ROW_LINEAGE, "commit": _ROW_LINEAGE},
+    3: {"compact": _ROW_LINEAGE, "commit": _ROW_LINEAGE},
 }
 
 

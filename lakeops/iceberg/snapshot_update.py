@@ -37,14 +37,22 @@ from lakeops.iceberg.manifest import (
     read_manifest,
     write_manifest,
 )
-from lakeops.iceberg.manifest_list import ManifestFile, write_manifest_list
+from lakeops.iceberg.manifest_list import ManifestFile, assign_first_row_ids, write_manifest_list
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef, TableMetadata
 from lakeops.iceberg.scan import LiveFile, may_reference
 from lakeops.iceberg.table import IcebergTable
 from lakeops.storage import Storage
 from lakeops.storage.uri import is_within, normalize
 
-__all__ = ["ReplaceFiles", "add_snapshot", "inside_location", "metadata_dir", "new_snapshot_id", "summarize_changes"]
+__all__ = [
+    "ReplaceFiles",
+    "add_snapshot",
+    "assign_row_ids",
+    "inside_location",
+    "metadata_dir",
+    "new_snapshot_id",
+    "summarize_changes",
+]
 
 
 def new_snapshot_id(metadata: TableMetadata) -> int:
@@ -69,9 +77,23 @@ def metadata_dir(metadata: TableMetadata) -> str:
     return metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
 
 
+def assign_row_ids(base: TableMetadata, manifests: Sequence[ManifestFile]) -> tuple[list[ManifestFile], dict[str, int]]:
+    """Row lineage of a new snapshot of a v3 table (https://iceberg.apache.org/spec/#snapshot-row-ids):
+    its ``first-row-id`` is the table's ``next-row-id`` (0 if an upgrade left it unset), from which the
+    data manifests without a ``first_row_id`` are assigned theirs ("First Row ID Assignment"), and
+    ``added-rows`` counts the ids assigned. Returns the manifests and the snapshot's fields (none
+    before v3); :func:`add_snapshot` advances ``next-row-id``."""
+    if base.format_version < 3:
+        return list(manifests), {}
+    first = base.next_row_id or 0
+    assigned, added = assign_first_row_ids(manifests, first)
+    return assigned, {"first-row-id": first, "added-rows": added}
+
+
 def add_snapshot(base: TableMetadata, snapshot: Snapshot, branch: str = MAIN_BRANCH) -> TableMetadata:
     """``base`` with ``snapshot`` added and ``branch`` moved to it (the main branch is the current
-    snapshot and gets a ``snapshot-log`` entry); a branch's retention settings are kept."""
+    snapshot and gets a ``snapshot-log`` entry); a branch's retention settings are kept. A v3
+    snapshot's ``added-rows`` advances the table's ``next-row-id``."""
     old = base.refs.get(branch)
     ref = (
         old.model_copy(update={"snapshot_id": snapshot.snapshot_id})
@@ -85,6 +107,8 @@ def add_snapshot(base: TableMetadata, snapshot: Snapshot, branch: str = MAIN_BRA
         "refs": {**base.refs, branch: ref},
         "last_sequence_number": max(base.last_sequence_number, snapshot.sequence_number),
     }
+    if snapshot.added_rows is not None:
+        update["next_row_id"] = (base.next_row_id or 0) + snapshot.added_rows
     if branch == MAIN_BRANCH:
         update["current_snapshot_id"] = snapshot.snapshot_id
         update["snapshot_log"] = (

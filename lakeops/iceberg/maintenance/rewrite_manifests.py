@@ -52,6 +52,7 @@ from lakeops.iceberg.partitioning import PartitionSpec
 from lakeops.iceberg.scan import LiveFile, read_live_files
 from lakeops.iceberg.snapshot_update import (
     add_snapshot,
+    assign_row_ids,
     inside_location,
     metadata_dir,
     new_snapshot_id,
@@ -469,12 +470,13 @@ class RewriteManifests:
             self.snapshot_id = new_snapshot_id(base)
         added = [m.model_copy(update={"added_snapshot_id": self.snapshot_id}) for m in self.added]
         sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
+        manifests, lineage = assign_row_ids(base, [*added, *kept])
         manifest_list = f"{metadata_dir(base)}/snap-{self.snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)
         write_manifest_list(
             current.storage,
             manifest_list,
-            [*added, *kept],
+            manifests,
             format_version=base.format_version,
             snapshot_id=self.snapshot_id,
             parent_snapshot_id=parent.snapshot_id,
@@ -496,6 +498,7 @@ class RewriteManifests:
                 "manifest-list": manifest_list,
                 "summary": summarize_changes("replace", [], [], parent, changed_partitions=0, extra=counters),
                 "schema-id": base.current_schema_id,
+                **lineage,
             }
         )
         return add_snapshot(base, snapshot, self.branch)

@@ -85,7 +85,7 @@ def test_inspect_reads_v3_with_its_deletion_vector(tmp_path: Path) -> None:
     report = api.inspect(name, catalog)
     assert (report.format_version, report.snapshots, report.live_files) == (3, 2, 1)
     assert (report.position_delete_files, report.deletion_vectors, report.rows) == (1, 1, 2)
-    assert report.operations == ["read", "expire", "orphans"]
+    assert report.operations == ["read", "checkpoint", "expire", "orphans"]
     table = _load(name, catalog)
     assert table.metadata.next_row_id == 3
 
@@ -188,7 +188,11 @@ def test_initial_defaults_fill_columns_added_after_a_file_was_written(tmp_path: 
 def test_a_v1_table_upgraded_to_v3_reads_as_pyiceberg_reads_it(tmp_path: Path) -> None:
     name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
     report = api.inspect(name, catalog)
-    assert (report.format_version, report.rows, report.operations) == (3, 4, ["read", "expire", "orphans"])
+    assert (report.format_version, report.rows, report.operations) == (
+        3,
+        4,
+        ["read", "checkpoint", "expire", "orphans"],
+    )
     ours = _lakeops_rows(name, catalog)
     assert len(ours) == 4 and ours == _pyiceberg_rows(name, catalog)
 
@@ -205,19 +209,53 @@ def _files(root: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("operation", ["compact", "checkpoint"])
-def test_snapshot_writers_refuse_v3_naming_row_lineage(tmp_path: Path, operation: str) -> None:
+def test_compaction_refuses_v3_naming_row_lineage(tmp_path: Path) -> None:
     name, catalog, root = _dv_table(tmp_path)
     before = _files(root)
-    with pytest.raises(
-        UnsupportedFeature,
-        match=rf"lakeops {operation} does not support Iceberg format-version 3 tables yet: row lineage",
-    ):
-        if operation == "compact":
-            api.compact(name, CompactionOptions(target_file_size=10_000, **catalog.model_dump()))
-        else:
-            api.checkpoint(name, CheckpointOptions(**catalog.model_dump()))
+    refused = "lakeops compact does not support Iceberg format-version 3 tables yet: row lineage"
+    with pytest.raises(UnsupportedFeature, match=refused):
+        api.compact(name, CompactionOptions(target_file_size=10_000, **catalog.model_dump()))
     assert _files(root) == before
+
+
+def test_checkpoint_on_an_upgraded_table_assigns_row_ids(tmp_path: Path) -> None:
+    """ "Row Lineage for Upgraded Tables": the first snapshot after the upgrade assigns row ids to the
+    existing files: the snapshot's first-row-id is next-row-id (0), each data manifest gets a
+    first_row_id, next-row-id advances by the ids assigned."""
+    name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
+    rows = _pyiceberg_rows(name, catalog)
+    report = api.checkpoint(name, CheckpointOptions(**catalog.model_dump()))
+    assert (report.manifests_before, report.manifests_after) == (2, 1)
+    table = _load(name, catalog)
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.snapshot_id == report.snapshot_id
+    assert (snapshot.first_row_id, snapshot.added_rows, table.metadata.next_row_id) == (0, 4, 4)
+    (manifest,) = read_manifest_list(table.storage, snapshot.manifest_list or "")
+    assert manifest.first_row_id == 0
+    entries = read_manifest(table.storage, manifest)
+    assert sorted((e.data_file.first_row_id, e.data_file.record_count) for e in entries) == [(0, 2), (2, 2)]
+    assert _pyiceberg_rows(name, catalog) == rows == _lakeops_rows(name, catalog)
+    peer = SqlCatalog(catalog.catalog_name, uri=catalog.catalog_uri or "").load_table(name)
+    assert (peer.metadata.format_version, peer.metadata.next_row_id) == (3, 4)
+
+
+def test_a_second_checkpoint_keeps_the_row_ids_files_were_given(tmp_path: Path) -> None:
+    """ "When writing an existing data file into a new manifest, its first_row_id must be written into
+    the manifest", and readers keep a non-null one: the new manifests get new ranges (the spec's
+    estimate assigns one id per row they list), their files keep theirs."""
+    name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
+    api.checkpoint(name, CheckpointOptions(**catalog.model_dump()))
+    report = api.checkpoint(name, CheckpointOptions(rewrite_all=True, target_manifest_size=1, **catalog.model_dump()))
+    table = _load(name, catalog)
+    latest = table.metadata.current_snapshot()
+    assert latest is not None and latest.snapshot_id == report.snapshot_id
+    assert (report.manifests_replaced, report.manifests_created) == (1, 2)  # one file per manifest
+    assert (latest.first_row_id, latest.added_rows, table.metadata.next_row_id) == (4, 4, 8)
+    rewritten = read_manifest_list(table.storage, latest.manifest_list or "")
+    assert sorted(m.first_row_id or 0 for m in rewritten) == [4, 6]
+    entries = [e for m in rewritten for e in read_manifest(table.storage, m)]
+    assert sorted((e.data_file.first_row_id, e.data_file.record_count) for e in entries) == [(0, 2), (2, 2)]
+    assert _pyiceberg_rows(name, catalog) == _lakeops_rows(name, catalog)
 
 
 def test_expiry_keeps_the_live_deletion_vector_and_the_v3_fields(tmp_path: Path) -> None:
