@@ -121,6 +121,12 @@ class DataFile(BaseModel):
     content_offset: int | None = None
     content_size_in_bytes: int | None = None
 
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """What tells apart the files of a snapshot: the path, and a DV's blob offset (one Puffin
+        file holds the deletion vectors of many data files, each its own manifest entry)."""
+        return self.file_path, self.content_offset
+
     def deletion_vector(self) -> DeletionVectorRef | None:
         """Where this file's DV blob is, if it is a deletion vector (a position delete file in
         Puffin format, "Deletion Vectors"); a DV without its location fields is a ProtocolError."""

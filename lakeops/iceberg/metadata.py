@@ -8,8 +8,8 @@ single-value fields). Serialising goes back to the file's own version: v1 files 
 
 Fields this model does not name (a newer spec's additions) are kept and written back untouched, so
 rewriting a table's metadata never drops what another writer recorded. Which operations may write
-which format version: :meth:`TableMetadata.check_writable` (v3: expiry, orphan removal and manifest
-rewrites; compaction waits for row lineage in the data files it writes).
+which format version: :meth:`TableMetadata.check_writable` (v3: expiry, orphan removal, manifest
+rewrites and compaction, each keeping row lineage).
 """
 
 from __future__ import annotations
@@ -63,10 +63,11 @@ _ROW_LINEAGE = (
 )
 #: Per format version, the operations that cannot honour its rules yet and why. On v3, expiry
 #: only removes snapshots (the fields it does not name are kept), orphans only deletes what no
-#: snapshot reaches (Puffin deletion vectors included), and a manifest rewrite assigns the row ids
-#: of its snapshot; compaction would also have to copy the rows' lineage into the files it writes.
+#: snapshot reaches (Puffin deletion vectors included), a manifest rewrite or compaction assigns the
+#: row ids of its snapshot and compaction copies the rows' lineage into the files it writes. Another
+#: commit (adding files or deletes) would have to write deletion vectors, not position delete files.
 _REFUSED: dict[int, dict[TableOperation, str]] = {
-    3: {"compact": _ROW_LINEAGE, "commit": _ROW_LINEAGE},
+    3: {"commit": _ROW_LINEAGE + "; deletes must be written as deletion vectors"},
 }
 
 

@@ -191,7 +191,7 @@ class ReplaceFiles:
     _commit_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def __post_init__(self) -> None:
-        self._removed = {f.path: f for f in self.removed}
+        self._removed = {f.entry.data_file.key: f for f in self.removed}  # a DV is one blob of its file
         start_snapshot = self.start.metadata.snapshot_for_ref(self.branch)
         self._start_snapshot_id = start_snapshot.snapshot_id if start_snapshot else None
         holding = {f.manifest_path for f in self.removed}
@@ -236,15 +236,15 @@ class ReplaceFiles:
                             )
         head = current.metadata.snapshot_for_ref(self.branch)
         assert head is not None  # _new_snapshots refused a branch without a snapshot
-        live: set[str] = set()
+        live: set[tuple[str, int | None]] = set()
         for manifest in manifests_of(storage, head):
             if manifest.manifest_path not in self._clean_at_start:
                 live.update(
-                    e.data_file.file_path
+                    e.data_file.key
                     for e in read_manifest(storage, manifest)
-                    if e.status != EntryStatus.DELETED and e.data_file.file_path in self._removed
+                    if e.status != EntryStatus.DELETED and e.data_file.key in self._removed
                 )
-        for path in sorted(self._removed.keys() - live):
+        for path, _ in sorted(self._removed.keys() - live, key=str):
             found.setdefault(
                 path, f"{path} is no longer in the table: a concurrent commit removed a file this change replaces"
             )
@@ -257,7 +257,9 @@ class ReplaceFiles:
         snapshot_id = self._claim_snapshot_id(base)
         sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
         directory = metadata_dir(base)
-        manifests = [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
+        manifests, lineage = assign_row_ids(
+            base, [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
+        )
         manifest_list = f"{directory}/snap-{snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)
         write_manifest_list(
@@ -290,6 +292,7 @@ class ReplaceFiles:
                     extra=self.extra_summary,
                 ),
                 "schema-id": base.current_schema_id,
+                **lineage,
             }
         )
         return add_snapshot(base, snapshot, self.branch)
@@ -398,21 +401,21 @@ class ReplaceFiles:
             return []
         storage = current.storage
         kept: list[ManifestFile] = []
-        found: set[str] = set()
+        found: set[tuple[str, int | None]] = set()
         for manifest in manifests_of(storage, parent):
             if manifest.manifest_path in self._clean_at_start:
                 kept.append(manifest)
                 continue
             entries = read_manifest(storage, manifest)
-            hits = [e for e in entries if e.status != EntryStatus.DELETED and e.data_file.file_path in self._removed]
+            hits = [e for e in entries if e.status != EntryStatus.DELETED and e.data_file.key in self._removed]
             if not hits:
                 kept.append(manifest)
                 continue
-            found.update(e.data_file.file_path for e in hits)
+            found.update(e.data_file.key for e in hits)
             rewritten = [
                 e.model_copy(
                     update={"status": EntryStatus.DELETED, "snapshot_id": snapshot_id}
-                    if e.data_file.file_path in self._removed
+                    if e.data_file.key in self._removed
                     else {"status": EntryStatus.EXISTING}
                 )
                 for e in entries
@@ -422,7 +425,7 @@ class ReplaceFiles:
             kept.append(
                 self._write(storage, current.metadata, manifest.partition_spec_id, content, rewritten, snapshot_id)
             )
-        missing = sorted(set(self._removed) - found)
+        missing = sorted({path for path, _ in set(self._removed) - found})
         if missing:
             more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
             raise CommitConflict(

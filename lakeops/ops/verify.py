@@ -173,7 +173,7 @@ def _positions(
     found = []
     for delete in task.deletes:
         if delete.content == FileContent.POSITION_DELETES:
-            key = (delete.path, delete.entry.data_file.content_offset)  # one Puffin file holds many DVs
+            key = delete.entry.data_file.key  # one Puffin file holds many DVs
             if key not in cache:
                 cache[key] = read_position_deletes(
                     storage, delete.path, deletion_vector=delete.entry.data_file.deletion_vector()

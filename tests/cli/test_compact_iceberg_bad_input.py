@@ -71,12 +71,3 @@ def test_malformed_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     path.write_text(json.dumps(document))
     err = _fails(capsys, table, tmp_path)
     assert "bucket[sixteen]" in err
-
-
-def test_format_version_3_compaction_is_refused_naming_row_lineage(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    table = small_file_table(tmp_path, appends=2)
-    _edit_metadata(table, {"format-version": 3})
-    err = _fails(capsys, table, tmp_path)
-    assert "lakeops compact does not support Iceberg format-version 3 tables yet: row lineage" in err

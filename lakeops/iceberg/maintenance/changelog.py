@@ -294,7 +294,7 @@ def change_schema(schema: Schema, table: str) -> DeltaStruct:
 @dataclass(frozen=True)
 class _State:
     """A snapshot's live data files by path, their delete index and its live delete files by
-    :meth:`DeleteRef.key` (a Puffin file holds many deletion vectors)."""
+    :attr:`~lakeops.iceberg.manifest.DataFile.key` (a Puffin file holds many deletion vectors)."""
 
     data: dict[str, LiveFile]
     index: DeleteIndex
@@ -327,7 +327,7 @@ class _LiveStates:
                 f"{self.table}: snapshot {snapshot.snapshot_id} can no longer be read ({exc})"
             ) from exc
         files = [f for m in manifests for f in self._manifests[m.manifest_path]]
-        deletes = {DeleteRef.key(f): f for f in files if f.content is not FileContent.DATA}
+        deletes = {f.entry.data_file.key: f for f in files if f.content is not FileContent.DATA}
         return _State(
             {f.path: f for f in files if f.content is FileContent.DATA},
             DeleteIndex(deletes.values(), self.unpartitioned),
@@ -362,7 +362,11 @@ def snapshot_changes(before: _State, after: _State, snapshot: Snapshot, table: s
     for path in sorted(before.data.keys() | after.data.keys()):
         old = before.index.for_data_file(before.data[path]) if path in before.data else None
         new = after.index.for_data_file(after.data[path]) if path in after.data else None
-        if old is not None and new is not None and {DeleteRef.key(d) for d in old} == {DeleteRef.key(d) for d in new}:
+        if (
+            old is not None
+            and new is not None
+            and {d.entry.data_file.key for d in old} == {d.entry.data_file.key for d in new}
+        ):
             continue
         change = _Changed(after.data.get(path) or before.data[path], old, new)
         for f in (change.file, *(old or ()), *(new or ())):
@@ -441,10 +445,10 @@ def _unit_files(changed: list[_Changed]) -> tuple[list[DeleteRef], list[FileChan
         if deletes is None:
             return None
         for d in deletes:
-            if DeleteRef.key(d) not in index:
-                index[DeleteRef.key(d)] = len(refs)
+            if d.entry.data_file.key not in index:
+                index[d.entry.data_file.key] = len(refs)
                 refs.append(DeleteRef.of(d))
-        return tuple(index[DeleteRef.key(d)] for d in deletes)
+        return tuple(index[d.entry.data_file.key] for d in deletes)
 
     files = [
         FileChange(path=c.file.path, size=c.file.file_size, before=indexes(c.before), after=indexes(c.after))

@@ -52,6 +52,7 @@ from lakeops.iceberg.deletes import (
 from lakeops.iceberg.manifest import DataFile, DeletionVectorRef, FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
+from lakeops.iceberg.row_lineage import LINEAGE_FIELDS, inherit
 from lakeops.iceberg.scan import FileScanTask, LiveFile, PartitionFilter, ScanPlan, may_reference, plan_scan
 from lakeops.iceberg.single_values import from_json, to_json
 from lakeops.iceberg.snapshot_update import ReplaceFiles
@@ -127,10 +128,10 @@ class DeleteRef(BaseModel):
             deletion_vector=data.deletion_vector(),
         )
 
-    @staticmethod
-    def key(delete: LiveFile) -> tuple[str, int | None]:
-        """What tells delete files apart: the path, and the blob offset of a DV (a Puffin file holds many)."""
-        return delete.path, delete.entry.data_file.content_offset
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """The delete file's :attr:`~lakeops.iceberg.manifest.DataFile.key`."""
+        return self.path, self.deletion_vector.content_offset if self.deletion_vector is not None else None
 
     def read_positions(self, storage: Storage) -> dict[str, pa.Array]:
         """Deleted positions by data file path (see :func:`read_position_deletes`)."""
@@ -144,6 +145,9 @@ class GroupFile(BaseModel):
     size: int
     record_count: int
     deletes: tuple[int, ...] = ()  # indexes into RewriteGroup.deletes
+    #: v3 row lineage: the file's (inherited) first_row_id and data sequence number.
+    first_row_id: int | None = None
+    data_sequence_number: int = 0
 
 
 class RewriteGroup(BaseModel):
@@ -168,6 +172,8 @@ class RewriteGroup(BaseModel):
     target_file_size: int
     sort_order_json: dict[str, Any] | None = None
     properties: dict[str, str] = {}
+    #: v3: copy each row's ``_row_id`` and ``_last_updated_sequence_number`` into the new files.
+    row_lineage: bool = False
 
     @property
     def bytes(self) -> int:
@@ -225,7 +231,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     skipped_files: int  # candidates in a format lakeops cannot rewrite (Avro, ORC)
     partitions_compacted: int
     groups: list[RewriteGroup]
-    dangling_deletes: list[str]
+    dangling_deletes: list[DeleteRef]
     commit_retries: int | None = None
     commit_timeout: timedelta | None = None
     partial_progress: int | None = None
@@ -430,7 +436,7 @@ def plan_compaction(
         skipped_files=skipped,
         partitions_compacted=partitions,
         groups=groups,
-        dangling_deletes=[d.path for d in dangling],
+        dangling_deletes=[DeleteRef.of(d) for d in dangling],
         commit_retries=options.commit_retries,
         commit_timeout=options.commit_timeout,
         partial_progress=options.partial_progress,
@@ -473,7 +479,7 @@ def _unit(
     for task in sorted(group, key=lambda t: t.file.path):
         refs = []
         for delete in task.deletes:
-            key = DeleteRef.key(delete)
+            key = delete.entry.data_file.key
             if key not in index:
                 index[key] = len(deletes)
                 deletes.append(DeleteRef.of(delete))
@@ -481,7 +487,12 @@ def _unit(
         data = task.file.entry.data_file
         files.append(
             GroupFile(
-                path=data.file_path, size=data.file_size_in_bytes, record_count=data.record_count, deletes=tuple(refs)
+                path=data.file_path,
+                size=data.file_size_in_bytes,
+                record_count=data.record_count,
+                deletes=tuple(refs),
+                first_row_id=data.first_row_id,
+                data_sequence_number=task.file.data_sequence_number,
             )
         )
     equality_ids = {i for d in deletes for i in d.equality_ids}
@@ -503,6 +514,7 @@ def _unit(
         target_file_size=0,
         sort_order_json=sort_order.to_json() if sort_order is not None and not sort_order.is_unsorted else None,
         properties=dict(metadata.properties),
+        row_lineage=metadata.format_version >= 3,
     )
 
 
@@ -532,6 +544,8 @@ def _live_batches(
         batches = iter_parquet(storage, source.path, projection, name_mapping=name_mapping, batch_rows=READ_BATCH_ROWS)
         for batch in batches:
             rows = batch.num_rows
+            if group.row_lineage:  # before deletes: a row's id is its position in its file
+                batch = inherit(batch, source.first_row_id, source.data_sequence_number, start)
             live: pa.RecordBatch | pa.Table = batch
             if merged is not None:
                 live = apply_position_deletes(live, start, merged)
@@ -603,6 +617,8 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
     started = time.monotonic()
     storage = table_storage(group.table_location, group.properties, group.storage)
     schema = Schema.model_validate(group.table_schema)
+    if group.row_lineage:  # read (null when absent) and written like the table's columns
+        schema = schema.model_copy(update={"fields": (*schema.fields, *LINEAGE_FIELDS)})
     projection = StructType(fields=(*schema.fields, *(NestedField.model_validate(f) for f in group.extra_read_fields)))
     rows_per_file = estimate_rows_per_file(group.target_file_size, group.bytes, group.record_count)
     run = uuid.uuid4().hex[:16]
@@ -704,7 +720,7 @@ def commit_groups(
     by_id = {r.group_id: r for r in results}
     if set(by_id) != {g.group_id for g in groups}:
         raise InvalidArgument(f"{plan.table_name}: rewrite results do not match the plan's groups")
-    dangling = set(plan.dangling_deletes) if include_dangling else set()
+    dangling = {d.key for d in plan.dangling_deletes} if include_dangling else set()
     if not groups and not dangling:
         return CommitOutcome()
     table = load_table(plan.table, storage_options)
@@ -725,7 +741,7 @@ def commit_groups(
     change = _GroupsChange(
         start=start,
         groups=members,
-        dangling=[d for d in scan.delete_files if d.path in dangling],
+        dangling=[d for d in scan.delete_files if d.entry.data_file.key in dangling],
         data_sequence_number=plan.sequence_number if start.metadata.format_version >= 2 else None,
     )
     policy = RetryPolicy.of(table.metadata)
