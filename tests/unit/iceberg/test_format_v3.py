@@ -14,13 +14,13 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from modern_iceberg import unpack
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops import api
-from lakeops.errors import UnsupportedFeature
 from lakeops.execution import TaskFailed
 from lakeops.iceberg.data_reader import read_parquet
 from lakeops.iceberg.manifest import read_manifest
@@ -85,7 +85,7 @@ def test_inspect_reads_v3_with_its_deletion_vector(tmp_path: Path) -> None:
     report = api.inspect(name, catalog)
     assert (report.format_version, report.snapshots, report.live_files) == (3, 2, 1)
     assert (report.position_delete_files, report.deletion_vectors, report.rows) == (1, 1, 2)
-    assert report.operations == ["read", "checkpoint", "expire", "orphans"]
+    assert report.operations == ["read", "compact", "checkpoint", "expire", "orphans"]
     table = _load(name, catalog)
     assert table.metadata.next_row_id == 3
 
@@ -191,7 +191,7 @@ def test_a_v1_table_upgraded_to_v3_reads_as_pyiceberg_reads_it(tmp_path: Path) -
     assert (report.format_version, report.rows, report.operations) == (
         3,
         4,
-        ["read", "checkpoint", "expire", "orphans"],
+        ["read", "compact", "checkpoint", "expire", "orphans"],
     )
     ours = _lakeops_rows(name, catalog)
     assert len(ours) == 4 and ours == _pyiceberg_rows(name, catalog)
@@ -209,13 +209,59 @@ def _files(root: Path) -> dict[str, bytes]:
     }
 
 
-def test_compaction_refuses_v3_naming_row_lineage(tmp_path: Path) -> None:
+def _compact(name: str, catalog: CatalogOptions) -> None:
+    """Every file rewritten: two small ones merge, a file with a deletion vector is rewritten alone."""
+    options = CompactionOptions(min_input_files=2, delete_file_threshold=1, **catalog.model_dump())
+    assert api.compact(name, options).commits == 1
+
+
+def test_compaction_purges_the_deletion_vector(tmp_path: Path) -> None:
+    """The DV's rows are dropped and the DV removed with its data file ("a data file may have at most
+    one DV"): PyIceberg, which cannot read the bare blob, now reads the table."""
     name, catalog, root = _dv_table(tmp_path)
-    before = _files(root)
-    refused = "lakeops compact does not support Iceberg format-version 3 tables yet: row lineage"
-    with pytest.raises(UnsupportedFeature, match=refused):
-        api.compact(name, CompactionOptions(target_file_size=10_000, **catalog.model_dump()))
-    assert _files(root) == before
+    _compact(name, catalog)
+    report = api.inspect(name, catalog)
+    assert (report.format_version, report.rows, report.position_delete_files, report.deletion_vectors) == (3, 2, 0, 0)
+    assert _pyiceberg_rows(name, catalog) == [{"id": 1, "source": "legacy"}, {"id": 3, "source": "legacy"}]
+    table = _load(name, catalog)
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.operation == "replace"
+    # The first snapshot after the upgrade gives every row an id from next-row-id (3), the one data
+    # manifest assigned by its 2 rows; the rows copied had none ("Row Lineage for Upgraded Tables").
+    assert (snapshot.first_row_id, snapshot.added_rows, table.metadata.next_row_id) == (3, 2, 5)
+    (task,) = plan_scan(table.storage, table.metadata, snapshot).tasks
+    written = pq.read_table(task.file.path)
+    assert written.column("_row_id").null_count == written.column("_last_updated_sequence_number").null_count == 2
+
+
+def test_compaction_copies_the_row_lineage_of_the_rows_it_moves(tmp_path: Path) -> None:
+    """ "When an existing row is moved to a different data file ... its _row_id must be copied": after a
+    checkpoint assigned ids (files at first_row_id 0 and 2), the merged file stores each row's id and
+    last updated sequence number (0: the files came from v1), which its own first_row_id does not change."""
+    name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
+    rows = _pyiceberg_rows(name, catalog)
+    api.checkpoint(name, CheckpointOptions(**catalog.model_dump()))
+    before = _load(name, catalog)
+    ids = {}
+    for task in plan_scan(before.storage, before.metadata, before.metadata.current_snapshot()).tasks:
+        first = task.file.entry.data_file.first_row_id
+        assert first is not None
+        for pos, row_id in enumerate(pq.read_table(task.file.path, columns=["id"]).column("id").to_pylist()):
+            ids[row_id] = first + pos
+    _compact(name, catalog)
+    table = _load(name, catalog)
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot is not None and (snapshot.first_row_id, snapshot.added_rows, table.metadata.next_row_id) == (
+        4,
+        4,
+        8,
+    )
+    (task,) = plan_scan(table.storage, table.metadata, snapshot).tasks
+    assert task.file.entry.data_file.first_row_id == 4  # inherited, but every row keeps its own
+    written = pq.read_table(task.file.path).to_pylist()
+    assert {r["id"]: r["_row_id"] for r in written} == ids and sorted(ids.values()) == [0, 1, 2, 3]
+    assert {r["_last_updated_sequence_number"] for r in written} == {0}
+    assert _pyiceberg_rows(name, catalog) == rows == _lakeops_rows(name, catalog)
 
 
 def test_checkpoint_on_an_upgraded_table_assigns_row_ids(tmp_path: Path) -> None:
@@ -275,6 +321,18 @@ def test_expiry_keeps_the_live_deletion_vector_and_the_v3_fields(tmp_path: Path)
         3,
         [7777777777777777776],
     )
+
+
+def test_expiry_deletes_a_deletion_vector_only_expired_snapshots_reached(tmp_path: Path) -> None:
+    name, catalog, root = _dv_table(tmp_path)
+    _compact(name, catalog)
+    puffin = root / "data" / "legacy-bare-deletion-vector.puffin"
+    assert puffin.exists()  # the snapshots before the compaction still reach it
+    options = ExpiryOptions(older_than="0d", retain_last=1, force=True, **catalog.model_dump())
+    report = api.expire(name, options)
+    assert (report.snapshots_expired, report.deleted_delete_files, report.deleted_data_files) == (2, 1, 1)
+    assert not puffin.exists() and not (root / "data" / DATA_FILE).exists()
+    assert _pyiceberg_rows(name, catalog) == [{"id": 1, "source": "legacy"}, {"id": 3, "source": "legacy"}]
 
 
 def test_orphans_keeps_live_puffin_files_and_removes_stray_ones(tmp_path: Path) -> None:
