@@ -52,10 +52,18 @@ _OPEN = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
 
 Operation = Literal["append", "replace", "overwrite", "delete"]
 
-#: What lakeops does to an Iceberg table: reading (inspect, scans, a change feed's source) and each
-#: operation that writes or deletes; ``commit`` is any other metadata commit (a generic change).
-TableOperation = Literal["read", "compact", "checkpoint", "expire", "orphans", "commit"]
+#: What lakeops does to an Iceberg table: reading (inspect, scans), each operation that writes or
+#: deletes, and ``cdc`` (reading rows into a change table); ``commit`` is any other metadata commit
+#: (a generic change, not reported by ``inspect``).
+TableOperation = Literal["read", "compact", "checkpoint", "expire", "orphans", "cdc", "commit"]
 TABLE_OPERATIONS: tuple[TableOperation, ...] = get_args(TableOperation)
+
+#: Column types lakeops parses and copies byte for byte (manifests, expiry, orphans) but cannot read
+#: into rows or write ("Primitive Types", "Semi-structured Types": ``variant`` and the geospatial
+#: types have no Arrow mapping here; ``unknown`` is never stored in data files), and the operations
+#: that decode rows and so refuse them.
+_OPAQUE_TYPES = ("variant", "geometry", "geography", "unknown")
+_DECODES_ROWS: tuple[TableOperation, ...] = ("compact", "cdc")
 
 _ROW_LINEAGE = (
     "row lineage (https://iceberg.apache.org/spec/#row-lineage): a new snapshot must assign first-row-id "
@@ -310,21 +318,28 @@ class TableMetadata(BaseModel):
             raise ProtocolError(f"{self.location}: table property {name}={raw!r} is not an integer") from None
 
     def supported_operations(self) -> list[TableOperation]:
-        """The operations lakeops runs on this table's format version (``inspect`` reports them)."""
-        refused = _REFUSED.get(self.format_version, {})
-        return [op for op in TABLE_OPERATIONS if op not in refused]
+        """The operations lakeops runs on this table (``inspect`` reports them)."""
+        return [op for op in TABLE_OPERATIONS if op != "commit" and self._refusal(op) is None]
 
     def check_writable(self, operation: TableOperation) -> None:
-        """Refuse ``operation`` on a format version whose rules it does not follow yet, naming the
-        version, the missing feature and the operation."""
+        """Refuse ``operation`` where it cannot follow the table's rules yet: a format version's
+        (naming the version and the missing feature) or a column type's (naming the column)."""
+        why = self._refusal(operation)
+        if why is not None:
+            raise UnsupportedFeature(f"{self.location}: lakeops {operation} does not support {why}")
+
+    def _refusal(self, operation: TableOperation) -> str | None:
         if self.format_version not in SUPPORTED_READ_VERSIONS:
-            raise UnsupportedFeature(f"{self.location}: Iceberg format-version {self.format_version} is not supported")
+            return f"Iceberg format-version {self.format_version}"
         why = _REFUSED.get(self.format_version, {}).get(operation)
         if why is not None:
-            raise UnsupportedFeature(
-                f"{self.location}: lakeops {operation} does not support Iceberg format-version "
-                f"{self.format_version} tables yet: {why}"
-            )
+            return f"Iceberg format-version {self.format_version} tables yet: {why}"
+        if operation in _DECODES_ROWS:
+            for path, _, type_, _ in self.current_schema().walk():
+                kind = str(type_).split("(")[0]
+                if kind in _OPAQUE_TYPES:
+                    return f"columns of type {kind} yet ({'.'.join(path)} is {type_}; it reads and writes no such rows)"
+        return None
 
     # --- serialisation ------------------------------------------------------------------------
 

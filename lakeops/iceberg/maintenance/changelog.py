@@ -462,6 +462,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
     holds, and find the changed data files of every snapshot still to extract."""
     metadata = table.metadata
     name = table.name
+    metadata.check_writable("cdc")  # names a column type the change rows cannot hold
     if metadata.format_version < 2:
         raise UnsupportedFeature(
             f"{name}: format-version 1 tables have no sequence numbers, which order the changelog's progress marker"

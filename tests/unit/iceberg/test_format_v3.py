@@ -21,6 +21,7 @@ from modern_iceberg import unpack
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops import api
+from lakeops.errors import UnsupportedFeature
 from lakeops.execution import TaskFailed
 from lakeops.iceberg.data_reader import read_parquet
 from lakeops.iceberg.manifest import read_manifest
@@ -85,7 +86,7 @@ def test_inspect_reads_v3_with_its_deletion_vector(tmp_path: Path) -> None:
     report = api.inspect(name, catalog)
     assert (report.format_version, report.snapshots, report.live_files) == (3, 2, 1)
     assert (report.position_delete_files, report.deletion_vectors, report.rows) == (1, 1, 2)
-    assert report.operations == ["read", "compact", "checkpoint", "expire", "orphans"]
+    assert report.operations == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
     table = _load(name, catalog)
     assert table.metadata.next_row_id == 3
 
@@ -191,7 +192,7 @@ def test_a_v1_table_upgraded_to_v3_reads_as_pyiceberg_reads_it(tmp_path: Path) -
     assert (report.format_version, report.rows, report.operations) == (
         3,
         4,
-        ["read", "compact", "checkpoint", "expire", "orphans"],
+        ["read", "compact", "checkpoint", "expire", "orphans", "cdc"],
     )
     ours = _lakeops_rows(name, catalog)
     assert len(ours) == 4 and ours == _pyiceberg_rows(name, catalog)
@@ -346,3 +347,68 @@ def test_orphans_keeps_live_puffin_files_and_removes_stray_ones(tmp_path: Path) 
     assert not stray.exists() and report.deleted_data_files == 1
     assert (root / "data" / "legacy-bare-deletion-vector.puffin").exists() and (root / "data" / DATA_FILE).exists()
     assert api.inspect(name, catalog).rows == 2
+
+
+# --- v3 types --------------------------------------------------------------------------------------
+
+NEW_TYPES = {
+    "v": "variant",
+    "g": "geometry(srid:4326)",
+    "geo": "geography(srid:4326, spherical)",
+    "u": "unknown",
+    "ns": "timestamp_ns",
+    "nstz": "timestamptz_ns",
+}
+
+
+def _add_columns(name: str, catalog: CatalogOptions, types: dict[str, str]) -> dict[str, object]:
+    """Add optional columns to the current schema (a new schema, as an ALTER TABLE would) by editing
+    the current metadata file of the tmp copy; returns the new schema's JSON."""
+    table = _load(name, catalog)
+    path = Path(table.metadata_location)
+    document = json.loads(path.read_text())
+    (schema,) = document["schemas"]
+    last = document["last-column-id"]
+    added = [
+        {"id": last + i, "name": column, "required": False, "type": type_}
+        for i, (column, type_) in enumerate(types.items(), start=1)
+    ]
+    new = {**schema, "schema-id": 1, "fields": [*schema["fields"], *added]}
+    document |= {"schemas": [schema, new], "current-schema-id": 1, "last-column-id": last + len(added)}
+    path.write_text(json.dumps(document))
+    return new
+
+
+def test_new_types_are_passed_through_and_refused_where_rows_are_decoded(tmp_path: Path) -> None:
+    name, catalog, root = _dv_table(tmp_path)
+    schema = _add_columns(name, catalog, NEW_TYPES)
+    assert api.inspect(name, catalog).operations == ["read", "checkpoint", "expire", "orphans"]
+    refused = r"lakeops {} does not support columns of type variant yet \(v is variant"
+    with pytest.raises(UnsupportedFeature, match=refused.format("compact")):
+        _compact(name, catalog)
+    with pytest.raises(UnsupportedFeature, match=refused.format("cdc")):
+        _changes(name, catalog, tmp_path / "changes")
+    report = api.expire(name, ExpiryOptions(older_than="0d", retain_last=1, force=True, **catalog.model_dump()))
+    assert report.snapshots_expired == 1
+    written = json.loads(Path(_load(name, catalog).metadata_location).read_text())
+    assert written["schemas"][1] == schema  # every type written back as it was spelled
+
+
+def test_nanosecond_timestamps_are_read_and_compacted(tmp_path: Path) -> None:
+    """A column added later reads as nulls of its type ("Default values": no initial-default), here
+    nanosecond timestamps, which compaction writes as Parquet timestamps in nanoseconds."""
+    name, catalog, _ = _dv_table(tmp_path)
+    _add_columns(name, catalog, {"ns": "timestamp_ns", "nstz": "timestamptz_ns"})
+    _compact(name, catalog)
+    table = _load(name, catalog)
+    (task,) = plan_scan(table.storage, table.metadata, table.metadata.current_snapshot()).tasks
+    written = pq.read_table(task.file.path)
+    assert (written.schema.field("ns").type, written.schema.field("nstz").type) == (
+        pa.timestamp("ns"),
+        pa.timestamp("ns", tz="UTC"),
+    )
+    assert written.column("id").to_pylist() == [1, 3] and written.column("ns").null_count == 2
+    assert _pyiceberg_rows(name, catalog) == [
+        {"id": 1, "source": "legacy", "ns": None, "nstz": None},
+        {"id": 3, "source": "legacy", "ns": None, "nstz": None},
+    ]

@@ -113,7 +113,7 @@ def test_v3_fields_are_read_and_snapshot_writers_refused_by_name() -> None:
     assert metadata.next_row_id == 5
     written = json.loads(serialize_metadata(metadata))
     assert (written["next-row-id"], written["encryption-keys"]) == (5, [])
-    assert metadata.supported_operations() == ["read", "compact", "checkpoint", "expire", "orphans"]
+    assert metadata.supported_operations() == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
     metadata.check_writable("expire")
     refused = "lakeops commit does not support Iceberg format-version 3 tables yet: row lineage .* deletion vectors"
     with pytest.raises(UnsupportedFeature, match=refused):
