@@ -377,12 +377,25 @@ def _delta_checkpoint(location: str, version: int, options: StorageOptions) -> V
 
 def _live_entries(
     storage: Storage, metadata: TableMetadata, snapshot: Snapshot
-) -> dict[str, tuple[int, int, int | None]]:
+) -> dict[str, tuple[int, int, int | None, int | None]]:
+    """Live files by path (a DV: ``path@offset``, one Puffin file holds many) with their content,
+    sequence numbers and (v3) first row id."""
     scan = plan_scan(storage, metadata, snapshot)
     return {
-        f.path: (int(f.content), f.data_sequence_number, f.entry.file_sequence_number)
+        f.path if f.entry.data_file.content_offset is None else f"{f.path}@{f.entry.data_file.content_offset}": (
+            int(f.content),
+            f.data_sequence_number,
+            f.entry.file_sequence_number,
+            f.entry.data_file.first_row_id,
+        )
         for f in [*scan.data_files, *scan.delete_files]
     }
+
+
+def _renumbered(new: tuple[int, int, int | None, int | None], old: tuple[int, int, int | None, int | None]) -> bool:
+    """Whether a rewrite changed a file's content or numbers; a row id may only be assigned where
+    there was none ("Row Lineage for Upgraded Tables")."""
+    return new[:3] != old[:3] or (old[3] is not None and new[3] != old[3])
 
 
 def _iceberg_manifests(ref: TableRef, report: CheckpointReport, options: StorageOptions) -> Verification:
@@ -394,10 +407,14 @@ def _iceberg_manifests(ref: TableRef, report: CheckpointReport, options: Storage
     parent = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
     new, old = (_live_entries(table.storage, table.metadata, s) for s in (snapshot, parent))
     missing, extra = sorted(set(old) - set(new)), sorted(set(new) - set(old))
-    renumbered = sorted(p for p in set(new) & set(old) if new[p] != old[p])
+    renumbered = sorted(p for p in set(new) & set(old) if _renumbered(new[p], old[p]))
     problems = [
         f"{label}: {', '.join(paths[:_SHOWN])}" + (f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else "")
-        for label, paths in (("lost", missing), ("gained", extra), ("content or sequence numbers changed", renumbered))
+        for label, paths in (
+            ("lost", missing),
+            ("gained", extra),
+            ("content, sequence numbers or row ids changed", renumbered),
+        )
         if paths
     ]
     return Verification(

@@ -34,7 +34,8 @@ from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.orphans import OrphansOptions
-from lakeops.ops.target import CatalogOptions
+from lakeops.ops.target import CatalogOptions, IcebergTarget
+from lakeops.ops.verify import checkpoint_matches_log, compaction_kept_rows
 from lakeops.storage import StorageOptions, open_storage
 
 DV_TABLE = "legacy_bare_deletion_vector"
@@ -412,3 +413,18 @@ def test_nanosecond_timestamps_are_read_and_compacted(tmp_path: Path) -> None:
         {"id": 1, "source": "legacy", "ns": None, "nstz": None},
         {"id": 3, "source": "legacy", "ns": None, "nstz": None},
     ]
+
+
+def test_the_checkpoint_check_accepts_assigned_row_ids_and_compaction_check_counts_dv_rows(tmp_path: Path) -> None:
+    """The Dagster checks after a run (lakeops.ops.verify) on v3: a manifest rewrite may assign row
+    ids where none were, and compaction kept the live rows a deletion vector left."""
+    name, catalog = unpack(V1_TABLE, tmp_path / "v1", current=V3_UPGRADE)
+    ref = TableRef(catalog_uri=catalog.catalog_uri, identifier=name, catalog_name=catalog.catalog_name)
+    report = api.checkpoint(name, CheckpointOptions(**catalog.model_dump()))
+    assert checkpoint_matches_log(IcebergTarget(ref), report).passed
+    name, catalog, _ = _dv_table(tmp_path / "dv")
+    ref = TableRef(catalog_uri=catalog.catalog_uri, identifier=name, catalog_name=catalog.catalog_name)
+    options = CompactionOptions(min_input_files=2, delete_file_threshold=1, **catalog.model_dump())
+    compacted = api.compact(name, options)
+    check = compaction_kept_rows(IcebergTarget(ref), compacted)
+    assert check.passed, check.summary
