@@ -31,6 +31,7 @@ from pyroaring import BitMap, BitMap64
 
 from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.errors import AlreadyExists, CorruptFile, InvalidArgument, NotFound
+from lakeops.roaring import MAGIC_PORTABLE, check_positions, decode_portable, encode_portable, is_portable, positions
 from lakeops.storage.base import Storage
 from lakeops.storage.uri import join, normalize
 
@@ -56,15 +57,11 @@ __all__ = [
     "z85_to_uuid",
 ]
 
-#: Magic of the current layout (little-endian), followed by the portable 64-bit Roaring format.
-MAGIC_PORTABLE = 1681511377
 #: Magic of the older layout (big-endian) used by the protocol's inline example.
 MAGIC_LEGACY = 1681511376
 #: First byte of every DV file.
 DV_FILE_FORMAT_VERSION = 1
 
-#: Delta requires the top bit of every 32-bit bucket key to be 0 (Java reads keys signed).
-_MAX_ROW_INDEX = (1 << 63) - 1
 #: Below this offset the version byte is fetched in the same ranged read and checked for free.
 _VERSION_CHECK_SLACK = 4096
 _UUID_Z85_LENGTH = 20
@@ -142,11 +139,7 @@ def z85_to_uuid(text: str) -> UUID:
 
 def encode_bitmap_array(bitmap: BitMap64) -> bytes:
     """Bitmap bytes in the current layout: magic 1681511377 (LE) + portable 64-bit Roaring."""
-    if len(bitmap) and bitmap.max() > _MAX_ROW_INDEX:
-        raise InvalidArgument(f"row index {bitmap.max()} exceeds the deletion vector maximum 2**63-1")
-    bitmap = bitmap.copy()
-    bitmap.run_optimize()  # smaller bytes; readers accept every container kind
-    return struct.pack("<I", MAGIC_PORTABLE) + bitmap.serialize()
+    return encode_portable(bitmap)
 
 
 def decode_bitmap_array(data: bytes, source: str) -> BitMap64:
@@ -156,21 +149,14 @@ def decode_bitmap_array(data: bytes, source: str) -> BitMap64:
     """
     if len(data) < 4:
         raise CorruptFile(f"{source}: deletion vector has {len(data)} bytes, too short for its magic number")
-    if struct.unpack_from("<I", data)[0] == MAGIC_PORTABLE:
-        try:
-            bitmap = BitMap64.deserialize(data[4:])
-        except (ValueError, IndexError) as exc:
-            raise CorruptFile(f"{source}: deletion vector is not a valid portable 64-bit Roaring bitmap") from exc
-    elif struct.unpack_from(">I", data)[0] == MAGIC_LEGACY:
-        bitmap = _decode_legacy(data, source)
-    else:
+    if is_portable(data):
+        return decode_portable(data, source)
+    if struct.unpack_from(">I", data)[0] != MAGIC_LEGACY:
         raise CorruptFile(
             f"{source}: deletion vector starts with {data[:4].hex()}, not a known magic number "
             f"({MAGIC_PORTABLE} little-endian or {MAGIC_LEGACY} big-endian)"
         )
-    if len(bitmap) and bitmap.max() > _MAX_ROW_INDEX:
-        raise CorruptFile(f"{source}: deletion vector holds row index {bitmap.max()} above 2**63-1")
-    return bitmap
+    return check_positions(_decode_legacy(data, source), source)
 
 
 def _decode_legacy(data: bytes, source: str) -> BitMap64:
@@ -200,7 +186,7 @@ def _decode_legacy(data: bytes, source: str) -> BitMap64:
 
 def row_indexes(bitmap: BitMap64) -> npt.NDArray[np.uint64]:
     """The deleted row indexes as a sorted ``uint64`` array (for masking Arrow batches)."""
-    return np.frombuffer(bitmap.to_array(), dtype=np.uint64)
+    return positions(bitmap)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -172,6 +172,8 @@ class _SchemaBuilder:
             element = self.type(type_.element, f"r{type_.element_id}")
             items = element if type_.element_required else ["null", element]
             return {"type": "array", "items": items, "element-id": type_.element_id}
+        if not isinstance(type_, MapType):
+            raise UnsupportedFeature(f"Iceberg type {type_} has no Avro representation")
         value = self.type(type_.value, f"r{type_.value_id}")
         value = value if type_.value_required else ["null", value]
         if _is_string(type_.key):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakeops.errors import CommitConflict, LakeopsError
-from lakeops.iceberg.metadata import MetadataLogEntry, TableMetadata, serialize_metadata
+from lakeops.iceberg.metadata import MetadataLogEntry, TableMetadata, TableOperation, serialize_metadata
 from lakeops.iceberg.table import IcebergTable
 from lakeops.storage.uri import normalize
 
@@ -116,18 +116,20 @@ def commit_change(
     current: IcebergTable | None = None,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    operation: TableOperation = "commit",
 ) -> CatalogCommit:
     """Commit ``change``, planned on ``start``, on top of ``current`` (default: ``start``), retrying
     on conflicts while it still applies, per ``policy`` (default: the table's ``commit.retry.*``).
-    Whenever the base is not ``start``, the change is first validated against it."""
+    Whenever the base is not ``start``, the change is first validated against it. ``operation`` is
+    checked against the current table's format version (another writer may have upgraded it)."""
     current = current or start
-    current.metadata.check_writable()
     policy = policy or RetryPolicy.of(current.metadata)
     deadline = time.monotonic() + policy.total_timeout_ms / 1000
     attempt = 0
     while True:
         attempt += 1
         try:
+            current.metadata.check_writable(operation)
             if current.metadata_location != start.metadata_location:
                 change.validate(start, current)  # a conflict here is final: the change no longer applies
             new, trimmed = _with_history(current, change.apply(current), int(time.time() * 1000))

@@ -1,10 +1,12 @@
 """Row-level deletes: reading, applying and writing Iceberg delete files ("Delete Formats": "Position
 Delete Files", "Equality Delete Files"; "Delete File Stats"; "Reserved Field IDs").
 
-A position delete file lists ``(file_path, pos)`` pairs under the reserved ids 2147483546 and
-2147483545, sorted by path then position; a row is deleted when its data file and 0-based position are
-listed. An equality delete file holds rows of a subset of the table's columns (the table's field ids);
-a data row is deleted when, for some delete row, all of the file's ``equality_ids`` columns are equal,
+A deletion vector (v3, "Deletion Vectors") is read from its Puffin blob
+(:mod:`lakeops.iceberg.puffin`) into the same shape as a position delete file. A position delete
+file lists ``(file_path, pos)`` pairs under the reserved ids 2147483546 and 2147483545, sorted by
+path then position; a row is deleted when its data file and 0-based position are listed. An equality
+delete file holds rows of a subset of the table's columns (the table's field ids); a data row is
+deleted when, for some delete row, all of the file's ``equality_ids`` columns are equal,
 where null equals null (``col IS NULL``). Why the details below:
 
 * equality columns are matched by field id, never by name: a delete column that was later dropped or
@@ -29,6 +31,8 @@ from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.iceberg.arrow_schema import to_arrow_schema
 from lakeops.iceberg.data_reader import ParquetDataFile
 from lakeops.iceberg.data_writer import COLUMN_METRICS_PREFIX, WrittenFile, write_parquet
+from lakeops.iceberg.manifest import DeletionVectorRef
+from lakeops.iceberg.puffin import read_deletion_vector
 from lakeops.iceberg.types import (
     DecimalType,
     FixedType,
@@ -73,8 +77,13 @@ Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
 # --- position deletes ------------------------------------------------------------------------------
 
 
-def read_position_deletes(storage: Storage, path: str) -> dict[str, pa.Array]:
-    """Deleted positions by data file path, each an ascending int64 array, from one delete file."""
+def read_position_deletes(
+    storage: Storage, path: str, *, deletion_vector: DeletionVectorRef | None = None
+) -> dict[str, pa.Array]:
+    """Deleted positions by data file path, each an ascending int64 array, from one delete file:
+    the Parquet position delete file at ``path``, or the ``deletion_vector`` blob in it (v3)."""
+    if deletion_vector is not None:
+        return read_deletion_vector(storage, deletion_vector)
     file = ParquetDataFile(storage, path)
     missing = {FILE_PATH_ID, POS_ID} - file.field_ids
     if missing:

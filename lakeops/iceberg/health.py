@@ -40,6 +40,8 @@ class IcebergHealth(BaseModel):
     data_bytes: int
     rows: int | None
     position_delete_files: int
+    #: Of the position delete files, the v3 deletion vectors (Puffin blobs).
+    deletion_vectors: int
     equality_delete_files: int
     small_files: int
     small_file_threshold_bytes: int
@@ -49,6 +51,8 @@ class IcebergHealth(BaseModel):
     snapshots_since_manifest_rewrite: int
     metadata_log_entries: int
     partition_fields: list[str]
+    #: The operations lakeops runs on this table's format version (the others are refused by name).
+    operations: list[str]
 
 
 def snapshot_at(metadata: TableMetadata, timestamp: datetime) -> Snapshot:
@@ -85,6 +89,9 @@ def table_health(table: IcebergTable, *, snapshot: Snapshot | None = None) -> Ic
     manifests = manifests_of(storage, snapshot) if snapshot is not None else []
     manifest_target = metadata.int_property("commit.manifest.target-size-bytes", DEFAULT_MANIFEST_TARGET_SIZE)
     deletes = Counter(d.content for d in scan.delete_files)
+    vectors = [d for d in scan.delete_files if d.entry.data_file.deletion_vector() is not None]
+    # Exact only when every delete file is a DV: each counts the rows it deletes, of one data file.
+    rows = sum(f.entry.data_file.record_count for f in data) - sum(d.entry.data_file.record_count for d in vectors)
     return IcebergHealth(
         format_version=metadata.format_version,
         snapshot_id=snapshot.snapshot_id if snapshot else None,
@@ -95,9 +102,9 @@ def table_health(table: IcebergTable, *, snapshot: Snapshot | None = None) -> Ic
         oldest_snapshot_ms=min((s.timestamp_ms for s in metadata.snapshots), default=None),
         data_files=len(data),
         data_bytes=sum(f.file_size for f in data),
-        # Exact only without delete files: rows they remove are not counted by the metadata.
-        rows=sum(f.entry.data_file.record_count for f in data) if not scan.delete_files else None,
+        rows=rows if len(vectors) == len(scan.delete_files) else None,
         position_delete_files=deletes[FileContent.POSITION_DELETES],
+        deletion_vectors=len(vectors),
         equality_delete_files=deletes[FileContent.EQUALITY_DELETES],
         small_files=sum(n for n in small_per_partition.values() if n > 1),
         small_file_threshold_bytes=small,
@@ -107,4 +114,5 @@ def table_health(table: IcebergTable, *, snapshot: Snapshot | None = None) -> Ic
         snapshots_since_manifest_rewrite=_since_manifest_rewrite(metadata, snapshot),
         metadata_log_entries=len(metadata.metadata_log),
         partition_fields=[f.name for f in metadata.default_spec().fields],
+        operations=list(metadata.supported_operations()),
     )

@@ -11,7 +11,9 @@ number *only* on ADDED entries, and an EXISTING or DELETED entry without them is
 Writing follows Appendix E per version: v1 writes no sequence numbers, content or equality ids but
 the deprecated ``block_size_in_bytes``; v2 writes ADDED entries with a null file sequence number
 (and a null data sequence number unless the caller gives an older one) so both are inherited from
-the manifest list at commit, and EXISTING/DELETED entries with both numbers explicit. The returned
+the manifest list at commit, and EXISTING/DELETED entries with both numbers explicit; v3 adds the
+row-lineage and deletion-vector fields, a data file's ``first_row_id`` written as read (inherited)
+on EXISTING/DELETED entries and null on ADDED ones ("First Row ID Inheritance"). The returned
 :class:`ManifestFile` leaves the manifest's sequence number unassigned for the list writer.
 Partition summaries cover every entry, deleted ones too, as the reference writers compute them:
 readers of a snapshot's deletions prune manifests with the same summaries.
@@ -54,6 +56,7 @@ from lakeops.storage import Storage
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DataFile",
+    "DeletionVectorRef",
     "EntryStatus",
     "FileContent",
     "ManifestEntry",
@@ -109,6 +112,51 @@ class DataFile(BaseModel):
     split_offsets: list[int] | None = None
     equality_ids: list[int] | None = None
     sort_order_id: int | None = None
+    #: v3 "First Row ID Inheritance": read with the inherited value filled in (None for delete
+    #: files and for files of manifests without a first_row_id).
+    first_row_id: int | None = None
+    #: v3 "Deletion Vectors": the data file a DV (or a single-file position delete file) applies to,
+    #: and the DV blob's offset and length in its Puffin file.
+    referenced_data_file: str | None = None
+    content_offset: int | None = None
+    content_size_in_bytes: int | None = None
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """What tells apart the files of a snapshot: the path, and a DV's blob offset (one Puffin
+        file holds the deletion vectors of many data files, each its own manifest entry)."""
+        return self.file_path, self.content_offset
+
+    def deletion_vector(self) -> DeletionVectorRef | None:
+        """Where this file's DV blob is, if it is a deletion vector (a position delete file in
+        Puffin format, "Deletion Vectors"); a DV without its location fields is a ProtocolError."""
+        if self.content != FileContent.POSITION_DELETES or self.file_format.upper() != "PUFFIN":
+            return None
+        if self.referenced_data_file is None or self.content_offset is None or self.content_size_in_bytes is None:
+            raise ProtocolError(
+                f"{self.file_path}: a deletion vector needs referenced_data_file, content_offset and "
+                "content_size_in_bytes"
+            )
+        return DeletionVectorRef(
+            file_path=self.file_path,
+            referenced_data_file=self.referenced_data_file,
+            content_offset=self.content_offset,
+            content_size_in_bytes=self.content_size_in_bytes,
+            record_count=self.record_count,
+        )
+
+
+class DeletionVectorRef(BaseModel):
+    """One deletion vector as its delete manifest entry locates it: the Puffin file, the data file
+    it applies to, the blob's offset and length, and how many positions it deletes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file_path: str
+    referenced_data_file: str
+    content_offset: int = Field(ge=0)
+    content_size_in_bytes: int = Field(ge=0)
+    record_count: int = Field(ge=0)
 
 
 class ManifestEntry(BaseModel):
@@ -217,6 +265,13 @@ def data_file_type(format_version: int, partition_type: StructType, *, reading: 
     if v2:
         fields.append(_ints(135, "equality_ids", 136, "int"))
     fields.append(field_json(140, "sort_order_id", "int", False))
+    if format_version >= 3:
+        fields += [
+            field_json(142, "first_row_id", "long", False),
+            field_json(143, "referenced_data_file", "string", False),
+            field_json(144, "content_offset", "long", False),
+            field_json(145, "content_size_in_bytes", "long", False),
+        ]
     return StructType.model_validate({"type": "struct", "fields": fields})
 
 
@@ -307,13 +362,20 @@ def _entry(values: dict[str, Any], manifest: ManifestFile, *, v1: bool, what: st
 def _entries(
     avro: AvroFile, partition_type: StructType, manifest: ManifestFile, *, include_deleted: bool, what: str
 ) -> Iterator[ManifestEntry]:
-    entry_type = manifest_entry_type(2, partition_type, reading=True)
-    v1 = field_schema(avro.schema, 3, avro.named) is None  # no sequence number column
+    entry_type = manifest_entry_type(3, partition_type, reading=True)
+    # A v1 manifest has no sequence numbers (Appendix E: read as 0), whatever columns its writer
+    # added: iceberg_v1_repro's upgraded table has a v1 manifest with a null sequence_number column.
+    v1 = field_schema(avro.schema, 3, avro.named) is None or avro.metadata.get("format-version") == "1"
+    next_row_id = manifest.first_row_id
     for record in avro.records:
         try:
             values = from_avro(entry_type, avro.schema, record, avro.named)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProtocolError(f"{what}: an entry does not match the manifest's Avro schema ({exc!r})") from None
+        data = values["data_file"]
+        if next_row_id is not None and data["content"] in (None, FileContent.DATA) and data["first_row_id"] is None:
+            data["first_row_id"] = next_row_id  # "First Row ID Inheritance": deleted entries count too
+            next_row_id += data["record_count"]
         if values["status"] == EntryStatus.DELETED and not include_deleted:
             continue
         yield _entry(values, manifest, v1=v1, what=what)
@@ -452,6 +514,9 @@ def _entry_record(
         snapshot = snapshot_id if snapshot is None else snapshot
     elif snapshot is None:
         raise InvalidArgument(f"{where}: an EXISTING entry needs the id of the snapshot that added the file")
+    if data.first_row_id is not None and (entry.status == EntryStatus.ADDED or data.content != FileContent.DATA):
+        # "First Row ID Inheritance": new data files inherit theirs; delete files never have one.
+        raise InvalidArgument(f"{where}: first_row_id must be null for added and delete files")
     explicit = entry.sequence_number is not None and entry.file_sequence_number is not None
     if format_version >= 2 and entry.status != EntryStatus.ADDED and not explicit:
         raise InvalidArgument(f"{where}: needs both sequence numbers; only ADDED entries inherit them")
@@ -485,8 +550,8 @@ def write_manifest(
     :class:`InvalidArgument` naming the manifest and file, and nothing is written.
     """
     what = f"manifest {location}"
-    if format_version not in (1, 2):
-        raise UnsupportedFeature(f"{what}: lakeops writes format versions 1 and 2, not {format_version}")
+    if format_version not in (1, 2, 3):
+        raise UnsupportedFeature(f"{what}: lakeops writes format versions 1 to 3, not {format_version}")
     if content not in _CONTENTS:
         raise InvalidArgument(f"{what}: content must be 'data' or 'deletes', not {content!r}")
     if format_version == 1 and content != "data":

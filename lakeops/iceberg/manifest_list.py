@@ -28,6 +28,7 @@ __all__ = [
     "ManifestContent",
     "ManifestFile",
     "PartitionFieldSummary",
+    "assign_first_row_ids",
     "field_json",
     "manifest_file_type",
     "manifest_paths_of",
@@ -89,6 +90,9 @@ class ManifestFile(BaseModel):
     deleted_rows_count: int | None = None
     partitions: list[PartitionFieldSummary] | None = None
     key_metadata: bytes | None = None
+    #: v3 (field 520, "First Row ID Assignment"): the first row id its data files inherit from;
+    #: always None for delete manifests and for manifests of snapshots before a v3 upgrade.
+    first_row_id: int | None = None
     #: Where this record was read (a manifest list, or a v1 snapshot), for error messages; not a
     #: field of the spec's record and never written.
     listed_in: str | None = Field(default=None, exclude=True)
@@ -117,7 +121,7 @@ _FIELD_SUMMARY = {
 
 def manifest_file_type(format_version: int) -> StructType:
     """The ``manifest_file`` struct of a format version: v1 has no content or sequence numbers and
-    optional counts; v2 requires them all."""
+    optional counts; v2 requires them all; v3 adds ``first_row_id``."""
     v2 = format_version >= 2
     fields = [
         field_json(_MANIFEST_PATH_ID, "manifest_path", "string"),
@@ -146,10 +150,12 @@ def manifest_file_type(format_version: int) -> StructType:
         ),
         field_json(519, "key_metadata", "binary", False),
     ]
+    if format_version >= 3:
+        fields.append(field_json(520, "first_row_id", "long", False))
     return StructType.model_validate({"type": "struct", "fields": fields})
 
 
-_READ_TYPE = manifest_file_type(2)
+_READ_TYPE = manifest_file_type(3)
 
 
 def read_manifest_list(storage: Storage, location: str) -> list[ManifestFile]:
@@ -221,6 +227,25 @@ def _record(manifest: ManifestFile, *, format_version: int, snapshot_id: int, se
     return record
 
 
+def assign_first_row_ids(manifests: Sequence[ManifestFile], first_row_id: int) -> tuple[list[ManifestFile], int]:
+    """v3 "First Row ID Assignment": every data manifest without a ``first_row_id`` gets the next one
+    from ``first_row_id`` (the snapshot's ``first-row-id``), each advancing it by its
+    ``added_rows_count`` + ``existing_rows_count`` (the spec's simple, valid estimate of the rows that
+    inherit an id); existing assignments are preserved. Returns the manifests and the ids assigned
+    (the snapshot's ``added-rows``)."""
+    assigned: list[ManifestFile] = []
+    next_id = first_row_id
+    for manifest in manifests:
+        if manifest.content == ManifestContent.DATA and manifest.first_row_id is None:
+            if manifest.added_rows_count is None or manifest.existing_rows_count is None:
+                raise InvalidArgument(f"{manifest.describe()}: row counts unknown, cannot assign first_row_id")
+            assigned.append(manifest.model_copy(update={"first_row_id": next_id}))
+            next_id += manifest.added_rows_count + manifest.existing_rows_count
+        else:
+            assigned.append(manifest)
+    return assigned, next_id - first_row_id
+
+
 def write_manifest_list(
     storage: Storage,
     location: str,
@@ -236,12 +261,20 @@ def write_manifest_list(
     Manifests without a sequence number are this snapshot's new ones and get ``sequence_number``
     (and, if unknown, it as their minimum too). The file's key-value metadata is what the
     reference implementation writes: ``snapshot-id``, ``parent-snapshot-id`` (``"null"`` for none),
-    ``sequence-number`` (v2) and ``format-version``.
+    ``sequence-number`` (v2) and ``format-version``. A v3 list needs every data manifest's
+    ``first_row_id`` assigned first (:func:`assign_first_row_ids`).
     """
-    if format_version not in (1, 2):
+    if format_version not in (1, 2, 3):
         raise UnsupportedFeature(
-            f"manifest list {location}: lakeops writes format versions 1 and 2, not {format_version}"
+            f"manifest list {location}: lakeops writes format versions 1 to 3, not {format_version}"
         )
+    for m in manifests:
+        # v3: data manifests carry their first_row_id (assign_first_row_ids), delete manifests none.
+        if format_version >= 3 and (m.first_row_id is None) == (m.content == ManifestContent.DATA):
+            raise InvalidArgument(
+                f"manifest list {location}: {m.describe()} is a {m.content.name.lower()} manifest "
+                f"with first_row_id {m.first_row_id}"
+            )
     type_ = manifest_file_type(format_version)
     records = [
         to_avro(

@@ -7,8 +7,9 @@ single-value fields). Serialising goes back to the file's own version: v1 files 
 ``schema`` and ``partition-spec`` and never gain sequence numbers.
 
 Fields this model does not name (a newer spec's additions) are kept and written back untouched, so
-rewriting a table's metadata never drops what another writer recorded. Writing is allowed for
-format versions 1 and 2 only (:meth:`TableMetadata.check_writable`).
+rewriting a table's metadata never drops what another writer recorded. Which operations may write
+which format version: :meth:`TableMetadata.check_writable` (v3: expiry, orphan removal, manifest
+rewrites and compaction, each keeping row lineage).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -28,7 +29,7 @@ from lakeops.iceberg.types import Schema
 __all__ = [
     "MAIN_BRANCH",
     "SUPPORTED_READ_VERSIONS",
-    "SUPPORTED_WRITE_VERSIONS",
+    "TABLE_OPERATIONS",
     "BlobMetadata",
     "MetadataLogEntry",
     "PartitionStatisticsFile",
@@ -37,19 +38,45 @@ __all__ = [
     "SnapshotRef",
     "StatisticsFile",
     "TableMetadata",
+    "TableOperation",
     "parse_metadata",
     "serialize_metadata",
 ]
 
 MAIN_BRANCH = "main"
 SUPPORTED_READ_VERSIONS = (1, 2, 3)
-SUPPORTED_WRITE_VERSIONS = (1, 2)
 
 _FROZEN = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 #: Open to fields a newer spec adds, so they survive a rewrite.
 _OPEN = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
 
 Operation = Literal["append", "replace", "overwrite", "delete"]
+
+#: What lakeops does to an Iceberg table: reading (inspect, scans), each operation that writes or
+#: deletes, and ``cdc`` (reading rows into a change table); ``commit`` is any other metadata commit
+#: (a generic change, not reported by ``inspect``).
+TableOperation = Literal["read", "compact", "checkpoint", "expire", "orphans", "cdc", "commit"]
+TABLE_OPERATIONS: tuple[TableOperation, ...] = get_args(TableOperation)
+
+#: Column types lakeops parses and copies byte for byte (manifests, expiry, orphans) but cannot read
+#: into rows or write ("Primitive Types", "Semi-structured Types": ``variant`` and the geospatial
+#: types have no Arrow mapping here; ``unknown`` is never stored in data files), and the operations
+#: that decode rows and so refuse them.
+_OPAQUE_TYPES = ("variant", "geometry", "geography", "unknown")
+_DECODES_ROWS: tuple[TableOperation, ...] = ("compact", "cdc")
+
+_ROW_LINEAGE = (
+    "row lineage (https://iceberg.apache.org/spec/#row-lineage): a new snapshot must assign first-row-id "
+    "and next-row-id, and rows copied into new files must keep _row_id and _last_updated_sequence_number"
+)
+#: Per format version, the operations that cannot honour its rules yet and why. On v3, expiry
+#: only removes snapshots (the fields it does not name are kept), orphans only deletes what no
+#: snapshot reaches (Puffin deletion vectors included), a manifest rewrite or compaction assigns the
+#: row ids of its snapshot and compaction copies the rows' lineage into the files it writes. Another
+#: commit (adding files or deletes) would have to write deletion vectors, not position delete files.
+_REFUSED: dict[int, dict[TableOperation, str]] = {
+    3: {"commit": _ROW_LINEAGE + "; deletes must be written as deletion vectors"},
+}
 
 
 class Snapshot(BaseModel):
@@ -63,6 +90,10 @@ class Snapshot(BaseModel):
     manifests: tuple[str, ...] | None = None  # v1 only, instead of a manifest list
     summary: dict[str, str] | None = None
     schema_id: int | None = Field(default=None, alias="schema-id")
+    #: v3 "Snapshot Row IDs": the first row id of the snapshot's manifests and how many it assigned;
+    #: both unset on snapshots written before a table's upgrade to v3.
+    first_row_id: int | None = Field(default=None, alias="first-row-id", ge=0)
+    added_rows: int | None = Field(default=None, alias="added-rows", ge=0)
 
     @property
     def operation(self) -> str | None:
@@ -154,6 +185,8 @@ class TableMetadata(BaseModel):
     refs: dict[str, SnapshotRef] = {}
     statistics: tuple[StatisticsFile, ...] = ()
     partition_statistics: tuple[PartitionStatisticsFile, ...] = Field(default=(), alias="partition-statistics")
+    #: v3 "Row Lineage": the next row id a commit may assign (0 on an upgraded table); None before v3.
+    next_row_id: int | None = Field(default=None, alias="next-row-id", ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -284,13 +317,29 @@ class TableMetadata(BaseModel):
         except ValueError:
             raise ProtocolError(f"{self.location}: table property {name}={raw!r} is not an integer") from None
 
-    def check_writable(self) -> None:
-        """Refuse to write a format version lakeops does not implement, naming it."""
-        if self.format_version not in SUPPORTED_WRITE_VERSIONS:
-            raise UnsupportedFeature(
-                f"{self.location}: Iceberg format-version {self.format_version} tables can be read but not written by "
-                f"lakeops (it writes format versions {', '.join(map(str, SUPPORTED_WRITE_VERSIONS))})"
-            )
+    def supported_operations(self) -> list[TableOperation]:
+        """The operations lakeops runs on this table (``inspect`` reports them)."""
+        return [op for op in TABLE_OPERATIONS if op != "commit" and self._refusal(op) is None]
+
+    def check_writable(self, operation: TableOperation) -> None:
+        """Refuse ``operation`` where it cannot follow the table's rules yet: a format version's
+        (naming the version and the missing feature) or a column type's (naming the column)."""
+        why = self._refusal(operation)
+        if why is not None:
+            raise UnsupportedFeature(f"{self.location}: lakeops {operation} does not support {why}")
+
+    def _refusal(self, operation: TableOperation) -> str | None:
+        if self.format_version not in SUPPORTED_READ_VERSIONS:
+            return f"Iceberg format-version {self.format_version}"
+        why = _REFUSED.get(self.format_version, {}).get(operation)
+        if why is not None:
+            return f"Iceberg format-version {self.format_version} tables yet: {why}"
+        if operation in _DECODES_ROWS:
+            for path, _, type_, _ in self.current_schema().walk():
+                kind = str(type_).split("(")[0]
+                if kind in _OPAQUE_TYPES:
+                    return f"columns of type {kind} yet ({'.'.join(path)} is {type_}; it reads and writes no such rows)"
+        return None
 
     # --- serialisation ------------------------------------------------------------------------
 
@@ -342,6 +391,5 @@ def parse_metadata(payload: bytes, location: str) -> TableMetadata:
 
 
 def serialize_metadata(metadata: TableMetadata) -> bytes:
-    """The bytes of a metadata file; only writable format versions are serialised."""
-    metadata.check_writable()
+    """The bytes of a metadata file (the operation was checked by its commit)."""
     return json.dumps(metadata.to_json(), separators=(",", ":")).encode()

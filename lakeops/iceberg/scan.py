@@ -255,8 +255,11 @@ class DeleteIndex:
 
 
 def may_reference(delete: LiveFile, data_path: str) -> bool:
-    """Whether a position delete file's ``file_path`` bounds admit ``data_path``."""
+    """Whether a position delete file may hold deletes of ``data_path``: its ``referenced_data_file``
+    (every DV has one) or else its ``file_path`` bounds admit it."""
     df = delete.entry.data_file
+    if df.referenced_data_file is not None:
+        return df.referenced_data_file == data_path
     lower = (df.lower_bounds or {}).get(FILE_PATH_ID)
     upper = (df.upper_bounds or {}).get(FILE_PATH_ID)
     string = PrimitiveType(name="string")

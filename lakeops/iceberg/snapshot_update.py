@@ -37,14 +37,22 @@ from lakeops.iceberg.manifest import (
     read_manifest,
     write_manifest,
 )
-from lakeops.iceberg.manifest_list import ManifestFile, write_manifest_list
+from lakeops.iceberg.manifest_list import ManifestFile, assign_first_row_ids, write_manifest_list
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef, TableMetadata
 from lakeops.iceberg.scan import LiveFile, may_reference
 from lakeops.iceberg.table import IcebergTable
 from lakeops.storage import Storage
 from lakeops.storage.uri import is_within, normalize
 
-__all__ = ["ReplaceFiles", "add_snapshot", "inside_location", "metadata_dir", "new_snapshot_id", "summarize_changes"]
+__all__ = [
+    "ReplaceFiles",
+    "add_snapshot",
+    "assign_row_ids",
+    "inside_location",
+    "metadata_dir",
+    "new_snapshot_id",
+    "summarize_changes",
+]
 
 
 def new_snapshot_id(metadata: TableMetadata) -> int:
@@ -69,9 +77,23 @@ def metadata_dir(metadata: TableMetadata) -> str:
     return metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
 
 
+def assign_row_ids(base: TableMetadata, manifests: Sequence[ManifestFile]) -> tuple[list[ManifestFile], dict[str, int]]:
+    """Row lineage of a new snapshot of a v3 table (https://iceberg.apache.org/spec/#snapshot-row-ids):
+    its ``first-row-id`` is the table's ``next-row-id`` (0 if an upgrade left it unset), from which the
+    data manifests without a ``first_row_id`` are assigned theirs ("First Row ID Assignment"), and
+    ``added-rows`` counts the ids assigned. Returns the manifests and the snapshot's fields (none
+    before v3); :func:`add_snapshot` advances ``next-row-id``."""
+    if base.format_version < 3:
+        return list(manifests), {}
+    first = base.next_row_id or 0
+    assigned, added = assign_first_row_ids(manifests, first)
+    return assigned, {"first-row-id": first, "added-rows": added}
+
+
 def add_snapshot(base: TableMetadata, snapshot: Snapshot, branch: str = MAIN_BRANCH) -> TableMetadata:
     """``base`` with ``snapshot`` added and ``branch`` moved to it (the main branch is the current
-    snapshot and gets a ``snapshot-log`` entry); a branch's retention settings are kept."""
+    snapshot and gets a ``snapshot-log`` entry); a branch's retention settings are kept. A v3
+    snapshot's ``added-rows`` advances the table's ``next-row-id``."""
     old = base.refs.get(branch)
     ref = (
         old.model_copy(update={"snapshot_id": snapshot.snapshot_id})
@@ -85,6 +107,8 @@ def add_snapshot(base: TableMetadata, snapshot: Snapshot, branch: str = MAIN_BRA
         "refs": {**base.refs, branch: ref},
         "last_sequence_number": max(base.last_sequence_number, snapshot.sequence_number),
     }
+    if snapshot.added_rows is not None:
+        update["next_row_id"] = (base.next_row_id or 0) + snapshot.added_rows
     if branch == MAIN_BRANCH:
         update["current_snapshot_id"] = snapshot.snapshot_id
         update["snapshot_log"] = (
@@ -167,7 +191,7 @@ class ReplaceFiles:
     _commit_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def __post_init__(self) -> None:
-        self._removed = {f.path: f for f in self.removed}
+        self._removed = {f.entry.data_file.key: f for f in self.removed}  # a DV is one blob of its file
         start_snapshot = self.start.metadata.snapshot_for_ref(self.branch)
         self._start_snapshot_id = start_snapshot.snapshot_id if start_snapshot else None
         holding = {f.manifest_path for f in self.removed}
@@ -212,15 +236,15 @@ class ReplaceFiles:
                             )
         head = current.metadata.snapshot_for_ref(self.branch)
         assert head is not None  # _new_snapshots refused a branch without a snapshot
-        live: set[str] = set()
+        live: set[tuple[str, int | None]] = set()
         for manifest in manifests_of(storage, head):
             if manifest.manifest_path not in self._clean_at_start:
                 live.update(
-                    e.data_file.file_path
+                    e.data_file.key
                     for e in read_manifest(storage, manifest)
-                    if e.status != EntryStatus.DELETED and e.data_file.file_path in self._removed
+                    if e.status != EntryStatus.DELETED and e.data_file.key in self._removed
                 )
-        for path in sorted(self._removed.keys() - live):
+        for path, _ in sorted(self._removed.keys() - live, key=str):
             found.setdefault(
                 path, f"{path} is no longer in the table: a concurrent commit removed a file this change replaces"
             )
@@ -233,7 +257,9 @@ class ReplaceFiles:
         snapshot_id = self._claim_snapshot_id(base)
         sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
         directory = metadata_dir(base)
-        manifests = [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
+        manifests, lineage = assign_row_ids(
+            base, [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
+        )
         manifest_list = f"{directory}/snap-{snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)
         write_manifest_list(
@@ -266,6 +292,7 @@ class ReplaceFiles:
                     extra=self.extra_summary,
                 ),
                 "schema-id": base.current_schema_id,
+                **lineage,
             }
         )
         return add_snapshot(base, snapshot, self.branch)
@@ -374,21 +401,21 @@ class ReplaceFiles:
             return []
         storage = current.storage
         kept: list[ManifestFile] = []
-        found: set[str] = set()
+        found: set[tuple[str, int | None]] = set()
         for manifest in manifests_of(storage, parent):
             if manifest.manifest_path in self._clean_at_start:
                 kept.append(manifest)
                 continue
             entries = read_manifest(storage, manifest)
-            hits = [e for e in entries if e.status != EntryStatus.DELETED and e.data_file.file_path in self._removed]
+            hits = [e for e in entries if e.status != EntryStatus.DELETED and e.data_file.key in self._removed]
             if not hits:
                 kept.append(manifest)
                 continue
-            found.update(e.data_file.file_path for e in hits)
+            found.update(e.data_file.key for e in hits)
             rewritten = [
                 e.model_copy(
                     update={"status": EntryStatus.DELETED, "snapshot_id": snapshot_id}
-                    if e.data_file.file_path in self._removed
+                    if e.data_file.key in self._removed
                     else {"status": EntryStatus.EXISTING}
                 )
                 for e in entries
@@ -398,7 +425,7 @@ class ReplaceFiles:
             kept.append(
                 self._write(storage, current.metadata, manifest.partition_spec_id, content, rewritten, snapshot_id)
             )
-        missing = sorted(set(self._removed) - found)
+        missing = sorted({path for path, _ in set(self._removed) - found})
         if missing:
             more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
             raise CommitConflict(

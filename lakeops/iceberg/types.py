@@ -1,11 +1,12 @@
 """Iceberg data types and schemas ("Schemas and Data Types", Appendix C "JSON serialization").
 
 Types parse from and serialise to the spec's JSON exactly: primitives are strings (``"long"``,
-``"decimal(9,2)"``, ``"fixed[16]"``), nested types objects with field ids (``struct`` fields with
-``id``/``name``/``required``/``type``/``doc`` and the v3 ``initial-default``/``write-default``;
-``list`` with ``element-id``; ``map`` with ``key-id``/``value-id``). A table schema is a struct with
-``schema-id`` and ``identifier-field-ids``. Field ids are how every other part of the format (manifest
-metrics, partition sources, Parquet columns) names a column, so :meth:`Schema.fields_by_id` is the
+``"decimal(9,2)"``, ``"fixed[16]"``, v3's ``"variant"`` and ``"geometry(srid:4326)"``), nested types
+objects with field ids (``struct`` fields with ``id``/``name``/``required``/``type``/``doc`` and the
+v3 ``initial-default``/``write-default``; ``list`` with ``element-id``; ``map`` with
+``key-id``/``value-id``). A table schema is a struct with ``schema-id`` and ``identifier-field-ids``.
+Field ids are how every other part of the format (manifest metrics, partition sources, Parquet
+columns) names a column, so :meth:`Schema.fields_by_id` is the
 index everything else uses.
 """
 
@@ -22,6 +23,7 @@ from lakeops.errors import ProtocolError
 __all__ = [
     "DecimalType",
     "FixedType",
+    "GeoType",
     "IcebergType",
     "ListType",
     "MapType",
@@ -48,10 +50,12 @@ PrimitiveName = Literal[
     "uuid",
     "binary",
     "unknown",
+    "variant",  # semi-structured, neither primitive nor nested, but spelled like a primitive
 ]
 _PRIMITIVES: frozenset[str] = frozenset(PrimitiveName.__args__)  # type: ignore[attr-defined]
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 _FIXED = re.compile(r"fixed\[\s*(\d+)\s*\]")
+_GEO = re.compile(r"(geometry|geography)(?:\(\s*([^,()]+?)\s*(?:,\s*([^,()]+?)\s*)?\))?")
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -102,6 +106,25 @@ class FixedType(BaseModel):
         return self._to_json()
 
 
+class GeoType(BaseModel):
+    """``geometry(C)`` / ``geography(C, A)`` (v3, "Primitive Types"): a CRS and, for geography, an
+    edge-interpolation algorithm, each optional (the spec's defaults apply when absent)."""
+
+    model_config = _FROZEN
+
+    kind: Literal["geometry", "geography"]
+    crs: str | None = None
+    algorithm: str | None = None
+
+    @model_serializer
+    def _to_json(self) -> str:
+        params = [p for p in (self.crs, self.algorithm) if p is not None]
+        return f"{self.kind}({', '.join(params)})" if params else self.kind
+
+    def __str__(self) -> str:
+        return self._to_json()
+
+
 def parse_type(value: Any) -> Any:
     """The model for a type's JSON: primitive strings become models, objects keep their ``type``
     tag for the union below. Unknown type names are a :class:`ProtocolError` naming them."""
@@ -113,6 +136,8 @@ def parse_type(value: Any) -> Any:
             return DecimalType(precision=int(match[1]), scale=int(match[2]))
         if match := _FIXED.fullmatch(text):
             return FixedType(length=int(match[1]))
+        if (match := _GEO.fullmatch(text)) and (match[1] == "geography" or match[3] is None):
+            return GeoType(kind=match[1], crs=match[2], algorithm=match[3])  # type: ignore[arg-type]
         raise ProtocolError(f"unknown Iceberg type {value!r}")
     if isinstance(value, dict):
         kind = value.get("type")
@@ -167,7 +192,7 @@ class MapType(BaseModel):
 
 
 IcebergType = Annotated[
-    Union[PrimitiveType, DecimalType, FixedType, StructType, ListType, MapType],  # noqa: UP007 (forward refs)
+    Union[PrimitiveType, DecimalType, FixedType, GeoType, StructType, ListType, MapType],  # noqa: UP007 (forward refs)
     BeforeValidator(parse_type),
 ]
 

@@ -71,11 +71,15 @@ class InspectReport(InspectionReport):
     tags: int | None = None
     oldest_snapshot_age_s: float | None = None
     position_delete_files: int | None = None
+    #: Of the position delete files, the v3 deletion vectors.
+    deletion_vectors: int | None = None
     equality_delete_files: int | None = None
     manifests: int | None = None
     small_manifests: int | None = None
     snapshots_since_manifest_rewrite: int | None = None
     metadata_log_entries: int | None = None
+    #: The operations lakeops runs on this Iceberg format version; the others refuse it by name.
+    operations: list[str] | None = None
 
     def summary_lines(self) -> list[tuple[str, str]]:
         """The numbers, then (Delta) one line per feature with the operations that honour it."""
@@ -174,11 +178,13 @@ def _inspect_iceberg(
         tags=health.tags,
         oldest_snapshot_age_s=(now_ms - health.oldest_snapshot_ms) / 1000 if health.oldest_snapshot_ms else None,
         position_delete_files=health.position_delete_files,
+        deletion_vectors=health.deletion_vectors,
         equality_delete_files=health.equality_delete_files,
         manifests=health.manifests,
         small_manifests=health.small_manifests,
         snapshots_since_manifest_rewrite=health.snapshots_since_manifest_rewrite,
         metadata_log_entries=health.metadata_log_entries,
+        operations=health.operations,
         duration_s=time.monotonic() - started,
     )
 

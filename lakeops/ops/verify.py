@@ -167,14 +167,19 @@ def _delta_compaction(location: str, version: int, options: StorageOptions) -> V
     )
 
 
-def _positions(storage: Storage, task: FileScanTask, cache: dict[str, dict[str, pa.Array]]) -> pa.Array | None:
+def _positions(
+    storage: Storage, task: FileScanTask, cache: dict[tuple[str, int | None], dict[str, pa.Array]]
+) -> pa.Array | None:
     found = []
     for delete in task.deletes:
         if delete.content == FileContent.POSITION_DELETES:
-            if delete.path not in cache:
-                cache[delete.path] = read_position_deletes(storage, delete.path)
-            if task.file.path in cache[delete.path]:
-                found.append(cache[delete.path][task.file.path].to_numpy(zero_copy_only=False))
+            key = delete.entry.data_file.key  # one Puffin file holds many DVs
+            if key not in cache:
+                cache[key] = read_position_deletes(
+                    storage, delete.path, deletion_vector=delete.entry.data_file.deletion_vector()
+                )
+            if task.file.path in cache[key]:
+                found.append(cache[key][task.file.path].to_numpy(zero_copy_only=False))
     return pa.array(np.unique(np.concatenate(found)).astype(np.int64)) if found else None
 
 
@@ -182,7 +187,7 @@ def _iceberg_live_rows(storage: Storage, metadata: TableMetadata, snapshot: Snap
     """(data files, live rows) of ``snapshot``: every data file read whole, its deletes applied."""
     schema = metadata.schema_by_id(snapshot.schema_id) if snapshot.schema_id is not None else metadata.current_schema()
     scan = plan_scan(storage, metadata, snapshot)
-    positions: dict[str, dict[str, pa.Array]] = {}
+    positions: dict[tuple[str, int | None], dict[str, pa.Array]] = {}
     equality: dict[str, pa.Table] = {}
     rows = 0
     name_mapping = metadata.properties.get(NAME_MAPPING_PROPERTY)  # ids for imported files' columns
@@ -374,12 +379,25 @@ def _delta_checkpoint(location: str, version: int, options: StorageOptions) -> V
 
 def _live_entries(
     storage: Storage, metadata: TableMetadata, snapshot: Snapshot
-) -> dict[str, tuple[int, int, int | None]]:
+) -> dict[str, tuple[int, int, int | None, int | None]]:
+    """Live files by path (a DV: ``path@offset``, one Puffin file holds many) with their content,
+    sequence numbers and (v3) first row id."""
     scan = plan_scan(storage, metadata, snapshot)
     return {
-        f.path: (int(f.content), f.data_sequence_number, f.entry.file_sequence_number)
+        f.path if f.entry.data_file.content_offset is None else f"{f.path}@{f.entry.data_file.content_offset}": (
+            int(f.content),
+            f.data_sequence_number,
+            f.entry.file_sequence_number,
+            f.entry.data_file.first_row_id,
+        )
         for f in [*scan.data_files, *scan.delete_files]
     }
+
+
+def _renumbered(new: tuple[int, int, int | None, int | None], old: tuple[int, int, int | None, int | None]) -> bool:
+    """Whether a rewrite changed a file's content or numbers; a row id may only be assigned where
+    there was none ("Row Lineage for Upgraded Tables")."""
+    return new[:3] != old[:3] or (old[3] is not None and new[3] != old[3])
 
 
 def _iceberg_manifests(ref: TableRef, report: CheckpointReport, options: StorageOptions) -> Verification:
@@ -391,10 +409,14 @@ def _iceberg_manifests(ref: TableRef, report: CheckpointReport, options: Storage
     parent = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
     new, old = (_live_entries(table.storage, table.metadata, s) for s in (snapshot, parent))
     missing, extra = sorted(set(old) - set(new)), sorted(set(new) - set(old))
-    renumbered = sorted(p for p in set(new) & set(old) if new[p] != old[p])
+    renumbered = sorted(p for p in set(new) & set(old) if _renumbered(new[p], old[p]))
     problems = [
         f"{label}: {', '.join(paths[:_SHOWN])}" + (f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else "")
-        for label, paths in (("lost", missing), ("gained", extra), ("content or sequence numbers changed", renumbered))
+        for label, paths in (
+            ("lost", missing),
+            ("gained", extra),
+            ("content, sequence numbers or row ids changed", renumbered),
+        )
         if paths
     ]
     return Verification(

@@ -71,10 +71,3 @@ def test_malformed_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     path.write_text(json.dumps(document))
     err = _fails(capsys, table, tmp_path)
     assert "bucket[sixteen]" in err
-
-
-def test_format_version_3_is_read_but_not_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    table = small_file_table(tmp_path, appends=2)
-    _edit_metadata(table, {"format-version": 3})
-    err = _fails(capsys, table, tmp_path)
-    assert "Iceberg format-version 3 tables can be read but not written by lakeops" in err

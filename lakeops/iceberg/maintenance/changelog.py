@@ -78,7 +78,7 @@ from lakeops.delta.schema import StructType as DeltaStruct
 from lakeops.errors import InvalidArgument, NotFound, UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.arrow_schema import to_arrow_schema as iceberg_arrow_schema
 from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
-from lakeops.iceberg.deletes import apply_equality_deletes, read_equality_deletes, read_position_deletes
+from lakeops.iceberg.deletes import apply_equality_deletes, read_equality_deletes
 from lakeops.iceberg.maintenance.compaction import DeleteRef, extra_read_fields
 from lakeops.iceberg.manifest import FileContent, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
@@ -293,11 +293,12 @@ def change_schema(schema: Schema, table: str) -> DeltaStruct:
 
 @dataclass(frozen=True)
 class _State:
-    """A snapshot's live data files by path, their delete index and its live delete files by path."""
+    """A snapshot's live data files by path, their delete index and its live delete files by
+    :attr:`~lakeops.iceberg.manifest.DataFile.key` (a Puffin file holds many deletion vectors)."""
 
     data: dict[str, LiveFile]
     index: DeleteIndex
-    deletes: dict[str, LiveFile]
+    deletes: dict[tuple[str, int | None], LiveFile]
 
 
 class _LiveStates:
@@ -326,7 +327,7 @@ class _LiveStates:
                 f"{self.table}: snapshot {snapshot.snapshot_id} can no longer be read ({exc})"
             ) from exc
         files = [f for m in manifests for f in self._manifests[m.manifest_path]]
-        deletes = {f.path: f for f in files if f.content is not FileContent.DATA}
+        deletes = {f.entry.data_file.key: f for f in files if f.content is not FileContent.DATA}
         return _State(
             {f.path: f for f in files if f.content is FileContent.DATA},
             DeleteIndex(deletes.values(), self.unpartitioned),
@@ -345,7 +346,8 @@ class _Changed:
 
 
 def _require_parquet(file: LiveFile, table: str) -> None:
-    if file.entry.data_file.file_format.lower() != "parquet":
+    """Data and delete files are read as Parquet, deletion vectors from their Puffin blob."""
+    if file.entry.data_file.file_format.lower() != "parquet" and file.entry.data_file.deletion_vector() is None:
         raise UnsupportedFeature(
             f"{table}: {file.path} is a {file.entry.data_file.file_format} file; the changelog reads Parquet only"
         )
@@ -360,7 +362,11 @@ def snapshot_changes(before: _State, after: _State, snapshot: Snapshot, table: s
     for path in sorted(before.data.keys() | after.data.keys()):
         old = before.index.for_data_file(before.data[path]) if path in before.data else None
         new = after.index.for_data_file(after.data[path]) if path in after.data else None
-        if old is not None and new is not None and {d.path for d in old} == {d.path for d in new}:
+        if (
+            old is not None
+            and new is not None
+            and {d.entry.data_file.key for d in old} == {d.entry.data_file.key for d in new}
+        ):
             continue
         change = _Changed(after.data.get(path) or before.data[path], old, new)
         for f in (change.file, *(old or ()), *(new or ())):
@@ -433,17 +439,16 @@ def _require_same_line(metadata: TableMetadata, chain: list[Snapshot], through: 
 def _unit_files(changed: list[_Changed]) -> tuple[list[DeleteRef], list[FileChange]]:
     """The unit's delete files (each once) and its files, whose ``before``/``after`` index them."""
     refs: list[DeleteRef] = []
-    index: dict[str, int] = {}
+    index: dict[tuple[str, int | None], int] = {}
 
     def indexes(deletes: tuple[LiveFile, ...] | None) -> tuple[int, ...] | None:
         if deletes is None:
             return None
         for d in deletes:
-            if d.path not in index:
-                index[d.path] = len(refs)
-                ids = tuple(d.entry.data_file.equality_ids or ())
-                refs.append(DeleteRef(path=d.path, content=d.content, equality_ids=ids))
-        return tuple(index[d.path] for d in deletes)
+            if d.entry.data_file.key not in index:
+                index[d.entry.data_file.key] = len(refs)
+                refs.append(DeleteRef.of(d))
+        return tuple(index[d.entry.data_file.key] for d in deletes)
 
     files = [
         FileChange(path=c.file.path, size=c.file.file_size, before=indexes(c.before), after=indexes(c.after))
@@ -457,6 +462,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
     holds, and find the changed data files of every snapshot still to extract."""
     metadata = table.metadata
     name = table.name
+    metadata.check_writable("cdc")  # names a column type the change rows cannot hold
     if metadata.format_version < 2:
         raise UnsupportedFeature(
             f"{name}: format-version 1 tables have no sequence numbers, which order the changelog's progress marker"
@@ -579,7 +585,7 @@ class _Deletes:
         self.equality: dict[int, tuple[list[int], pa.Table]] = {}
         for i, ref in enumerate(refs):
             if ref.content == FileContent.POSITION_DELETES:
-                self.positions[i] = read_position_deletes(storage, ref.path)
+                self.positions[i] = ref.read_positions(storage)
             else:
                 ids = list(ref.equality_ids)
                 self.equality[i] = (ids, read_equality_deletes(storage, ref.path, ids, projection))

@@ -49,9 +49,10 @@ from lakeops.iceberg.deletes import (
     read_equality_deletes,
     read_position_deletes,
 )
-from lakeops.iceberg.manifest import DataFile, FileContent
+from lakeops.iceberg.manifest import DataFile, DeletionVectorRef, FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
+from lakeops.iceberg.row_lineage import LINEAGE_FIELDS, inherit
 from lakeops.iceberg.scan import FileScanTask, LiveFile, PartitionFilter, ScanPlan, may_reference, plan_scan
 from lakeops.iceberg.single_values import from_json, to_json
 from lakeops.iceberg.snapshot_update import ReplaceFiles
@@ -62,7 +63,7 @@ from lakeops.packing import first_fit_decreasing, write_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = [
@@ -115,6 +116,26 @@ class DeleteRef(BaseModel):
     path: str
     content: int  # 1 position, 2 equality
     equality_ids: tuple[int, ...] = ()
+    deletion_vector: DeletionVectorRef | None = None  # v3: the DV blob in the Puffin file at ``path``
+
+    @classmethod
+    def of(cls, delete: LiveFile) -> DeleteRef:
+        data = delete.entry.data_file
+        return cls(
+            path=delete.path,
+            content=delete.content,
+            equality_ids=tuple(data.equality_ids or ()),
+            deletion_vector=data.deletion_vector(),
+        )
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """The delete file's :attr:`~lakeops.iceberg.manifest.DataFile.key`."""
+        return self.path, self.deletion_vector.content_offset if self.deletion_vector is not None else None
+
+    def read_positions(self, storage: Storage) -> dict[str, pa.Array]:
+        """Deleted positions by data file path (see :func:`read_position_deletes`)."""
+        return read_position_deletes(storage, self.path, deletion_vector=self.deletion_vector)
 
 
 class GroupFile(BaseModel):
@@ -124,6 +145,9 @@ class GroupFile(BaseModel):
     size: int
     record_count: int
     deletes: tuple[int, ...] = ()  # indexes into RewriteGroup.deletes
+    #: v3 row lineage: the file's (inherited) first_row_id and data sequence number.
+    first_row_id: int | None = None
+    data_sequence_number: int = 0
 
 
 class RewriteGroup(BaseModel):
@@ -148,6 +172,8 @@ class RewriteGroup(BaseModel):
     target_file_size: int
     sort_order_json: dict[str, Any] | None = None
     properties: dict[str, str] = {}
+    #: v3: copy each row's ``_row_id`` and ``_last_updated_sequence_number`` into the new files.
+    row_lineage: bool = False
 
     @property
     def bytes(self) -> int:
@@ -205,7 +231,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     skipped_files: int  # candidates in a format lakeops cannot rewrite (Avro, ORC)
     partitions_compacted: int
     groups: list[RewriteGroup]
-    dangling_deletes: list[str]
+    dangling_deletes: list[DeleteRef]
     commit_retries: int | None = None
     commit_timeout: timedelta | None = None
     partial_progress: int | None = None
@@ -345,7 +371,7 @@ def plan_compaction(
 ) -> CompactionPlan:
     """Scan the current snapshot and choose the file groups to rewrite."""
     metadata = table.metadata
-    metadata.check_writable()
+    metadata.check_writable("compact")
     target, low, high = size_bounds(metadata, options)
     partition_filter = PartitionFilter(parse_predicate(options.where), metadata) if options.where else None
     snapshot = metadata.current_snapshot()
@@ -410,7 +436,7 @@ def plan_compaction(
         skipped_files=skipped,
         partitions_compacted=partitions,
         groups=groups,
-        dangling_deletes=[d.path for d in dangling],
+        dangling_deletes=[DeleteRef.of(d) for d in dangling],
         commit_retries=options.commit_retries,
         commit_timeout=options.commit_timeout,
         partial_progress=options.partial_progress,
@@ -448,25 +474,25 @@ def _unit(
 ) -> RewriteGroup:
     """The task unit of one group; its output directory and target size are filled in by the caller."""
     deletes: list[DeleteRef] = []
-    index: dict[str, int] = {}
+    index: dict[tuple[str, int | None], int] = {}
     files = []
     for task in sorted(group, key=lambda t: t.file.path):
         refs = []
         for delete in task.deletes:
-            if delete.path not in index:
-                index[delete.path] = len(deletes)
-                deletes.append(
-                    DeleteRef(
-                        path=delete.path,
-                        content=delete.content,
-                        equality_ids=tuple(delete.entry.data_file.equality_ids or ()),
-                    )
-                )
-            refs.append(index[delete.path])
+            key = delete.entry.data_file.key
+            if key not in index:
+                index[key] = len(deletes)
+                deletes.append(DeleteRef.of(delete))
+            refs.append(index[key])
         data = task.file.entry.data_file
         files.append(
             GroupFile(
-                path=data.file_path, size=data.file_size_in_bytes, record_count=data.record_count, deletes=tuple(refs)
+                path=data.file_path,
+                size=data.file_size_in_bytes,
+                record_count=data.record_count,
+                deletes=tuple(refs),
+                first_row_id=data.first_row_id,
+                data_sequence_number=task.file.data_sequence_number,
             )
         )
     equality_ids = {i for d in deletes for i in d.equality_ids}
@@ -488,6 +514,7 @@ def _unit(
         target_file_size=0,
         sort_order_json=sort_order.to_json() if sort_order is not None and not sort_order.is_unsorted else None,
         properties=dict(metadata.properties),
+        row_lineage=metadata.format_version >= 3,
     )
 
 
@@ -503,7 +530,7 @@ def _live_batches(
     equality: dict[int, tuple[list[int], pa.Table]] = {}
     for i, delete in enumerate(group.deletes):
         if delete.content == FileContent.POSITION_DELETES:
-            positions[i] = read_position_deletes(storage, delete.path)
+            positions[i] = delete.read_positions(storage)
         else:
             ids = list(delete.equality_ids)
             equality[i] = (ids, read_equality_deletes(storage, delete.path, ids, projection))
@@ -517,6 +544,8 @@ def _live_batches(
         batches = iter_parquet(storage, source.path, projection, name_mapping=name_mapping, batch_rows=READ_BATCH_ROWS)
         for batch in batches:
             rows = batch.num_rows
+            if group.row_lineage:  # before deletes: a row's id is its position in its file
+                batch = inherit(batch, source.first_row_id, source.data_sequence_number, start)
             live: pa.RecordBatch | pa.Table = batch
             if merged is not None:
                 live = apply_position_deletes(live, start, merged)
@@ -588,6 +617,8 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
     started = time.monotonic()
     storage = table_storage(group.table_location, group.properties, group.storage)
     schema = Schema.model_validate(group.table_schema)
+    if group.row_lineage:  # read (null when absent) and written like the table's columns
+        schema = schema.model_copy(update={"fields": (*schema.fields, *LINEAGE_FIELDS)})
     projection = StructType(fields=(*schema.fields, *(NestedField.model_validate(f) for f in group.extra_read_fields)))
     rows_per_file = estimate_rows_per_file(group.target_file_size, group.bytes, group.record_count)
     run = uuid.uuid4().hex[:16]
@@ -689,7 +720,7 @@ def commit_groups(
     by_id = {r.group_id: r for r in results}
     if set(by_id) != {g.group_id for g in groups}:
         raise InvalidArgument(f"{plan.table_name}: rewrite results do not match the plan's groups")
-    dangling = set(plan.dangling_deletes) if include_dangling else set()
+    dangling = {d.key for d in plan.dangling_deletes} if include_dangling else set()
     if not groups and not dangling:
         return CommitOutcome()
     table = load_table(plan.table, storage_options)
@@ -710,7 +741,7 @@ def commit_groups(
     change = _GroupsChange(
         start=start,
         groups=members,
-        dangling=[d for d in scan.delete_files if d.path in dangling],
+        dangling=[d for d in scan.delete_files if d.entry.data_file.key in dangling],
         data_sequence_number=plan.sequence_number if start.metadata.format_version >= 2 else None,
     )
     policy = RetryPolicy.of(table.metadata)
@@ -718,7 +749,7 @@ def commit_groups(
         policy = dataclasses.replace(policy, num_retries=plan.commit_retries)
     if plan.commit_timeout is not None:
         policy = dataclasses.replace(policy, total_timeout_ms=int(plan.commit_timeout.total_seconds() * 1000))
-    done = commit_change(start, change, current=table, policy=policy)
+    done = commit_change(start, change, current=table, policy=policy, operation="compact")
     committed = done.metadata.current_snapshot()
     assert committed is not None  # the snapshot just committed
     position = {g.group_id: i for i, g in enumerate(groups)}

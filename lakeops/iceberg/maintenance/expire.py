@@ -551,7 +551,7 @@ def commit_expiry(plan: ExpirePlan, storage_options: StorageOptions, *, batch_si
         )
     start = load_table(plan.table, storage_options)
     change = ExpireSnapshots(plan.options, plan.now_ms)
-    outcome = commit_change(start, change)
+    outcome = commit_change(start, change, operation="expire")
     assert change.base is not None and change.decision is not None
     if outcome.attempts == 1 and start.metadata_location == plan.metadata_location:
         deletion = plan.deletion  # committed on the planned metadata with the planned policy: the same set

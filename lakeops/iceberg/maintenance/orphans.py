@@ -384,7 +384,7 @@ def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
     the second-level directories are listed recursively on the driver when at most
     ``listing_threshold``, else they become Spark tasks (:func:`list_unit`)."""
     check_older_than(options, table.name)
-    table.metadata.check_writable()  # deleting acts as a writer: only format versions whose layout is known
+    table.metadata.check_writable("orphans")  # deleting acts as a writer: only format versions whose layout is known
     location = normalize(table.metadata.location, literal=True)
     storage = table.storage
     files, top = _children(storage, location)

@@ -52,6 +52,7 @@ from lakeops.iceberg.partitioning import PartitionSpec
 from lakeops.iceberg.scan import LiveFile, read_live_files
 from lakeops.iceberg.snapshot_update import (
     add_snapshot,
+    assign_row_ids,
     inside_location,
     metadata_dir,
     new_snapshot_id,
@@ -322,7 +323,7 @@ def plan_rewrite_manifests(
     table: IcebergTable, options: RewriteManifestsOptions, storage_options: StorageOptions
 ) -> RewriteManifestsPlan:
     """Read the current snapshot's manifests and choose which to merge into which new manifests."""
-    table.metadata.check_writable()
+    table.metadata.check_writable("checkpoint")
     metadata, snapshot = table.metadata, table.metadata.current_snapshot()
     target = _target_size(metadata, options)
     manifests = manifests_of(table.storage, snapshot) if snapshot is not None else []
@@ -469,12 +470,13 @@ class RewriteManifests:
             self.snapshot_id = new_snapshot_id(base)
         added = [m.model_copy(update={"added_snapshot_id": self.snapshot_id}) for m in self.added]
         sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
+        manifests, lineage = assign_row_ids(base, [*added, *kept])
         manifest_list = f"{metadata_dir(base)}/snap-{self.snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)
         write_manifest_list(
             current.storage,
             manifest_list,
-            [*added, *kept],
+            manifests,
             format_version=base.format_version,
             snapshot_id=self.snapshot_id,
             parent_snapshot_id=parent.snapshot_id,
@@ -496,6 +498,7 @@ class RewriteManifests:
                 "manifest-list": manifest_list,
                 "summary": summarize_changes("replace", [], [], parent, changed_partitions=0, extra=counters),
                 "schema-id": base.current_schema_id,
+                **lineage,
             }
         )
         return add_snapshot(base, snapshot, self.branch)
@@ -552,7 +555,7 @@ def commit_rewrite(
         raise
     # The change validates itself in apply (the replaced manifests must be current), so the table
     # as loaded now is the right start: a plan from an older snapshot still commits if they are.
-    return commit_change(table, change)
+    return commit_change(table, change, operation="checkpoint")
 
 
 def discard(plan: RewriteManifestsPlan, results: Sequence[WrittenManifest], storage_options: StorageOptions) -> int:

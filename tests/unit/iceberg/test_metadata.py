@@ -100,18 +100,24 @@ def test_v1_partition_fields_without_ids_are_numbered_from_1000() -> None:
     assert spec.fields[0].transform != "void" and not spec.is_unpartitioned
 
 
-def test_v3_reads_but_is_refused_for_writing_by_name() -> None:
+def test_v3_fields_are_read_and_snapshot_writers_refused_by_name() -> None:
     doc = minimal_metadata(3)
     doc["schemas"][0]["fields"].append(  # type: ignore[index]
         {"id": 2, "name": "y", "required": True, "type": "long", "initial-default": 7, "write-default": 8}
     )
-    doc["next-row-id"] = 0  # a v3 field lakeops does not model is kept
+    doc["next-row-id"] = 5
+    doc["encryption-keys"] = []  # a v3 field lakeops does not model is kept
     metadata = parse_metadata(json.dumps(doc).encode(), "s3://b/wh/t/metadata/v3.metadata.json")
     field = metadata.current_schema().fields[1]
     assert (field.initial_default, field.write_default) == (7, 8)
-    assert metadata.to_json()["next-row-id"] == 0
-    with pytest.raises(UnsupportedFeature, match="format-version 3 tables can be read but not written"):
-        serialize_metadata(metadata)
+    assert metadata.next_row_id == 5
+    written = json.loads(serialize_metadata(metadata))
+    assert (written["next-row-id"], written["encryption-keys"]) == (5, [])
+    assert metadata.supported_operations() == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
+    metadata.check_writable("expire")
+    refused = "lakeops commit does not support Iceberg format-version 3 tables yet: row lineage .* deletion vectors"
+    with pytest.raises(UnsupportedFeature, match=refused):
+        metadata.check_writable("commit")
 
 
 def test_unknown_format_version_is_named() -> None:

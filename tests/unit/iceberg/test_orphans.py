@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 
-from lakeops.errors import InvalidArgument, UnsafeOperation, UnsupportedFeature
+from lakeops.errors import InvalidArgument, UnsafeOperation
 from lakeops.iceberg.maintenance.orphans import (
     Listing,
     OrphanOptions,
@@ -276,11 +276,3 @@ def test_listing_keeps_the_table_pinned(tmp_path: Path) -> None:
     assert isinstance(listing, Listing) and listing.table is loaded and listing.units == []
     with pytest.raises(UnsafeOperation):
         plan_listing(loaded, OrphanOptions(older_than=timedelta(hours=1)))
-
-
-def test_a_format_version_lakeops_cannot_write_is_refused(tmp_path: Path) -> None:
-    table = small_file_table(tmp_path, appends=1, rows=5)
-    current = Path(_load(table).metadata_location.removeprefix("file://"))
-    current.write_text(json.dumps(json.loads(current.read_text()) | {"format-version": 3}))
-    with pytest.raises(UnsupportedFeature, match="format-version 3 tables can be read but not written"):
-        plan_listing(_load(table), OrphanOptions())
