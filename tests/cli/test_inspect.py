@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +15,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from lakeops_testdata import TESTDATA
 
+from lakeops import api
+from lakeops.delta import features
+from lakeops.errors import UnsupportedFeature
 from spark_jobs.cli import main as lakeops
 
 
@@ -130,3 +134,22 @@ def test_inspect_names_the_operations_a_feature_refuses(tmp_path: Path, capsys: 
 
     assert lakeops(["inspect", str(location)]) == 0
     assert "refused vacuum" in capsys.readouterr().out
+
+
+def test_inspect_lists_what_a_partly_supported_feature_allows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A known feature honoured by some operations only (``FeatureSupport.operations``): inspect says
+    which, and the others refuse naming the feature, the operation and why."""
+    partial = features.FeatureSupport(reader=True, writer=True, operations=frozenset({"read", "checkpoint"}), why="x")
+    monkeypatch.setitem(features.FEATURES, "timestampNtz", partial)
+    location = tmp_path / "t"
+    shutil.copytree(TESTDATA / "modern" / "delta" / "data-reader-timestamp_ntz", location)
+    report = _inspect(capsys, str(location))
+    assert report["feature_operations"] == {"timestampNtz": ["checkpoint", "read"]}
+    assert report["supported_operations"] == ["checkpoint", "read"]
+    assert report["refused_operations"]["compact"] == (
+        f"{location}: table feature timestampNtz is not supported by lakeops compact yet (x)"
+    )
+    with pytest.raises(UnsupportedFeature, match="timestampNtz is not supported by lakeops compact yet"):
+        api.compact(str(location))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -31,10 +32,13 @@ from lakeops.delta.type_widening import is_supported_widening
 from lakeops.errors import ProtocolError, UnsupportedFeature
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
+from lakeops.ops.expiry import ExpiryOptions
+from lakeops.ops.orphans import OrphansOptions
 from lakeops.storage import open_storage
 
 NESTED = TESTDATA / "modern" / "delta" / "type-widening-nested"
 LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
+OLD = 1_500_000_000.0
 NESTED_ROWS = [  # the fixture's rows, oldest first: the first written while the fields were integers
     {"struct": {"a": 1}, "map": [(2, 3)], "array": [4, 5]},
     {"struct": {"a": LONG_MAX}, "map": [(LONG_MAX, LONG_MAX)], "array": [LONG_MAX, LONG_MIN]},
@@ -92,7 +96,8 @@ def test_nested_fields_written_before_the_widening_read_as_long() -> None:
     assert first.field("array").type.value_type == pa.int32()  # the file really holds the old type
 
 
-def test_compaction_rewrites_in_the_current_type_and_keeps_the_type_changes(tmp_path: Path) -> None:
+def test_rewrites_write_the_current_type_and_keep_the_type_changes(tmp_path: Path) -> None:
+    """Compaction, checkpoint, log expiry and VACUUM on the fixture; its documented rows after each."""
     root = _copy(tmp_path)
     schema = _schema_strings(root)[-1]
     report = api.compact(str(root), CompactionOptions(min_input_files=2))
@@ -105,6 +110,14 @@ def test_compaction_rewrites_in_the_current_type_and_keeps_the_type_changes(tmp_
     assert api.checkpoint(str(root)).status == "written"
     storage = open_storage(str(root))
     assert load_snapshot(storage, str(root)).metadata.schema_string == schema  # the checkpoint kept it
+    assert sorted(_rows(root), key=lambda r: r["struct"]["a"]) == NESTED_ROWS
+
+    for path in root.rglob("*"):
+        os.utime(path, (OLD, OLD))  # every commit and file "a long time ago"
+    expired = api.expire(str(root), ExpiryOptions(older_than="1d", force=True))
+    assert expired.deleted_files == 6  # commits 0..2 and their .crc files: the checkpoint at 3 replaces them
+    vacuumed = api.orphans(str(root), OrphansOptions(older_than="0s", force_short_retention=True))
+    assert vacuumed.deleted_files == 2 and sorted(p.name for p in root.glob("*.parquet")) == [written.name]
     assert sorted(_rows(root), key=lambda r: r["struct"]["a"]) == NESTED_ROWS
 
 

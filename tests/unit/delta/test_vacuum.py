@@ -19,6 +19,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from lakeops_testdata import TESTDATA
 
+from lakeops import api
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.maintenance.vacuum import (
     Candidate,
@@ -34,6 +35,11 @@ from lakeops.delta.maintenance.vacuum import (
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, OutsideRoot, UnsafeOperation, UnsupportedFeature
+from lakeops.ops.cdc import CdcOptions
+from lakeops.ops.compaction import CompactionOptions
+from lakeops.ops.expiry import ExpiryOptions
+from lakeops.ops.inspect import InspectReport
+from lakeops.ops.orphans import OrphansOptions
 from lakeops.storage import StorageOptions, open_storage
 
 DAY_MS = 86_400_000
@@ -316,6 +322,29 @@ def test_vacuum_protocol_check_table_is_vacuumed(tmp_path: Path) -> None:
     assert _files(guarded) == live
     storage = open_storage(str(guarded))
     assert read_snapshot(load_snapshot(storage, str(guarded)), storage).sort_by("id").equals(expected)
+
+
+def test_vacuum_protocol_check_table_through_every_operation(tmp_path: Path) -> None:
+    guarded = _copy("basic-with-vacuum-protocol-check-feature", tmp_path, kernel=True)
+    expected = pq.read_table(guarded.parent / "expected").sort_by("id")
+    storage = open_storage(str(guarded))
+
+    def rows() -> pa.Table:
+        return read_snapshot(load_snapshot(storage, str(guarded)), storage).sort_by("id")
+
+    inspected = api.inspect(str(guarded))
+    assert isinstance(inspected, InspectReport) and inspected.refused_operations == {}
+    compacted = api.compact(str(guarded), CompactionOptions(min_input_files=2))
+    assert (compacted.files_removed, compacted.files_added, compacted.rows_written) == (2, 1, 100)
+    assert api.checkpoint(str(guarded)).status == "written"
+    changes = api.cdc(str(guarded), CdcOptions(from_version=0, output=str(tmp_path / "changes")))
+    assert (changes.rows_insert, changes.rows_delete) == (100, 0)  # OPTIMIZE (dataChange false) is no change
+    _age_all(guarded)
+    expired = api.expire(str(guarded), ExpiryOptions(older_than="1d", force=True))
+    assert expired.deleted_files == 4  # commits 0 and 1 and their .crc files: the checkpoint at 2 replaces them
+    vacuumed = api.orphans(str(guarded), OrphansOptions(older_than="0s", force_short_retention=True))
+    assert vacuumed.deleted_files == 2  # the two compacted files
+    assert rows().equals(expected)
 
 
 def test_tables_vacuum_cannot_handle_are_refused(tmp_path: Path) -> None:
