@@ -8,14 +8,20 @@ from collections import Counter
 
 from pydantic import BaseModel
 
+from lakeops.errors import InvalidArgument, VersionNotFound
+from lakeops.icechunk.ids import validate_id
 from lakeops.icechunk.maintenance.expiry import plan_expiry
 from lakeops.icechunk.maintenance.gc import list_objects, plan_gc
 from lakeops.icechunk.maintenance.packing import plan_packing
+from lakeops.icechunk.maintenance.retention import DEFAULT_RETENTION
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
-from lakeops.icechunk.repository import Repository
-from lakeops.storage import Storage, StorageOptions
+from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
+from lakeops.icechunk.versioned import TRANSACTIONS_DIR, VersionedRepository
+from lakeops.storage import FileInfo, Storage, StorageOptions, join, relative_to
 
-__all__ = ["RepositorySummary", "summarize"]
+__all__ = ["RepositorySummary", "summarize", "summarize_versioned"]
+
+_OBJECT_DIRECTORIES = (SNAPSHOTS_DIR, MANIFESTS_DIR, CHUNKS_DIR, TRANSACTIONS_DIR)
 
 
 class RepositorySummary(BaseModel):
@@ -102,4 +108,78 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
         expirable_branch_files=len(expiry.files),
         reclaimable_objects=len(candidates),
         reclaimable_bytes=sum(c.size for c in candidates),
+    )
+
+
+def _listing(storage: Storage, root: str, directory: str) -> dict[str, FileInfo]:
+    """Objects of one directory by id; names that are not ids are not objects and are left out."""
+    prefix = join(root, directory)
+    found: dict[str, FileInfo] = {}
+    for info in storage.list(prefix):
+        name = relative_to(prefix, info.path)
+        try:
+            found[validate_id(name)] = info
+        except InvalidArgument:
+            continue
+    return found
+
+
+def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
+    """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
+
+    Reclaimable objects follow garbage collection's rule (spec "Deletes", Icechunk's own GC): an
+    object is kept when the ancestry of a branch or tag reaches it, or when it is younger than the
+    default retention (a concurrent writer's); transaction logs share their snapshot's fate. Nothing
+    here is packable or expirable: lakeops does not yet compact or expire these formats."""
+    repo = VersionedRepository(storage, root)
+    info = repo.info
+    tip = info.branches.get(branch)
+    if tip is None:
+        raise VersionNotFound(f"{repo.root}: no branch {branch!r} (branches: {', '.join(sorted(info.branches))})")
+    objects = {directory: _listing(storage, repo.root, directory) for directory in _OBJECT_DIRECTORIES}
+    cutoff = now_ms - int(DEFAULT_RETENTION.total_seconds() * 1000)
+    roots = {entry.id for ref in [*info.branches.values(), *info.tags.values()] for entry in info.ancestry(ref)}
+    young = {name for name, file in objects[SNAPSHOTS_DIR].items() if file.mtime_ms >= cutoff}
+    live = repo.reached(roots | young)
+    kept = {SNAPSHOTS_DIR: live.snapshots, TRANSACTIONS_DIR: live.snapshots, MANIFESTS_DIR: live.manifests}
+    kept[CHUNKS_DIR] = live.chunks
+    reclaimable = [
+        file
+        for directory, files in objects.items()
+        for name, file in files.items()
+        if name not in kept[directory] and file.mtime_ms < cutoff
+    ]
+    kinds: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    tip_snapshot = repo.snapshot(tip)
+    arrays = {node.id for node in tip_snapshot.nodes if node.is_array}
+    for manifest_id in repo.manifest_ids(tip):
+        for array in repo.manifest(manifest_id).arrays:
+            if array.node_id in arrays:
+                for ref in array.refs:
+                    kinds[ref.kind] += 1
+                    sizes[ref.kind] += len(ref.inline) if ref.inline is not None else ref.length
+    ancestry = info.ancestry(tip)
+    return RepositorySummary(
+        branch=branch,
+        snapshot=tip,
+        branches=sorted(info.branches),
+        tags=sorted(info.tags),
+        branch_files=len(info.branches) if info.spec_version == 1 else 0,
+        snapshots=len(objects[SNAPSHOTS_DIR]),
+        ancestry_length=len(ancestry),
+        oldest_snapshot_age_s=now_ms / 1000 - min(entry.flushed_at for entry in ancestry) / 1_000_000,
+        manifests=len(objects[MANIFESTS_DIR]),
+        groups=len(tip_snapshot.nodes) - len(arrays),
+        arrays=len(arrays),
+        chunks_inline=kinds["inline"],
+        chunks_virtual=kinds["virtual"],
+        chunks_native=kinds["native"],
+        inline_bytes=sizes["inline"],
+        virtual_bytes=sizes["virtual"],
+        native_bytes=sizes["native"],
+        chunk_objects=len(objects[CHUNKS_DIR]),
+        chunk_object_bytes=sum(file.size for file in objects[CHUNKS_DIR].values()),
+        reclaimable_objects=len(reclaimable),
+        reclaimable_bytes=sum(file.size for file in reclaimable),
     )

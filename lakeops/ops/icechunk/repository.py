@@ -1,8 +1,10 @@
 """Which kind of Icechunk repository a run meets, and what each kind allows.
 
-A repository in the ``icechunk`` package's format (:func:`~lakeops.icechunk.maintenance.delegated.is_package_format`)
-has its expiry and garbage collection planned for that package, which then deletes the files itself
-(no ``--quarantine``); compaction, change capture and inspection refuse it.
+lakeops reads and writes the seed format itself. Icechunk format 1 and 2
+(:func:`~lakeops.icechunk.versioned.format_version`) it reads natively, so ``inspect`` works on both;
+it writes neither yet. Format 1 has its expiry and garbage collection planned for the ``icechunk``
+package, which then deletes the files itself (no ``--quarantine``). Every other operation that would
+write a format 1 or 2 repository is refused, naming the operation and the format.
 """
 
 from __future__ import annotations
@@ -16,17 +18,24 @@ from lakeops.icechunk.maintenance import delegated
 from lakeops.icechunk.maintenance.delegated import DelegatedPlan, Operation
 from lakeops.icechunk.maintenance.expiry import IcechunkExpiryPlan
 from lakeops.icechunk.maintenance.gc import GcPlan
+from lakeops.icechunk.versioned import format_version
 from lakeops.storage import Storage, StorageOptions
 from lakeops.units import format_duration, instant
 
 __all__ = ["RemovalPlan", "delegated_plan", "refuse_package_format", "refuse_quarantine", "removal_fields"]
 
 
+#: The format the icechunk 1.x package, lakeops' delegate, reads and writes.
+_PACKAGE_FORMAT = 1
+
+
 def refuse_package_format(storage: Storage, location: str, operation: str) -> None:
-    if delegated.is_package_format(storage, location):
+    """Refuse ``operation`` on a format 1 or 2 repository: lakeops does not write those formats."""
+    version = format_version(storage, location)
+    if version is not None:
         raise UnsupportedFeature(
-            f"{location}: {operation} of repositories in the Icechunk 1.x/2.x format is not available; lakeops "
-            "delegates only expire and orphans to the icechunk package for them"
+            f"{location}: {operation} of Icechunk format {version} repositories is not available: lakeops reads "
+            f"that format but does not write it (only expire and orphans, on format 1, through the icechunk package)"
         )
 
 
@@ -42,8 +51,14 @@ def delegated_plan(
 ) -> DelegatedPlan | None:
     """The plan handing ``operation`` to the icechunk package when ``location`` is in its format; None
     for a seed-format repository, which lakeops plans itself."""
-    if not delegated.is_package_format(storage, location):
+    version = format_version(storage, location)
+    if version is None and not delegated.is_package_format(storage, location):
         return None
+    if version is not None and version > _PACKAGE_FORMAT:
+        raise UnsupportedFeature(
+            f"{location}: {operation} of Icechunk format {version} repositories is not available: lakeops does not "
+            f"write the repo object yet, and the icechunk package it delegates to reads format {_PACKAGE_FORMAT} only"
+        )
     return delegated.plan_delegated(
         storage, location, storage_options, operation=operation, retention=retention, force=force, now_ms=now_ms
     )
