@@ -86,7 +86,7 @@ class Table:
         start = self._deref(at)
         return start + 4, self._unpack("<I", start)
 
-    def bytes(self, index: int) -> bytes | None:
+    def byte_vector(self, index: int) -> bytes | None:
         """A ``[uint8]`` vector or a ``string``'s bytes."""
         vector = self._vector(index)
         if vector is None:
@@ -97,7 +97,7 @@ class Table:
         return self.buf[start : start + length]
 
     def string(self, index: int) -> str | None:
-        raw = self.bytes(index)
+        raw = self.byte_vector(index)
         return None if raw is None else raw.decode("utf-8", errors="strict")
 
     def tables(self, index: int) -> list[Table]:

@@ -169,12 +169,12 @@ def decode_snapshot(data: bytes, path: str) -> Snapshot:
 def _chunk_ref(table: Table) -> ChunkRef:
     return ChunkRef(
         index=table.scalars(0, "I"),
-        inline=table.bytes(1),
+        inline=table.byte_vector(1),
         offset=table.scalar(2, "Q"),
         length=table.scalar(3, "Q"),
         chunk_id=object_id(table, 4),
         location=table.string(5),
-        compressed_location=table.bytes(8),
+        compressed_location=table.byte_vector(8),
     )
 
 

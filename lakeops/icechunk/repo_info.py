@@ -110,7 +110,7 @@ def _ref_target(storage: Storage, path: str) -> str:
     try:
         return validate_id(json.loads(storage.read(path))["snapshot"], "snapshot id")
     except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptFile(f"{path}: not a ref file ({{\"snapshot\": ID}}): {exc}") from exc
+        raise CorruptFile(f'{path}: not a ref file ({{"snapshot": ID}}): {exc}') from exc
 
 
 def _format1(storage: Storage, root: str, load: Callable[[str], Snapshot]) -> RepoInfo:

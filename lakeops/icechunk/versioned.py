@@ -99,4 +99,3 @@ class VersionedRepository:
             for array in self.manifest(manifest_id).arrays:
                 reached.chunks.update(ref.chunk_id for ref in array.refs if ref.chunk_id is not None)
         return reached
-
