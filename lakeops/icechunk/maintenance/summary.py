@@ -57,6 +57,14 @@ class RepositorySummary(BaseModel):
     reclaimable_bytes: int = 0
 
 
+def _chunk_fields(kinds: Counter[str], sizes: Counter[str]) -> dict[str, int]:
+    """Chunk refs and their bytes by kind (``inline``, ``virtual``, ``native``), named as the fields."""
+    fields: dict[str, int] = {}
+    for kind in ("inline", "virtual", "native"):
+        fields[f"chunks_{kind}"], fields[f"{kind}_bytes"] = kinds[kind], sizes[kind]
+    return fields
+
+
 def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
     """Read the refs, the tip of ``branch`` and a listing of every object directory."""
     repo = Repository(storage, root)
@@ -96,12 +104,7 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
         attribute_files=len(objects["attributes"]),
         groups=sum(1 for n in nodes if not n.is_array),
         arrays=sum(1 for n in nodes if n.is_array),
-        chunks_inline=kinds["inline"],
-        chunks_virtual=kinds["virtual"],
-        chunks_native=kinds["native"],
-        inline_bytes=sizes["inline"],
-        virtual_bytes=sizes["virtual"],
-        native_bytes=sizes["native"],
+        **_chunk_fields(kinds, sizes),
         chunk_objects=len(objects["chunk"]),
         chunk_object_bytes=sum(info.size for info in objects["chunk"].values()),
         packable_chunk_objects=packing.input_files,
@@ -172,12 +175,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
         manifests=len(objects[MANIFESTS_DIR]),
         groups=len(tip_snapshot.nodes) - len(arrays),
         arrays=len(arrays),
-        chunks_inline=kinds["inline"],
-        chunks_virtual=kinds["virtual"],
-        chunks_native=kinds["native"],
-        inline_bytes=sizes["inline"],
-        virtual_bytes=sizes["virtual"],
-        native_bytes=sizes["native"],
+        **_chunk_fields(kinds, sizes),
         chunk_objects=len(objects[CHUNKS_DIR]),
         chunk_object_bytes=sum(file.size for file in objects[CHUNKS_DIR].values()),
         reclaimable_objects=len(reclaimable),
