@@ -6,10 +6,11 @@ per branch version). Current Icechunk releases
 write another format: binary files that start with the header ``ICE🧊CHUNK`` (then the writer's
 name padded to 24 bytes, the spec version and the file type), branches held in one mutable
 ``refs/branch.NAME/ref.json``, a repository-info object ``repo`` at the root in later spec
-versions, and transaction logs in ``transactions/``. Reimplementing that format would duplicate the
-package and drift from it, so lakeops detects it (:func:`is_package_format`) and delegates expiry
-and garbage collection to the package's own ``Repository.expire_snapshots`` and
-``Repository.garbage_collect``, installed as the optional extra ``lakeops[icechunk]``.
+versions, and transaction logs in ``transactions/``. lakeops reads that format itself
+(:mod:`lakeops.icechunk.versioned`) but does not write it yet, so it detects it
+(:func:`is_package_format`) and delegates expiry and garbage collection of format 1 to the package's
+own ``Repository.expire_snapshots`` and ``Repository.garbage_collect``, installed as the optional
+extra ``lakeops[icechunk]`` (icechunk 1.x reads format 1 only; format 2 is refused before this).
 
 The package's rules apply: expiry dates snapshots by ``written_at``, keeps every ref's tip and the
 repository's initial snapshot, and never deletes a branch or tag; garbage collection deletes objects
