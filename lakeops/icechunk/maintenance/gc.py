@@ -70,6 +70,7 @@ __all__ = [
     "ObjectKind",
     "list_kind",
     "list_objects",
+    "scan_directory",
     "plan_gc",
     "recheck",
 ]
@@ -173,11 +174,11 @@ def list_objects(storage: Storage, root: str) -> tuple[dict[ObjectKind, dict[str
 
 
 def list_kind(storage: Storage, root: str, kind: ObjectKind) -> tuple[dict[str, FileInfo], int]:
-    found, temps, others = _scan(storage, join(root, OBJECT_DIRS[kind]))
+    found, temps, others = scan_directory(storage, join(root, OBJECT_DIRS[kind]))
     return found, len(temps) + others
 
 
-def _scan(storage: Storage, prefix: str) -> tuple[dict[str, FileInfo], list[FileInfo], int]:
+def scan_directory(storage: Storage, prefix: str) -> tuple[dict[str, FileInfo], list[FileInfo], int]:
     """Objects under ``prefix`` by id, lakeops temporary files, and how many other files there are."""
     found: dict[str, FileInfo] = {}
     temps: list[FileInfo] = []
@@ -253,10 +254,10 @@ def plan_gc(
     temps: list[FileInfo] = []
     unrecognised = 0
     for kind, directory in OBJECT_DIRS.items():
-        objects[kind], in_dir, others = _scan(storage, join(repo.root, directory))
+        objects[kind], in_dir, others = scan_directory(storage, join(repo.root, directory))
         temps += in_dir
         unrecognised += others
-    _, in_refs, _ = _scan(storage, join(repo.root, refs.REFS_DIR))
+    _, in_refs, _ = scan_directory(storage, join(repo.root, refs.REFS_DIR))
     temps += in_refs
     ref_files, young = retained_roots(storage, repo.root, objects["snapshot"], cutoff)
     live = _reachable(repo, ref_files, young)

@@ -8,20 +8,17 @@ from collections import Counter
 
 from pydantic import BaseModel
 
-from lakeops.errors import InvalidArgument, VersionNotFound
-from lakeops.icechunk.ids import validate_id
+from lakeops.errors import VersionNotFound
 from lakeops.icechunk.maintenance.expiry import plan_expiry
-from lakeops.icechunk.maintenance.gc import list_objects, plan_gc
+from lakeops.icechunk.maintenance.gc import list_objects, plan_gc, scan_directory
 from lakeops.icechunk.maintenance.packing import plan_packing
-from lakeops.icechunk.maintenance.retention import DEFAULT_RETENTION
+from lakeops.icechunk.maintenance.versioned_gc import KINDS, plan_versioned_gc
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
-from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
-from lakeops.icechunk.versioned import TRANSACTIONS_DIR, VersionedRepository
-from lakeops.storage import FileInfo, Storage, StorageOptions, join, relative_to
+from lakeops.icechunk.repository import Repository
+from lakeops.icechunk.versioned import VersionedRepository
+from lakeops.storage import Storage, StorageOptions, join
 
 __all__ = ["RepositorySummary", "summarize", "summarize_versioned"]
-
-_OBJECT_DIRECTORIES = (SNAPSHOTS_DIR, MANIFESTS_DIR, CHUNKS_DIR, TRANSACTIONS_DIR)
 
 
 class RepositorySummary(BaseModel):
@@ -114,44 +111,19 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
     )
 
 
-def _listing(storage: Storage, root: str, directory: str) -> dict[str, FileInfo]:
-    """Objects of one directory by id; names that are not ids are not objects and are left out."""
-    prefix = join(root, directory)
-    found: dict[str, FileInfo] = {}
-    for info in storage.list(prefix):
-        name = relative_to(prefix, info.path)
-        try:
-            found[validate_id(name)] = info
-        except InvalidArgument:
-            continue
-    return found
-
-
 def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
     """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
 
-    Reclaimable objects follow garbage collection's rule (spec "Deletes", Icechunk's own GC): an
-    object is kept when the ancestry of a branch or tag reaches it, or when it is younger than the
-    default retention (a concurrent writer's); transaction logs share their snapshot's fate. Nothing
-    here is packable or expirable: lakeops does not yet compact or expire these formats."""
+    Reclaimable objects are what :mod:`.versioned_gc` would delete now with the default retention.
+    Nothing is packable or expirable: lakeops does not compact or expire these formats itself."""
     repo = VersionedRepository(storage, root)
     info = repo.info
     tip = info.branches.get(branch)
     if tip is None:
         raise VersionNotFound(f"{repo.root}: no branch {branch!r} (branches: {', '.join(sorted(info.branches))})")
-    objects = {directory: _listing(storage, repo.root, directory) for directory in _OBJECT_DIRECTORIES}
-    cutoff = now_ms - int(DEFAULT_RETENTION.total_seconds() * 1000)
-    roots = {entry.id for ref in [*info.branches.values(), *info.tags.values()] for entry in info.ancestry(ref)}
-    young = {name for name, file in objects[SNAPSHOTS_DIR].items() if file.mtime_ms >= cutoff}
-    live = repo.reached(roots | young)
-    kept = {SNAPSHOTS_DIR: live.snapshots, TRANSACTIONS_DIR: live.snapshots, MANIFESTS_DIR: live.manifests}
-    kept[CHUNKS_DIR] = live.chunks
-    reclaimable = [
-        file
-        for directory, files in objects.items()
-        for name, file in files.items()
-        if name not in kept[directory] and file.mtime_ms < cutoff
-    ]
+    gc = plan_versioned_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms)
+    listed = {kind: scan_directory(storage, join(repo.root, directory))[0] for kind, directory in KINDS.items()}
+    reclaimable = gc.candidates
     kinds: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     tip_snapshot = repo.snapshot(tip)
@@ -169,15 +141,15 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
         branches=sorted(info.branches),
         tags=sorted(info.tags),
         branch_files=len(info.branches) if info.spec_version == 1 else 0,
-        snapshots=len(objects[SNAPSHOTS_DIR]),
+        snapshots=len(listed["snapshot"]),
         ancestry_length=len(ancestry),
         oldest_snapshot_age_s=now_ms / 1000 - min(entry.flushed_at for entry in ancestry) / 1_000_000,
-        manifests=len(objects[MANIFESTS_DIR]),
+        manifests=len(listed["manifest"]),
         groups=len(tip_snapshot.nodes) - len(arrays),
         arrays=len(arrays),
         **_chunk_fields(kinds, sizes),
-        chunk_objects=len(objects[CHUNKS_DIR]),
-        chunk_object_bytes=sum(file.size for file in objects[CHUNKS_DIR].values()),
+        chunk_objects=len(listed["chunk"]),
+        chunk_object_bytes=sum(file.size for file in listed["chunk"].values()),
         reclaimable_objects=len(reclaimable),
         reclaimable_bytes=sum(file.size for file in reclaimable),
     )

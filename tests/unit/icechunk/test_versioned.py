@@ -8,7 +8,9 @@ and ``split-repo-v2`` a 10x10 float32 array ``/group1/split`` in 3x3 chunks spre
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import icechunk
@@ -174,11 +176,80 @@ def test_compaction_and_change_capture_are_refused_by_name_and_format(name: str,
     assert _files(root) == before
 
 
-def test_expiry_and_garbage_collection_of_format_2_are_refused_by_name(tmp_path: Path) -> None:
+def test_expiry_of_format_2_is_refused_by_name(tmp_path: Path) -> None:
     root = _copy("test-repo-v2", tmp_path)
     before = _files(root)
     with pytest.raises(UnsupportedFeature, match="expire of Icechunk format 2 repositories is not available"):
         api.expire(str(root), ExpiryOptions(older_than="8d"))
-    with pytest.raises(UnsupportedFeature, match="orphans of Icechunk format 2 repositories is not available"):
-        api.orphans(str(root), OrphansOptions(older_than="8d"))
     assert _files(root) == before
+
+
+#: Objects no ref reaches, planted in a copy: an abandoned writer's chunk, manifest, snapshot and log.
+PLANTED = [
+    "chunks/0000000000000000000G",
+    "manifests/0000000000000000001G",
+    "snapshots/0000000000000000002G",
+    "transactions/0000000000000000002G",
+]
+
+
+def _plant(root: Path) -> None:
+    """The planted objects; the snapshot is a real one's bytes (a young snapshot is read, as a root)."""
+    real = max((root / "snapshots").iterdir())
+    for relative in PLANTED:
+        (root / relative).write_bytes(b"never committed")
+    shutil.copy(real, root / "snapshots" / "0000000000000000002G")
+
+
+def _age(root: Path, days: int) -> None:
+    old = time.time() - days * 24 * 3600
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+
+
+@pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2", "split-repo-v2"])
+def test_garbage_collection_deletes_exactly_the_unreachable_objects(name: str, tmp_path: Path) -> None:
+    root = _copy(name, tmp_path)
+    inspected = _inspect(root)
+    _plant(root)
+    before = _files(root)
+    _age(root, 10)
+    assert _inspect(root).reclaimable_objects == len(PLANTED)
+
+    dry = api.orphans(str(root), OrphansOptions(older_than="8d"), dry_run=True)
+    assert _files(root) == before
+    report = api.orphans(str(root), OrphansOptions(older_than="8d"))
+    assert (dry.deleted_files, report.deleted_files) == (len(PLANTED), len(PLANTED))
+    assert (report.deleted_snapshots, report.deleted_manifests, report.deleted_chunks) == (1, 1, 1)
+    assert report.deleted_transaction_logs == 1
+    assert _files(root) == {path: data for path, data in before.items() if path not in PLANTED}
+    after = _inspect(root)
+    same = {"duration_s", "oldest_snapshot_age_s", "reclaimable_objects", "reclaimable_bytes"}
+    assert after.model_dump(exclude=same) == inspected.model_dump(exclude=same)
+    assert after.reclaimable_objects == 0
+
+
+def test_young_unreachable_objects_are_kept(tmp_path: Path) -> None:
+    """A writer's objects before its commit lands look unreachable: the retention protects them (a young
+    snapshot is even a root, with its transaction log; the chunk and manifest are too recent)."""
+    root = _copy("test-repo-v2", tmp_path)
+    _age(root, 10)
+    _plant(root)
+    report = api.orphans(str(root), OrphansOptions(older_than="8d"))
+    assert (report.deleted_files, report.files_too_recent) == (0, 2)
+    assert all((root / relative).exists() for relative in PLANTED)
+
+
+def test_format_1_after_garbage_collection_reads_the_same_through_the_package(tmp_path: Path) -> None:
+    root = _copy("test-repo-v1", tmp_path)
+    (root / "chunks" / "0000000000000000000G").write_bytes(b"orphan chunk")
+    package = icechunk.Repository.open(icechunk.local_filesystem_storage(str(root)))
+    lines = {branch: [s.id for s in package.ancestry(branch=branch)] for branch in package.list_branches()}
+    view = _package_view(root)
+    _age(root, 10)
+    assert api.orphans(str(root), OrphansOptions(older_than="8d")).deleted_chunks == 1
+    package = icechunk.Repository.open(icechunk.local_filesystem_storage(str(root)))
+    assert {branch: [s.id for s in package.ancestry(branch=branch)] for branch in package.list_branches()} == lines
+    assert _package_view(root) == view
+    session = package.readonly_session("main")
+    assert zarr.open_array(session.store, path="group1/small_chunks", mode="r")[:].shape == (5,)

@@ -1,0 +1,200 @@
+"""Garbage collection of Icechunk format 1 and 2 repositories, done by lakeops itself.
+
+Spec basis (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md): "Storage Operations"
+(deletes, for garbage collection), "File Layout" (objects live in ``snapshots/``, ``manifests/``,
+``chunks/``, ``transactions/``), "Snapshot Files" and "Chunk Manifest Files" (what names what),
+"Transaction Log Files" (each snapshot's log is ``transactions/{snapshot id}``).
+
+**Retained snapshots** (the roots), with ``cutoff = now - retention``:
+
+1. every snapshot on the ancestry of a branch or a (not deleted) tag — history is cut by expiry, never
+   by garbage collection;
+2. format 2: every snapshot the repo object lists, so nothing the only mutable object names is ever
+   deleted and the repo object need not be rewritten (lakeops does not write it);
+3. every snapshot file younger than the cutoff: it may be a concurrent writer's, not committed yet.
+
+**Reachable**: the roots' snapshot files and transaction logs, the manifests they name, the native
+chunks those manifests name. **Deleted**: every object of the four directories whose name is an id,
+not reachable, last modified before the cutoff. Nothing else is listed: ``refs/``, the ``repo``
+object, ``overwritten/`` and ``config.yaml`` are never candidates, and batches refuse ``refs/`` and
+``repo`` besides. Just before deleting, the roots are read again; if they changed (a commit, a branch
+reset), candidates that became reachable are dropped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.errors import InvalidArgument
+from lakeops.icechunk.maintenance.gc import DEFAULT_BATCH_SIZE, Delete, scan_directory
+from lakeops.icechunk.maintenance.retention import resolve_retention
+from lakeops.icechunk.refs import REFS_DIR
+from lakeops.icechunk.repo_info import REPO_OBJECT
+from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR
+from lakeops.icechunk.versioned import TRANSACTIONS_DIR, Reached, VersionedRepository
+from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage
+from lakeops.units import cutoff_ms as compute_cutoff
+
+__all__ = ["KINDS", "VersionedGcPlan", "plan_versioned_gc"]
+
+#: Candidate kind -> its directory.
+KINDS = {
+    "snapshot": SNAPSHOTS_DIR,
+    "manifest": MANIFESTS_DIR,
+    "chunk": CHUNKS_DIR,
+    "transaction_log": TRANSACTIONS_DIR,
+}
+
+
+def _roots(repo: VersionedRepository, snapshots: dict[str, FileInfo], cutoff: int) -> list[str]:
+    """The retained snapshots (module docs), sorted."""
+    info = repo.info
+    tips = [*info.branches.values(), *info.tags.values()]
+    retained = {entry.id for tip in tips for entry in info.ancestry(tip)}
+    if info.spec_version >= 2:
+        retained |= info.snapshots.keys()
+    retained |= {name for name, file in snapshots.items() if file.mtime_ms >= cutoff}
+    return sorted(retained)
+
+
+def _held(reached: Reached, kind: str) -> set[str]:
+    by_kind = {"manifest": reached.manifests, "chunk": reached.chunks}
+    return by_kind.get(kind, reached.snapshots)  # a transaction log shares its snapshot's fate
+
+
+def _batches(root: str, options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
+    return make_batches(root, options, candidates, size, protected=[join(root, REFS_DIR), join(root, REPO_OBJECT)])
+
+
+class VersionedGcPlan(BaseModel):
+    """Immutable, printable plan computed from one listing of a format 1 or 2 repository."""
+
+    model_config = ConfigDict(frozen=True)
+
+    format: ClassVar[str] = "icechunk"
+    #: lakeops deletes the files itself, so it can move them into a trash run instead.
+    can_quarantine: ClassVar[bool] = True
+
+    table_root: str
+    spec_version: int
+    retention: timedelta
+    cutoff_ms: int
+    storage: StorageOptions
+    batch_size: int = Field(ge=1)
+    roots: list[str]
+    objects_scanned: int
+    objects_reachable: int
+    objects_too_recent: int
+    unrecognised_files: int
+    batches: list[DeleteBatch]
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for b in self.batches for c in b.files]
+
+    def recheck(self, storage: Storage) -> VersionedGcPlan:
+        """The plan re-validated just before deleting (module docs)."""
+        repo = VersionedRepository(storage, self.table_root)
+        snapshots, _, _ = scan_directory(storage, join(self.table_root, SNAPSHOTS_DIR))
+        roots = _roots(repo, snapshots, self.cutoff_ms)
+        if roots == self.roots:
+            return self
+        reached = repo.reached(set(roots))
+        kept = [c for c in self.candidates if c.path.rsplit("/", 1)[1] not in _held(reached, c.kind)]
+        return self.model_copy(
+            update={
+                "roots": roots,
+                "objects_reachable": self.objects_reachable + len(self.candidates) - len(kept),
+                "batches": _batches(self.table_root, self.storage, kept, self.batch_size),
+            }
+        )
+
+    def collect_garbage(
+        self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """Unless ``dry_run``: :meth:`recheck`, tell ``note`` what will go, ``delete`` the batches. The
+        report's figures, named as its fields."""
+        if dry_run:
+            return self.report_fields(dry_run=True)
+        plan = self.recheck(open_storage(self.table_root, storage_options))
+        note(
+            f"{plan.objects_scanned} objects scanned, {plan.objects_reachable} reachable; "
+            f"{len(plan.candidates)} unreachable objects older than the floor to delete"
+        )
+        results = delete(plan.batches)
+        if sorted(r.batch_id for r in results) != [b.batch_id for b in plan.batches]:
+            raise InvalidArgument(f"{plan.table_root}: delete results do not match the plan's batches")
+        return plan.report_fields(dry_run=False)
+
+    def report_fields(self, *, dry_run: bool) -> dict[str, Any]:
+        kinds = Counter(c.kind for c in self.candidates)
+        return {
+            "retained_snapshots": len(self.roots),
+            "objects_scanned": self.objects_scanned,
+            "objects_reachable": self.objects_reachable,
+            "files_too_recent": self.objects_too_recent,
+            "unrecognised_files": self.unrecognised_files,
+            "batches": len(self.batches),
+            "deleted_snapshots": kinds["snapshot"],
+            "deleted_manifests": kinds["manifest"],
+            "deleted_chunks": kinds["chunk"],
+            "deleted_transaction_logs": kinds["transaction_log"],
+            "deleted_files": len(self.candidates),
+            "deleted_bytes": sum(c.size for c in self.candidates),
+            "paths": [c.path for c in self.candidates] if dry_run else [],
+        }
+
+
+def plan_versioned_gc(
+    storage: Storage,
+    root: str,
+    storage_options: StorageOptions,
+    *,
+    retention: timedelta | None,
+    force: bool,
+    now_ms: int,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> VersionedGcPlan:
+    """List the repository once and choose the objects to delete (rules in the module docs)."""
+    repo = VersionedRepository(storage, root)
+    window = resolve_retention(repo.root, retention, override=force, override_flag="--force-short-retention")
+    cutoff = compute_cutoff(window, now_ms)
+    objects: dict[str, dict[str, FileInfo]] = {}
+    unrecognised = 0
+    for kind, directory in KINDS.items():
+        objects[kind], temps, others = scan_directory(storage, join(repo.root, directory))
+        unrecognised += len(temps) + others
+    roots = _roots(repo, objects["snapshot"], cutoff)
+    reached = repo.reached(set(roots))
+    scanned = reachable = too_recent = 0
+    candidates: list[Candidate] = []
+    for kind, by_id in objects.items():
+        held = _held(reached, kind)
+        for object_id, file in by_id.items():
+            scanned += 1
+            if object_id in held:
+                reachable += 1
+            elif file.mtime_ms >= cutoff:
+                too_recent += 1
+            else:
+                candidates.append(Candidate(path=file.path, size=file.size, kind=kind))
+    return VersionedGcPlan(
+        table_root=repo.root,
+        spec_version=repo.info.spec_version,
+        retention=window,
+        cutoff_ms=cutoff,
+        storage=storage_options,
+        batch_size=batch_size,
+        roots=roots,
+        objects_scanned=scanned,
+        objects_reachable=reachable,
+        objects_too_recent=too_recent,
+        unrecognised_files=unrecognised,
+        batches=_batches(repo.root, storage_options, candidates, batch_size),
+    )
