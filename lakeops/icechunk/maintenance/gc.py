@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,6 +64,7 @@ from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "CollectionPlan",
     "TEMP_KIND",
     "Delete",
     "GcPlan",
@@ -92,8 +93,10 @@ TEMP_KIND = "temp"
 Delete = Callable[[Sequence[DeleteBatch]], list[BatchResult]]
 
 
-class GcPlan(BaseModel):
-    """Immutable, printable plan computed from one listing of the repository."""
+class CollectionPlan(BaseModel):
+    """What every Icechunk garbage-collection plan holds and does: one listing's figures, the deletion
+    batches, a re-check just before deleting, and the report's fields. Subclasses name their roots
+    (``retained_snapshots``), re-check them (``rechecked``) and count deletions by kind."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -106,9 +109,6 @@ class GcPlan(BaseModel):
     cutoff_ms: int
     storage: StorageOptions
     batch_size: int = Field(ge=1)
-    #: Ref file path -> snapshot id, and the young snapshot files, the roots were computed from.
-    ref_files: dict[str, str]
-    young_snapshots: list[str]
     objects_scanned: int
     objects_reachable: int
     objects_too_recent: int
@@ -120,17 +120,24 @@ class GcPlan(BaseModel):
         return [c for b in self.batches for c in b.files]
 
     @property
-    def roots(self) -> set[str]:
-        return set(self.ref_files.values()) | set(self.young_snapshots)
+    def retained_snapshots(self) -> int:
+        raise NotImplementedError
+
+    def rechecked(self, storage: Storage) -> Self:
+        raise NotImplementedError
+
+    def deleted_by_kind(self, kinds: Counter[str]) -> dict[str, int]:
+        """The report's ``deleted_*`` fields of each kind, from the candidates counted by kind."""
+        raise NotImplementedError
 
     def collect_garbage(
         self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
     ) -> dict[str, Any]:
-        """Unless ``dry_run``: :func:`recheck` the plan, tell ``note`` what it will delete, and ``delete``
-        its batches. The report's figures, named as its fields (those of the re-checked plan)."""
+        """Unless ``dry_run``: re-check the plan, tell ``note`` what it will delete, and ``delete`` its
+        batches. The report's figures, named as its fields (those of the re-checked plan)."""
         if dry_run:
             return self.report_fields(dry_run=True)
-        plan = recheck(self, open_storage(self.table_root, storage_options))
+        plan = self.rechecked(open_storage(self.table_root, storage_options))
         note(
             f"{plan.objects_scanned} objects scanned, {plan.objects_reachable} reachable; "
             f"{len(plan.candidates)} unreachable objects older than the floor to delete"
@@ -143,22 +150,45 @@ class GcPlan(BaseModel):
     def report_fields(self, *, dry_run: bool) -> dict[str, Any]:
         """What the plan deletes by kind and what its listing saw, named as the report's fields (the
         paths listed in a dry run)."""
-        kinds = Counter(c.kind for c in self.candidates)
         return {
-            "retained_snapshots": len(self.roots),
+            "retained_snapshots": self.retained_snapshots,
             "objects_scanned": self.objects_scanned,
             "objects_reachable": self.objects_reachable,
             "files_too_recent": self.objects_too_recent,
             "unrecognised_files": self.unrecognised_files,
             "batches": len(self.batches),
+            **self.deleted_by_kind(Counter(c.kind for c in self.candidates)),
+            "deleted_files": len(self.candidates),
+            "deleted_bytes": sum(c.size for c in self.candidates),
+            "paths": [c.path for c in self.candidates] if dry_run else [],
+        }
+
+
+class GcPlan(CollectionPlan):
+    """Immutable, printable plan computed from one listing of a seed-format repository."""
+
+    #: Ref file path -> snapshot id, and the young snapshot files, the roots were computed from.
+    ref_files: dict[str, str]
+    young_snapshots: list[str]
+
+    @property
+    def roots(self) -> set[str]:
+        return set(self.ref_files.values()) | set(self.young_snapshots)
+
+    @property
+    def retained_snapshots(self) -> int:
+        return len(self.roots)
+
+    def rechecked(self, storage: Storage) -> GcPlan:
+        return recheck(self, storage)
+
+    def deleted_by_kind(self, kinds: Counter[str]) -> dict[str, int]:
+        return {
             "deleted_snapshots": kinds["snapshot"],
             "deleted_manifests": kinds["manifest"],
             "deleted_attribute_files": kinds["attributes"],
             "deleted_chunks": kinds["chunk"],
             "deleted_temp_files": kinds[TEMP_KIND],
-            "deleted_files": len(self.candidates),
-            "deleted_bytes": sum(c.size for c in self.candidates),
-            "paths": [c.path for c in self.candidates] if dry_run else [],
         }
 
 

@@ -24,21 +24,16 @@ reset), candidates that became reachable are dropped.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, ClassVar
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.errors import InvalidArgument
-from lakeops.icechunk.maintenance.gc import DEFAULT_BATCH_SIZE, Delete, scan_directory
+from lakeops.icechunk.maintenance.gc import DEFAULT_BATCH_SIZE, CollectionPlan, scan_directory
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.refs import REFS_DIR
 from lakeops.icechunk.repo_info import REPO_OBJECT
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import TRANSACTIONS_DIR, Reached, VersionedRepository
-from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage
+from lakeops.storage import FileInfo, Storage, StorageOptions, join
 from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = ["KINDS", "VersionedGcPlan", "plan_versioned_gc"]
@@ -72,33 +67,17 @@ def _batches(root: str, options: StorageOptions, candidates: list[Candidate], si
     return make_batches(root, options, candidates, size, protected=[join(root, REFS_DIR), join(root, REPO_OBJECT)])
 
 
-class VersionedGcPlan(BaseModel):
+class VersionedGcPlan(CollectionPlan):
     """Immutable, printable plan computed from one listing of a format 1 or 2 repository."""
 
-    model_config = ConfigDict(frozen=True)
-
-    format: ClassVar[str] = "icechunk"
-    #: lakeops deletes the files itself, so it can move them into a trash run instead.
-    can_quarantine: ClassVar[bool] = True
-
-    table_root: str
     spec_version: int
-    retention: timedelta
-    cutoff_ms: int
-    storage: StorageOptions
-    batch_size: int = Field(ge=1)
     roots: list[str]
-    objects_scanned: int
-    objects_reachable: int
-    objects_too_recent: int
-    unrecognised_files: int
-    batches: list[DeleteBatch]
 
     @property
-    def candidates(self) -> list[Candidate]:
-        return [c for b in self.batches for c in b.files]
+    def retained_snapshots(self) -> int:
+        return len(self.roots)
 
-    def recheck(self, storage: Storage) -> VersionedGcPlan:
+    def rechecked(self, storage: Storage) -> VersionedGcPlan:
         """The plan re-validated just before deleting (module docs)."""
         repo = VersionedRepository(storage, self.table_root)
         snapshots, _, _ = scan_directory(storage, join(self.table_root, SNAPSHOTS_DIR))
@@ -115,39 +94,12 @@ class VersionedGcPlan(BaseModel):
             }
         )
 
-    def collect_garbage(
-        self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
-    ) -> dict[str, Any]:
-        """Unless ``dry_run``: :meth:`recheck`, tell ``note`` what will go, ``delete`` the batches. The
-        report's figures, named as its fields."""
-        if dry_run:
-            return self.report_fields(dry_run=True)
-        plan = self.recheck(open_storage(self.table_root, storage_options))
-        note(
-            f"{plan.objects_scanned} objects scanned, {plan.objects_reachable} reachable; "
-            f"{len(plan.candidates)} unreachable objects older than the floor to delete"
-        )
-        results = delete(plan.batches)
-        if sorted(r.batch_id for r in results) != [b.batch_id for b in plan.batches]:
-            raise InvalidArgument(f"{plan.table_root}: delete results do not match the plan's batches")
-        return plan.report_fields(dry_run=False)
-
-    def report_fields(self, *, dry_run: bool) -> dict[str, Any]:
-        kinds = Counter(c.kind for c in self.candidates)
+    def deleted_by_kind(self, kinds: Counter[str]) -> dict[str, int]:
         return {
-            "retained_snapshots": len(self.roots),
-            "objects_scanned": self.objects_scanned,
-            "objects_reachable": self.objects_reachable,
-            "files_too_recent": self.objects_too_recent,
-            "unrecognised_files": self.unrecognised_files,
-            "batches": len(self.batches),
             "deleted_snapshots": kinds["snapshot"],
             "deleted_manifests": kinds["manifest"],
             "deleted_chunks": kinds["chunk"],
             "deleted_transaction_logs": kinds["transaction_log"],
-            "deleted_files": len(self.candidates),
-            "deleted_bytes": sum(c.size for c in self.candidates),
-            "paths": [c.path for c in self.candidates] if dry_run else [],
         }
 
 
