@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, Literal, Self
 
@@ -65,6 +66,8 @@ from lakeops.units import cutoff_ms as compute_cutoff
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "CollectionPlan",
+    "Tally",
+    "collection_window",
     "TEMP_KIND",
     "Delete",
     "GcPlan",
@@ -91,6 +94,34 @@ TEMP_KIND = "temp"
 #: Deletes batches and returns one result a batch: an executor's ``delete``, which moves the files into
 #: a trash run instead when the caller quarantines.
 Delete = Callable[[Sequence[DeleteBatch]], list[BatchResult]]
+
+
+@dataclass
+class Tally:
+    """One listing sorted into reachable, too recent (modified at or after ``cutoff``) and candidates."""
+
+    cutoff: int
+    scanned: int = 0
+    reachable: int = 0
+    too_recent: int = 0
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def add(self, info: FileInfo, kind: str, *, reachable: bool) -> None:
+        self.scanned += 1
+        if reachable:
+            self.reachable += 1
+        elif info.mtime_ms >= self.cutoff:
+            self.too_recent += 1
+        else:
+            self.candidates.append(Candidate(path=info.path, size=info.size, kind=kind))
+
+    def figures(self) -> dict[str, int]:
+        """The counts, named as :class:`CollectionPlan`'s fields."""
+        return {
+            "objects_scanned": self.scanned,
+            "objects_reachable": self.reachable,
+            "objects_too_recent": self.too_recent,
+        }
 
 
 class CollectionPlan(BaseModel):
@@ -265,6 +296,13 @@ def _batches(root: str, options: StorageOptions, candidates: list[Candidate], si
     return batches + [b.model_copy(update={"batch_id": len(batches) + b.batch_id}) for b in extra]
 
 
+def collection_window(root: str, retention: timedelta | None, *, force: bool, now_ms: int) -> tuple[timedelta, int]:
+    """The retention (:mod:`.retention`; shorter than the default only with ``--force-short-retention``)
+    and the cutoff it puts on modification times."""
+    window = resolve_retention(root, retention, override=force, override_flag="--force-short-retention")
+    return window, compute_cutoff(window, now_ms)
+
+
 def plan_gc(
     storage: Storage,
     root: str,
@@ -278,8 +316,7 @@ def plan_gc(
     """List the repository once and choose the objects to delete (rules in the module docs)."""
     repo = Repository(storage, root)
     require_repository(repo)
-    window = resolve_retention(repo.root, retention, override=force, override_flag="--force-short-retention")
-    cutoff = compute_cutoff(window, now_ms)
+    window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[ObjectKind, dict[str, FileInfo]] = {}
     temps: list[FileInfo] = []
     unrecognised = 0
@@ -291,23 +328,12 @@ def plan_gc(
     temps += in_refs
     ref_files, young = retained_roots(storage, repo.root, objects["snapshot"], cutoff)
     live = _reachable(repo, ref_files, young)
-    scanned = reachable = too_recent = 0
-    candidates: list[Candidate] = []
+    tally = Tally(cutoff)
     for info in temps:
-        scanned += 1
-        if info.mtime_ms >= cutoff:
-            too_recent += 1  # may be a write in progress
-        else:
-            candidates.append(Candidate(path=info.path, size=info.size, kind=TEMP_KIND))
+        tally.add(info, TEMP_KIND, reachable=False)  # too recent, it may be a write in progress
     for kind, by_id in objects.items():
         for object_id, info in by_id.items():
-            scanned += 1
-            if _is_reachable(kind, object_id, live):
-                reachable += 1
-            elif info.mtime_ms >= cutoff:
-                too_recent += 1
-            else:
-                candidates.append(Candidate(path=info.path, size=info.size, kind=kind))
+            tally.add(info, kind, reachable=_is_reachable(kind, object_id, live))
     return GcPlan(
         table_root=repo.root,
         retention=window,
@@ -316,11 +342,9 @@ def plan_gc(
         batch_size=batch_size,
         ref_files=ref_files,
         young_snapshots=young,
-        objects_scanned=scanned,
-        objects_reachable=reachable,
-        objects_too_recent=too_recent,
+        **tally.figures(),
         unrecognised_files=unrecognised,
-        batches=_batches(repo.root, storage_options, candidates, batch_size),
+        batches=_batches(repo.root, storage_options, tally.candidates, batch_size),
     )
 
 

@@ -27,14 +27,18 @@ from collections import Counter
 from datetime import timedelta
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.icechunk.maintenance.gc import DEFAULT_BATCH_SIZE, CollectionPlan, scan_directory
-from lakeops.icechunk.maintenance.retention import resolve_retention
+from lakeops.icechunk.maintenance.gc import (
+    DEFAULT_BATCH_SIZE,
+    CollectionPlan,
+    Tally,
+    collection_window,
+    scan_directory,
+)
 from lakeops.icechunk.refs import REFS_DIR
 from lakeops.icechunk.repo_info import REPO_OBJECT
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import TRANSACTIONS_DIR, Reached, VersionedRepository
 from lakeops.storage import FileInfo, Storage, StorageOptions, join
-from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = ["KINDS", "VersionedGcPlan", "plan_versioned_gc"]
 
@@ -115,8 +119,7 @@ def plan_versioned_gc(
 ) -> VersionedGcPlan:
     """List the repository once and choose the objects to delete (rules in the module docs)."""
     repo = VersionedRepository(storage, root)
-    window = resolve_retention(repo.root, retention, override=force, override_flag="--force-short-retention")
-    cutoff = compute_cutoff(window, now_ms)
+    window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[str, dict[str, FileInfo]] = {}
     unrecognised = 0
     for kind, directory in KINDS.items():
@@ -124,18 +127,11 @@ def plan_versioned_gc(
         unrecognised += len(temps) + others
     roots = _roots(repo, objects["snapshot"], cutoff)
     reached = repo.reached(set(roots))
-    scanned = reachable = too_recent = 0
-    candidates: list[Candidate] = []
+    tally = Tally(cutoff)
     for kind, by_id in objects.items():
         held = _held(reached, kind)
         for object_id, file in by_id.items():
-            scanned += 1
-            if object_id in held:
-                reachable += 1
-            elif file.mtime_ms >= cutoff:
-                too_recent += 1
-            else:
-                candidates.append(Candidate(path=file.path, size=file.size, kind=kind))
+            tally.add(file, kind, reachable=object_id in held)
     return VersionedGcPlan(
         table_root=repo.root,
         spec_version=repo.info.spec_version,
@@ -144,9 +140,7 @@ def plan_versioned_gc(
         storage=storage_options,
         batch_size=batch_size,
         roots=roots,
-        objects_scanned=scanned,
-        objects_reachable=reachable,
-        objects_too_recent=too_recent,
+        **tally.figures(),
         unrecognised_files=unrecognised,
-        batches=_batches(repo.root, storage_options, candidates, batch_size),
+        batches=_batches(repo.root, storage_options, tally.candidates, batch_size),
     )
