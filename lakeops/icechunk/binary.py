@@ -24,7 +24,7 @@ _VERSION_AT = len(MAGIC_1X) + _NAME_SIZE
 HEADER_SIZE = _VERSION_AT + 3
 #: Spec versions whose files lakeops reads (the header says 2 for spec 2 and 2.1).
 SPEC_VERSIONS = (1, 2)
-#: Largest payload accepted when a zstd frame does not state its size.
+#: Largest decompressed payload accepted (a metadata file; far beyond any real one).
 _MAX_PAYLOAD = 1 << 30
 
 
@@ -44,6 +44,23 @@ def spec_version_of(header: bytes) -> int | None:
     return header[_VERSION_AT]
 
 
+def _decompress(body: bytes, path: str) -> bytes:
+    """The zstd frame ``body`` decompressed, streamed: writers do not record the content size, and a
+    payload past :data:`_MAX_PAYLOAD` is refused rather than held."""
+    parts: list[bytes] = []
+    total = 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(body) as reader:
+            while part := reader.read(1 << 20):
+                total += len(part)
+                if total > _MAX_PAYLOAD:
+                    raise CorruptFile(f"{path}: the zstd payload decompresses past {_MAX_PAYLOAD} bytes")
+                parts.append(part)
+    except zstandard.ZstdError as exc:
+        raise CorruptFile(f"{path}: the zstd payload cannot be decompressed ({exc})") from exc
+    return b"".join(parts)
+
+
 def read_payload(data: bytes, path: str, expected: FileType) -> tuple[int, Table]:
     """The spec version and the root table of the file ``path`` holding ``data``."""
     version = spec_version_of(data)
@@ -56,10 +73,7 @@ def read_payload(data: bytes, path: str, expected: FileType) -> tuple[int, Table
         raise CorruptFile(f"{path}: file type {file_type} in the header, expected {expected.value} ({expected.name})")
     body = data[HEADER_SIZE:]
     if compression == 1:
-        try:
-            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=_MAX_PAYLOAD)
-        except zstandard.ZstdError as exc:
-            raise CorruptFile(f"{path}: the zstd payload cannot be decompressed ({exc})") from exc
+        body = _decompress(body, path)
     elif compression != 0:
         raise UnsupportedFeature(f"{path}: compression algorithm {compression} is not supported (0 none, 1 zstd)")
     return version, Table.root(body, path)

@@ -98,7 +98,13 @@ class Table:
 
     def string(self, index: int) -> str | None:
         raw = self.byte_vector(index)
-        return None if raw is None else raw.decode("utf-8", errors="strict")
+        return None if raw is None else self._text(raw)
+
+    def _text(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptFile(f"{self.path}: a flatbuffers string is not UTF-8 ({exc})") from exc
 
     def tables(self, index: int) -> list[Table]:
         """A vector of tables (each element a ``uoffset`` to its table)."""
@@ -113,7 +119,7 @@ class Table:
         length = self._unpack("<I", start)
         if start + 4 + length > len(self.buf):
             raise CorruptFile(f"{self.path}: flatbuffers string at {start} runs past the payload")
-        return self.buf[start + 4 : start + 4 + length].decode("utf-8")
+        return self._text(self.buf[start + 4 : start + 4 + length])
 
     def structs(self, index: int, size: int) -> list[bytes]:
         """A vector of fixed-size structs, each returned as its bytes."""

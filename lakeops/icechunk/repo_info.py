@@ -26,7 +26,7 @@ from lakeops.icechunk.objects import Snapshot, object_id
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE, TAG_PREFIX
 from lakeops.storage import Storage, join, relative_to
 
-__all__ = ["REPO_OBJECT", "RepoInfo", "SnapshotInfo", "read_repo_info"]
+__all__ = ["REPO_OBJECT", "RepoInfo", "SnapshotInfo", "decode_repo_object", "read_repo_info"]
 
 #: The repo info object of format 2.
 REPO_OBJECT = "repo"
@@ -50,6 +50,8 @@ class RepoInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    #: Where the refs were read: the repo object, or the ``refs/`` directory.
+    source: str
     spec_version: int
     branches: dict[str, str]
     tags: dict[str, str]
@@ -64,9 +66,9 @@ class RepoInfo(BaseModel):
         while current is not None:
             info = self.snapshots.get(current)
             if info is None:
-                raise CorruptFile(f"snapshot {current}: named in the history but not in the repository")
+                raise CorruptFile(f"{self.source}: snapshot {current} is in a history but not in the repository")
             if len(line) > len(self.snapshots):
-                raise CorruptFile(f"snapshot {snapshot_id}: its parents form a cycle")
+                raise CorruptFile(f"{self.source}: the parents of snapshot {snapshot_id} form a cycle")
             line.append(info)
             current = info.parent_id
         return line
@@ -82,7 +84,8 @@ def _ref_map(refs: list[Table], snapshot_ids: list[str], path: str) -> dict[str,
     return named
 
 
-def _format2(data: bytes, path: str) -> RepoInfo:
+def decode_repo_object(data: bytes, path: str) -> RepoInfo:
+    """The repo object ``path`` (``repo.fbs``'s ``Repo``: tags 1, branches 2, deleted_tags 3, snapshots 4)."""
     version, repo = read_payload(data, path, FileType.REPO_INFO)
     entries = repo.tables(4)
     ids = [object_id(entry, 0) or "" for entry in entries]
@@ -98,6 +101,7 @@ def _format2(data: bytes, path: str) -> RepoInfo:
             message=entry.string(3) or "",
         )
     return RepoInfo(
+        source=path,
         spec_version=version,
         branches=_ref_map(repo.tables(2), ids, path),
         tags=_ref_map(repo.tables(1), ids, path),
@@ -143,14 +147,16 @@ def _format1(storage: Storage, root: str, load: Callable[[str], Snapshot]) -> Re
         )
         if snapshot.parent_id is not None:
             pending.append(snapshot.parent_id)
-    return RepoInfo(spec_version=1, branches=branches, tags=tags, deleted_tags=deleted, snapshots=snapshots)
+    return RepoInfo(
+        source=refs_dir, spec_version=1, branches=branches, tags=tags, deleted_tags=deleted, snapshots=snapshots
+    )
 
 
 def read_repo_info(storage: Storage, root: str, load: Callable[[str], Snapshot]) -> RepoInfo:
     """The refs of the repository at ``root``: its ``repo`` object, else its ``refs/`` (``load`` reads a
     snapshot, for format 1's parents). :class:`~lakeops.errors.NotATable` without a ``main`` branch."""
     path = join(root, REPO_OBJECT)
-    info = _format2(storage.read(path), path) if storage.exists(path) else _format1(storage, root, load)
+    info = decode_repo_object(storage.read(path), path) if storage.exists(path) else _format1(storage, root, load)
     if "main" not in info.branches:
         raise NotATable(f"{root}: Icechunk repository without a main branch")
     return info
