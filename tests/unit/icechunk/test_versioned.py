@@ -27,7 +27,9 @@ from lakeops.ops.detect import detect_format
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.orphans import OrphansOptions
-from lakeops.storage import open_storage
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.verify import retained_files_exist
+from lakeops.storage import StorageOptions, open_storage
 
 MODERN = TESTDATA / "modern" / "icechunk"
 #: main's history in both test repositories, newest first (upstream test_can_read_old.py).
@@ -253,3 +255,17 @@ def test_format_1_after_garbage_collection_reads_the_same_through_the_package(tm
     assert _package_view(root) == view
     session = package.readonly_session("main")
     assert zarr.open_array(session.store, path="group1/small_chunks", mode="r")[:].shape == (5,)
+
+
+def test_retained_objects_are_verified_and_a_missing_one_is_named(modern_copy: Path) -> None:
+    target = resolve_target(str(modern_copy), CatalogOptions(), StorageOptions())
+    result = retained_files_exist(target)
+    assert result.passed, result.summary
+    chunks = sorted((modern_copy / "chunks").iterdir())
+    assert result.details["referenced_files"] >= len(chunks)
+    manifest = max((modern_copy / "manifests").iterdir())
+    chunks[0].unlink()
+    manifest.unlink()
+    broken = retained_files_exist(target)
+    assert not broken.passed
+    assert manifest.name in broken.summary and chunks[0].name in broken.summary
