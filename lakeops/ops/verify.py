@@ -71,8 +71,8 @@ from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.maintenance.delegated import is_package_format
 from lakeops.icechunk.manifest import ChunkPayload, ChunkRef, InlineChunk
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
-from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.icechunk.snapshot import ArrayData
+from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.checkpoint import CheckpointReport
 from lakeops.ops.compaction import CompactionReport
 from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
