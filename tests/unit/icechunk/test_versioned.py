@@ -28,6 +28,7 @@ from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.orphans import OrphansOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.trash import RestoreOptions
 from lakeops.ops.verify import retained_files_exist
 from lakeops.storage import StorageOptions, open_storage
 
@@ -269,3 +270,15 @@ def test_retained_objects_are_verified_and_a_missing_one_is_named(modern_copy: P
     broken = retained_files_exist(target)
     assert not broken.passed
     assert manifest.name in broken.summary and chunks[0].name in broken.summary
+
+
+def test_quarantined_garbage_of_format_2_is_restored_byte_for_byte(tmp_path: Path) -> None:
+    root = _copy("test-repo-v2", tmp_path)
+    _plant(root)
+    before = _files(root)
+    _age(root, 10)
+    report = api.orphans(str(root), OrphansOptions(older_than="8d"), quarantine=True)
+    assert report.deleted_files == len(PLANTED) and report.quarantine_run is not None
+    assert not any((root / relative).exists() for relative in PLANTED)
+    api.restore(str(root), RestoreOptions(run_id=report.quarantine_run))
+    assert _files(root) == before
