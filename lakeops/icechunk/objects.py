@@ -1,8 +1,9 @@
 """Snapshot and manifest files of Icechunk format 1 and 2, decoded into models named as the spec.
 
 https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#snapshot-files and
-#chunk-manifest-files: both are flatbuffers tables (``snapshot.fbs``, ``manifest.fbs``, whose field
-order gives the indices below) in the binary file format (:mod:`lakeops.icechunk.binary`). Format 1
+#chunk-manifest-files: both are flatbuffers tables (``snapshot.fbs``, ``manifest.fbs`` in
+https://github.com/earth-mover/icechunk/tree/main/icechunk-format/flatbuffers, whose field order gives
+the indices below) in the binary file format (:mod:`lakeops.icechunk.binary`). Format 1
 snapshots carry ``parent_id`` and ``manifest_files`` (a vector of structs); format 2 leaves those empty
 and fills ``manifest_files_v2`` (tables), the parent living in the repo object instead. Only what
 maintenance reads is decoded: node paths and kinds, manifest pointers, chunk references.
