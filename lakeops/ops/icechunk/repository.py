@@ -31,13 +31,12 @@ __all__ = ["RemovalPlan", "delegated_plan", "refuse_package_format", "refuse_qua
 _PACKAGE_FORMAT = 1
 
 
-def refuse_package_format(storage: Storage, location: str, operation: str) -> None:
-    """Refuse ``operation`` on a format 1 or 2 repository: lakeops does not write those formats."""
+def refuse_package_format(storage: Storage, location: str, operation: str, reason: str) -> None:
+    """Refuse ``operation`` on a format 1 or 2 repository, for ``reason``."""
     version = format_version(storage, location)
     if version is not None:
         raise UnsupportedFeature(
-            f"{location}: {operation} of Icechunk format {version} repositories is not available: lakeops reads "
-            f"that format but does not write it (orphans run natively; expire of format 1 through the icechunk package)"
+            f"{location}: {operation} of Icechunk format {version} repositories is not available: {reason}"
         )
 
 

@@ -171,10 +171,12 @@ def test_compaction_and_change_capture_are_refused_by_name_and_format(name: str,
     root = _copy(name, tmp_path)
     before = _files(root)
     version = name[-1]
-    with pytest.raises(UnsupportedFeature, match=f"compaction of Icechunk format {version} repositories"):
+    with pytest.raises(
+        UnsupportedFeature, match=f"compaction of Icechunk format {version} repositories.*does not write its manifests"
+    ):
         api.compact(str(root))
     options = CdcOptions(from_version="main", output=str(tmp_path / "out"))
-    with pytest.raises(UnsupportedFeature, match=f"change capture of Icechunk format {version} repositories"):
+    with pytest.raises(UnsupportedFeature, match=f"change capture of Icechunk format {version} repositories.*depth"):
         api.cdc(str(root), options)
     assert _files(root) == before
 
