@@ -81,6 +81,14 @@ def location_arg(text: str) -> str:
     return text
 
 
+def _columns(text: str) -> list[str]:
+    """``--zorder-by a,b``: column names, comma-separated, none empty."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas, got {text!r}")
+    return names
+
+
 def _retention(text: str) -> str:
     """``--older-than`` checked when parsed (a bad or negative one is a usage error), kept as written:
     the options, and so the audit record, hold what the user typed."""
@@ -94,6 +102,7 @@ retention_arg = _checked(_retention)
 timestamp_arg = _checked(datetime.fromisoformat)
 where_arg = _checked(_where)
 run_id_arg = _checked(require_run_id)
+columns_arg = _columns
 
 
 def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:

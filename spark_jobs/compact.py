@@ -29,7 +29,7 @@ class Options(CompactionOptions):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import duration_arg, size_arg, where_arg
+    from spark_jobs.cli import columns_arg, duration_arg, size_arg, where_arg
 
     defaults = Options()
     parser.add_argument(
@@ -71,6 +71,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=defaults.dv_purge_ratio,
         help="rewrite files whose deletion vector hides more than this share of rows "
         f"(default {defaults.dv_purge_ratio})",
+    )
+    delta.add_argument(
+        "--zorder-by",
+        type=columns_arg,
+        metavar="COLUMNS",
+        help="rewrite every file of each partition in Z-order of these columns (comma-separated), so files "
+        "prune on each of them, as OPTIMIZE ZORDER BY",
+    )
+    delta.add_argument(
+        "--sort-by",
+        type=columns_arg,
+        metavar="COLUMNS",
+        help="rewrite every file of each partition sorted by these columns (comma-separated)",
     )
     iceberg = parser.add_argument_group("Iceberg")
     iceberg.add_argument(

@@ -158,6 +158,8 @@ class CommitInfo(ActionModel):
     """The ``commitInfo`` action: free-form provenance; only the fields lakeops reads are typed."""
 
     timestamp: Long | None = None
+    #: "In-Commit Timestamps": when the commit is considered to have succeeded (first action of the commit).
+    in_commit_timestamp: Long | None = Field(alias="inCommitTimestamp", default=None)
     operation: str | None = None
     operation_parameters: dict[str, Any] | None = Field(alias="operationParameters", default=None)
     operation_metrics: dict[str, Any] | None = Field(alias="operationMetrics", default=None)

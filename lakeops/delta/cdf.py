@@ -145,9 +145,8 @@ def commit_timestamp_ms(commit: CommitActions, file_time_ms: int) -> int:
     """The commit's time: ``inCommitTimestamp``, else ``commitInfo.timestamp``, else the file time."""
     info = commit.commit_info
     if info is not None:
-        in_commit = (info.model_extra or {}).get("inCommitTimestamp")
-        if isinstance(in_commit, int):
-            return in_commit
+        if info.in_commit_timestamp is not None:
+            return info.in_commit_timestamp
         if info.timestamp is not None:
             return info.timestamp
     return file_time_ms

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakeops import __version__
-from lakeops.delta.actions import ActionModel, Add, CommitInfo, Remove, action_to_line
+from lakeops.delta.actions import ActionModel, Add, CommitInfo, Metadata, Remove, action_to_line
 from lakeops.delta.commit_file import CommitActions, parse_commit
+from lakeops.delta.commit_time import ENABLE_PROPERTY
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_file_name
 from lakeops.errors import (
@@ -117,6 +118,7 @@ def commit(
     max_attempts: int = 10,
     backoff_s: float = 0.2,
     is_blind_append: bool = False,
+    in_commit_timestamps: bool = False,
 ) -> CommitResult:
     """Commit ``actions`` as the next version after ``read_version``; ``conflict_rule`` decides
     whether they still apply on top of each version that landed first."""
@@ -130,6 +132,7 @@ def commit(
         max_attempts=max_attempts,
         backoff_s=backoff_s,
         is_blind_append=is_blind_append,
+        in_commit_timestamps=in_commit_timestamps,
     )
 
 
@@ -145,17 +148,26 @@ def commit_pending(
     backoff_s: float = 0.2,
     timeout_s: float | None = None,
     is_blind_append: bool = False,
+    in_commit_timestamps: bool = False,
 ) -> CommitResult:
     """Commit ``pending`` as the next version after ``read_version``, rebasing it over versions that
     land first; at most ``max_attempts`` puts within ``timeout_s`` (None: no time bound). See the
-    module docstring."""
+    module docstring. ``in_commit_timestamps``: the table has them enabled, so the commit carries one
+    (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#writer-requirements-for-in-commit-timestamps:
+    ``commitInfo`` first, ``inCommitTimestamp`` the later of now and one past the previous commit's)."""
     txn_id = str(uuid.uuid4())
     log_dir = join(table_root, LOG_DIR)
     version = read_version + 1
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    previous_ict = (
+        _in_commit_timestamp(storage, join(log_dir, commit_file_name(read_version)))
+        if in_commit_timestamps and read_version >= 0
+        else None
+    )
     for attempt in range(1, max_attempts + 1):
+        now_ms = int(time.time() * 1000)
         provenance: dict[str, object] = {
-            "timestamp": int(time.time() * 1000),
+            "timestamp": now_ms,
             "operation": operation,
             "operationParameters": operation_parameters,
             "operationMetrics": pending.operation_metrics(),
@@ -166,6 +178,8 @@ def commit_pending(
         }
         if read_version >= 0:  # a commit creating the table read no version
             provenance["readVersion"] = read_version
+        if in_commit_timestamps:
+            provenance["inCommitTimestamp"] = max(now_ms, previous_ict + 1 if previous_ict is not None else now_ms)
         info = CommitInfo.model_validate(provenance)
         path = join(log_dir, commit_file_name(version))
         try:
@@ -200,6 +214,10 @@ def commit_pending(
             if _txn_id(winner) == txn_id:
                 return CommitResult(version, attempt, txn_id)
             _check_protocol(winner, table_root, operation, read_version)
+            if winner.commit_info is not None and winner.commit_info.in_commit_timestamp is not None:
+                previous_ict = winner.commit_info.in_commit_timestamp
+            if winner.metadata is not None:
+                in_commit_timestamps = _ict_enabled(winner.metadata)
             reason = pending.rebase(winner)
             if reason is not None:
                 raise CommitConflict(f"{table_root}: {operation} based on version {read_version} aborted: {reason}")
@@ -209,6 +227,19 @@ def commit_pending(
         f"{table_root}: {operation} based on version {read_version} gave up at version {version} after "
         f"{attempt} attempts (too much concurrent activity); nothing was committed"
     )
+
+
+def _in_commit_timestamp(storage: Storage, path: str) -> int | None:
+    """The ``inCommitTimestamp`` of the commit at ``path`` (None: none, or no such file)."""
+    try:
+        info = parse_commit(storage.read(path), -1, path).commit_info
+    except NotFound:
+        return None
+    return info.in_commit_timestamp if info is not None else None
+
+
+def _ict_enabled(metadata: Metadata) -> bool:
+    return metadata.configuration.get(ENABLE_PROPERTY, "false").lower() == "true"
 
 
 def _check_protocol(winner: CommitActions, table_root: str, operation: str, read_version: int) -> None:

@@ -13,7 +13,8 @@ as corrected by the real bytes (docs/architecture.md, "Where the bytes differ fr
   bitmap a big-endian size and the standard 32-bit Roaring bytes; bitmap ``i`` holds the rows whose
   high 32 bits equal ``i``.
 * Inline (``i``) DVs are the bitmap bytes Z85-encoded, zero-padded to a multiple of 4 bytes before
-  encoding; ``sizeInBytes`` is the unpadded length, which the reader uses to drop the padding.
+  encoding; ``sizeInBytes`` is the unpadded length, which the reader uses to drop the padding. Spark
+  may write the last group above 2**32 - 1; its low 32 bits count (:func:`z85_decode`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "DV_FILE_FORMAT_VERSION",
     "MAGIC_LEGACY",
     "MAGIC_PORTABLE",
+    "Z85_ALPHABET",
     "decode_bitmap_array",
     "dv_absolute_path",
     "dv_file_name",
@@ -71,8 +73,8 @@ _UUID_Z85_LENGTH = 20
 # Z85 (ZeroMQ RFC 32)
 # ---------------------------------------------------------------------------------------------
 
-_Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_VALUE = {char: index for index, char in enumerate(_Z85_ALPHABET)}
+Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {char: index for index, char in enumerate(Z85_ALPHABET)}
 _Z85_POWERS = (85**4, 85**3, 85**2, 85, 1)
 
 
@@ -84,18 +86,29 @@ def z85_encode(data: bytes) -> str:
     padded = data + b"\x00" * (-len(data) % 4)
     chars: list[str] = []
     for (word,) in struct.iter_unpack(">I", padded):
-        chars.extend(_Z85_ALPHABET[(word // power) % 85] for power in _Z85_POWERS)
+        chars.extend(Z85_ALPHABET[(word // power) % 85] for power in _Z85_POWERS)
     return "".join(chars)
 
 
 def z85_decode(text: str, size: int | None = None) -> bytes:
     """The bytes of Z85 ``text``, truncated to ``size`` (the unpadded length) when given.
 
+    Delta's reference codec (``Codec.Base85Codec.decodeBlocks`` in Spark's Delta) keeps the low 32
+    bits of every group, and ``decodeBytes(encoded, sizeInBytes)`` then drops the padding; Spark
+    writes inline DVs whose last group decodes above 2**32 - 1 (e.g. ``##093``). That last group,
+    which holds the padding, is therefore read modulo 2**32 as Spark reads it; every other group is
+    range-checked, so malformed text is still refused.
+
     Raises :class:`~lakeops.errors.InvalidArgument` for a length that is not a multiple of 5, a
-    character outside the alphabet, a group above 2**32-1, or a ``size`` the text cannot hold.
+    character outside the alphabet, a group other than the last above 2**32-1, or a ``size`` the
+    text cannot hold.
     """
     if len(text) % 5:
         raise InvalidArgument(f"Z85 text of length {len(text)} is not a multiple of 5")
+    decoded_length = len(text) // 5 * 4
+    if size is not None and not decoded_length - 3 <= size <= decoded_length:
+        raise InvalidArgument(f"Z85 text decodes to {decoded_length} bytes, which cannot hold {size} bytes")
+    last_group = len(text) - 5
     out = bytearray()
     for start in range(0, len(text), 5):
         word = 0
@@ -104,14 +117,10 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
             if value is None:
                 raise InvalidArgument(f"character {char!r} at {start} is not Z85")
             word = word * 85 + value
-        if word > 0xFFFFFFFF:
+        if word > 0xFFFFFFFF and start != last_group:
             raise InvalidArgument(f"Z85 group {text[start : start + 5]!r} at {start} exceeds 32 bits")
-        out += word.to_bytes(4, "big")
-    if size is None:
-        return bytes(out)
-    if not len(out) - 3 <= size <= len(out):
-        raise InvalidArgument(f"Z85 text decodes to {len(out)} bytes, which cannot hold {size} bytes")
-    return bytes(out[:size])
+        out += (word & 0xFFFFFFFF).to_bytes(4, "big")
+    return bytes(out if size is None else out[:size])
 
 
 def uuid_to_z85(value: UUID) -> str:

@@ -48,6 +48,24 @@ FEATURES: dict[str, FeatureSupport] = {
     "columnMapping": FeatureSupport(reader=True, writer=True),
     "identityColumns": FeatureSupport(reader=False, writer=True),
     "deletionVectors": FeatureSupport(reader=True, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#in-commit-timestamps: lakeops's commits
+    # carry one, and versions from the enablement on are dated by it (lakeops.delta.commit_time).
+    "inCommitTimestamp": FeatureSupport(reader=False, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#timestamp-without-timezone-timestampntz
+    # ``timestamp_ntz`` is a naive ``timestamp("us")`` in Arrow, serialised without a zone in
+    # statistics and partition values (lakeops.delta.schema, .stats, .partitions); a table lakeops
+    # creates enables the feature when its schema needs it (lakeops.delta.writer).
+    "timestampNtz": FeatureSupport(reader=True, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#type-widening: files written before a
+    # widening are cast to the current type on read and the recorded changes validated
+    # (lakeops.delta.type_widening); rewrites write the current type and never touch the schema, so
+    # ``delta.typeChanges`` stays as it is. Delta 3.2-3.3 wrote the feature as ``typeWidening-preview``.
+    "typeWidening": FeatureSupport(reader=True, writer=True),
+    "typeWidening-preview": FeatureSupport(reader=True, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#vacuum-protocol-check: VACUUM checks the
+    # writer protocol as well as the reader's, which lakeops's vacuum does for every table
+    # (lakeops.delta.maintenance.vacuum).
+    "vacuumProtocolCheck": FeatureSupport(reader=True, writer=True),
 }
 
 READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)

@@ -189,19 +189,28 @@ def commit_timestamps(listing: LogListing) -> list[tuple[int, int]]:
     return result
 
 
-def version_at_timestamp(listing: LogListing, table_root: str, when: datetime) -> int:
-    """The latest version committed at or before ``when`` (time travel by timestamp)."""
-    # Exact integer milliseconds: ``int(when.timestamp() * 1000)`` rounds some exact commit times down
-    # by 1 ms (float error), which would skip the very commit the caller named. A naive time is UTC,
-    # as commit timestamps are and as delta-rs reads it.
+def epoch_ms(when: datetime) -> int:
+    """``when`` in exact integer milliseconds since the epoch; a naive time is UTC, as commit
+    timestamps are and as delta-rs reads it. (``int(when.timestamp() * 1000)`` rounds some exact
+    commit times down by 1 ms, which would skip the very commit the caller named.)"""
     aware = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-    cutoff_ms = (aware - _EPOCH) // timedelta(milliseconds=1)
+    return (aware - _EPOCH) // timedelta(milliseconds=1)
+
+
+def no_version_at(table_root: str, when: datetime) -> VersionNotFound:
+    return VersionNotFound(
+        f"{table_root}: no version was committed at or before {when.isoformat()} "
+        "(the timestamp is before the earliest retained commit)"
+    )
+
+
+def version_at_timestamp(listing: LogListing, table_root: str, when: datetime) -> int:
+    """The latest version committed at or before ``when`` (time travel by timestamp), commits dated by
+    their files (:class:`lakeops.delta.commit_time.CommitClock` also knows in-commit timestamps)."""
+    cutoff_ms = epoch_ms(when)
     candidates = [v for v, ts in commit_timestamps(listing) if ts <= cutoff_ms]
     if not candidates:
-        raise VersionNotFound(
-            f"{table_root}: no version was committed at or before {when.isoformat()} "
-            "(the timestamp is before the earliest retained commit)"
-        )
+        raise no_version_at(table_root, when)
     return max(candidates)
 
 

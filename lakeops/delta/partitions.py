@@ -132,6 +132,11 @@ def _parse(text: str, name: str, precision: int, scale: int) -> PartitionValue:
         if not match:
             raise ValueError("not YYYY-MM-DD")
         return dt.date(*(int(part) for part in match.groups()))
+    if name == "timestamp_ntz" and (match := _DATE_TEXT.match(text)):
+        # A partition column widened from date keeps the values of files written before ("Type
+        # Widening": readers convert them to the wider type), which is midnight of that day.
+        year, month, day = (int(part) for part in match.groups())
+        return dt.datetime(year, month, day)
     if name in ("timestamp", "timestamp_ntz"):
         return _parse_timestamp(text, utc=name == "timestamp")
     if name == "decimal":

@@ -57,6 +57,7 @@ __all__ = [
     "physical_name",
     "physical_paths",
     "physical_schema",
+    "primitive_type_names",
     "read_data_file_as_logical",
     "schema_to_json",
     "schema_to_string",
@@ -544,6 +545,20 @@ def _map_type(dtype: DataType, fn: Callable[[StructField], StructField]) -> Data
     if isinstance(dtype, MapType):
         return MapType(_map_type(dtype.key_type, fn), _map_type(dtype.value_type, fn), dtype.value_contains_null)
     return dtype
+
+
+def primitive_type_names(dtype: DataType) -> set[str]:
+    """The primitive types used anywhere in ``dtype`` (nested fields, elements, keys, values): what
+    decides the type features a table needs, such as ``timestampNtz``."""
+    if isinstance(dtype, PrimitiveType):
+        return {dtype.name}
+    if isinstance(dtype, StructType):
+        return set().union(*(primitive_type_names(f.type) for f in dtype.fields))
+    if isinstance(dtype, ArrayType):
+        return primitive_type_names(dtype.element_type)
+    if isinstance(dtype, MapType):
+        return primitive_type_names(dtype.key_type) | primitive_type_names(dtype.value_type)
+    return set()
 
 
 def physical_schema(schema: StructType, mode: ColumnMappingMode) -> StructType:

@@ -17,17 +17,18 @@ from lakeops.delta.actions import Add, Metadata, Protocol, Remove, Txn, bulk_loa
 from lakeops.delta.checkpoint_reader import AddColumn, read_checkpoint_part, read_checkpoint_part_columnar
 from lakeops.delta.commit_columns import parse_commit_columnar
 from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.commit_time import CommitClock, ict_enablement_version
 from lakeops.delta.features import check_readable
 from lakeops.delta.live_files import ColumnReplay, FileKey, LiveFiles
 from lakeops.delta.log_segment import (
     LogListing,
     LogSegment,
-    commit_timestamps,
     list_log,
     read_log_file,
     segment_for_version,
-    version_at_timestamp,
 )
+from lakeops.delta.schema import parse_schema
+from lakeops.delta.type_widening import TYPE_CHANGES_KEY, check_type_changes
 from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, normalize
@@ -66,6 +67,10 @@ class DeltaSnapshot:
         if "://" in path or path.startswith("/"):
             return normalize(unquote(path))
         return join(self.table_root, *(unquote(part) for part in path.split("/")))
+
+    def clock(self, storage: Storage) -> CommitClock:
+        """Commit times of the listed versions, by this version's in-commit timestamp settings."""
+        return CommitClock(storage, self.listing, ict_enablement_version(self.protocol, self.metadata))
 
     @property
     def commits_since_checkpoint(self) -> int:
@@ -158,13 +163,18 @@ def load_snapshot(
     table_root = normalize(table_root)
     listing = listing or list_log(storage, table_root)
     if timestamp is not None:
-        version = version_at_timestamp(listing, table_root, timestamp)
+        # Whether versions are dated by in-commit timestamps is the latest version's property.
+        latest = load_snapshot(storage, table_root, listing=listing)
+        version = latest.clock(storage).version_at(table_root, timestamp)
     segment = segment_for_version(listing, table_root, version)
 
     with bulk_load():
         protocol, metadata, replay = _replay(storage, table_root, segment)
-    timestamps = dict(commit_timestamps(listing))
-    ts = timestamps.get(segment.version)
+    ts = (
+        CommitClock(storage, listing, ict_enablement_version(protocol, metadata)).timestamp(segment.version)
+        if segment.version in listing.commits
+        else None
+    )
     if ts is None and segment.checkpoint is not None:
         ts = segment.checkpoint.files[0].mtime_ms
     return DeltaSnapshot(
@@ -215,4 +225,6 @@ def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Pro
             "action (the first commit must contain both)"
         )
     check_readable(replay.protocol, table_root)
+    if TYPE_CHANGES_KEY in replay.metadata.schema_string:  # parse the schema only when a change is recorded
+        check_type_changes(parse_schema(replay.metadata), table_root)
     return replay.protocol, replay.metadata, replay

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from lakeops.delta.actions import ActionModel, Add, Metadata, Protocol, Txn
 from lakeops.delta.commit import CommitResult, ConflictRule, commit
 from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable
 from lakeops.delta.schema import (
     ColumnMappingMode,
@@ -35,6 +36,7 @@ from lakeops.delta.schema import (
     logical_to_physical,
     parse_schema,
     physical_arrow_schema,
+    primitive_type_names,
     schema_to_string,
 )
 from lakeops.delta.snapshot import load_snapshot
@@ -59,6 +61,21 @@ __all__ = [
 PLAIN_PROTOCOL = Protocol(minReaderVersion=1, minWriterVersion=2)
 
 
+def new_table_protocol(schema: StructType) -> Protocol:
+    """The protocol a new table with ``schema`` needs: plain, unless a column (nested ones included)
+    is ``timestamp_ntz``, which needs reader 3 / writer 7 with ``timestampNtz`` in both feature lists
+    (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#timestamp-without-timezone-timestampntz)."""
+    if "timestamp_ntz" not in primitive_type_names(schema):
+        return PLAIN_PROTOCOL
+    # Writer 7 lists every writer feature the table uses: the legacy writer-2 ones a plain table had.
+    return Protocol(
+        minReaderVersion=3,
+        minWriterVersion=7,
+        readerFeatures=["timestampNtz"],
+        writerFeatures=["appendOnly", "invariants", "timestampNtz"],
+    )
+
+
 class WrittenFile(BaseModel):
     """A data file written but not yet committed: its ``add`` action, where it is, how many rows."""
 
@@ -75,6 +92,8 @@ class TargetTable:
     version: int | None
     metadata: Metadata | None = None
     txns: dict[str, Txn] = field(default_factory=dict)
+    #: The table dates commits by in-commit timestamps: an append must carry one.
+    in_commit_timestamps: bool = False
 
     @property
     def exists(self) -> bool:
@@ -93,7 +112,13 @@ def read_target(storage: Storage, root: str) -> TargetTable:
     except NotATable:
         return TargetTable(root, None)
     check_writable(snapshot.protocol, root, "write")
-    return TargetTable(root, snapshot.version, snapshot.metadata, dict(snapshot.txns))
+    return TargetTable(
+        root,
+        snapshot.version,
+        snapshot.metadata,
+        dict(snapshot.txns),
+        in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
+    )
 
 
 def new_table_metadata(schema: StructType, *, configuration: dict[str, str], name: str | None = None) -> Metadata:
@@ -192,6 +217,7 @@ class DataFileWriter:
         partition_values: dict[str, str | None] | None = None,
         data_change: bool = True,
         prefix: str = "part",
+        tags: dict[str, str | None] | None = None,
     ) -> WrittenFile | None:
         """Store the file at ``<root>/<directory>/<prefix>-<uuid>.zstd.parquet`` (put-if-absent: a
         data file is never overwritten) and describe it as an ``add`` with full statistics; None
@@ -220,6 +246,7 @@ class DataFileWriter:
             modificationTime=int(time.time() * 1000),
             dataChange=data_change,
             stats=stats,
+            tags=tags,
         )
         return WrittenFile(add=add.to_json_dict(), location=location, rows=self.rows)
 
@@ -268,7 +295,7 @@ def append_files(
         if target.metadata.partition_columns:
             raise InvalidArgument(f"{target.root}: appending to a partitioned table is not supported")
     else:
-        actions += [PLAIN_PROTOCOL, metadata]
+        actions += [new_table_protocol(parse_schema(metadata.schema_string)), metadata]
     if txn is not None:
         actions.append(txn)
     adds = [Add.model_validate(f.add) for f in files]
@@ -288,4 +315,5 @@ def append_files(
         },
         conflict_rule=txn_conflicts(txn.app_id if txn is not None else None),
         is_blind_append=txn is None,
+        in_commit_timestamps=target.in_commit_timestamps,
     )

@@ -56,7 +56,8 @@ class CompactionOptions(CatalogOptions):
     """Every format's compaction options; each format reads the ones it has.
 
     Shared: ``target_file_size`` (None: table property, else the format's default), ``min_input_files``,
-    ``where`` (a partition predicate). Delta: ``dv_purge_ratio``. Iceberg (names as its
+    ``where`` (a partition predicate). Delta: ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns)
+    rewrite every file of each partition in Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its
     ``rewrite_data_files``): ``min_file_size``/``max_file_size`` (default 75%/180% of the target),
     ``delete_file_threshold``, ``max_file_group_size``, ``sort`` (by the table's sort order),
     ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``. Retries of a
@@ -81,6 +82,8 @@ class CompactionOptions(CatalogOptions):
     remove_dangling_deletes: bool = True
     commit_retries: int | None = Field(default=None, ge=0)
     commit_timeout: timedelta | None = None
+    zorder_by: list[str] | None = None
+    sort_by: list[str] | None = None
     branch: str = "main"
 
     @field_validator("commit_timeout", mode="before")
@@ -152,6 +155,7 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
     target = resolve_target(table, options, storage_options)
     match target:
         case IcebergTarget(ref=ref):
+            refuse_options(str(target), options, "zorder_by", "sort_by")  # Iceberg sorts by its sort order: --sort
             return iceberg_compaction.plan_compaction(
                 load_table(ref, storage_options),
                 options.for_format(iceberg_compaction.IcebergCompactionOptions),
@@ -190,6 +194,8 @@ def execute(
             "partial_progress",
             "commit_retries",
             "commit_timeout",
+            "zorder_by",
+            "sort_by",
         )
         return icechunk_compaction.compact(
             target.location,

@@ -6,13 +6,18 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from lakeops.delta.actions import Add
-from lakeops.delta.features import enabled_features
-from lakeops.delta.log_segment import commit_timestamps
+from lakeops.delta.actions import Add, Protocol
+from lakeops.delta.features import (
+    ALL_OPERATIONS,
+    check_readable,
+    check_writable,
+    enabled_features,
+    supported_operations,
+)
 from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import UsageError
+from lakeops.errors import UnsupportedFeature, UsageError
 from lakeops.iceberg.health import snapshot_at, table_health
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport, inspect_repository
@@ -48,6 +53,11 @@ class InspectReport(InspectionReport):
     min_reader_version: int | None = None
     min_writer_version: int | None = None
     features: list[str] = []
+    #: Each enabled feature and the operations lakeops runs on a table with it ([] for one it does not know).
+    feature_operations: dict[str, list[str]] = {}
+    #: The operations lakeops runs on this table (every feature honoured), and why it refuses the others.
+    supported_operations: list[str] | None = None
+    refused_operations: dict[str, str] = {}
     # Iceberg
     format_version: int | None = None
     snapshot_id: int | None = None
@@ -61,6 +71,16 @@ class InspectReport(InspectionReport):
     small_manifests: int | None = None
     snapshots_since_manifest_rewrite: int | None = None
     metadata_log_entries: int | None = None
+
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """The numbers, then (Delta) one line per feature with the operations that honour it."""
+        lines = super().summary_lines()
+        if self.supported_operations is not None:
+            lines.append(("features", ", ".join(self.features) or "none"))
+            lines += [(f"feature {name}", ", ".join(ops) or "unknown") for name, ops in self.feature_operations.items()]
+            lines.append(("supported operations", ", ".join(self.supported_operations) or "none"))
+            lines += [(f"refused {op}", why) for op, why in self.refused_operations.items()]
+        return lines
 
     @property
     def state_version(self) -> str:
@@ -99,6 +119,20 @@ def _mergeable_small_files(files: list[Add], threshold: int) -> int:
     compaction can merge (a partition's lone small file is as compact as it gets)."""
     per_partition = Counter(tuple(sorted(a.partition_values.items())) for a in files if a.size < threshold)
     return sum(n for n in per_partition.values() if n > 1)
+
+
+def _refused_operations(protocol: Protocol, table: str) -> dict[str, str]:
+    """Each operation lakeops refuses on a table with ``protocol``, with the refusal it would raise."""
+    refused: dict[str, str] = {}
+    for operation in sorted(ALL_OPERATIONS):
+        try:
+            if operation == "read":
+                check_readable(protocol, table)
+            else:
+                check_writable(protocol, table, operation)
+        except UnsupportedFeature as exc:
+            refused[operation] = str(exc)
+    return refused
 
 
 def _inspect_iceberg(
@@ -189,9 +223,11 @@ def _inspect_delta(
     horizon_ms = cutoff_ms(retention, now_ms)
     reclaimable = [r for r in snapshot.tombstones.values() if (r.deletion_timestamp or 0) < horizon_ms]
     listed = list(snapshot.listing.commits) + list(snapshot.listing.checkpoints)
-    dated = commit_timestamps(snapshot.listing)
+    oldest = min(snapshot.listing.commits, default=None)
+    oldest_ms = snapshot.clock(storage).timestamp(oldest) if oldest is not None else None
     counts = [a.num_records for a in files]
     dv_rows = sum(a.deletion_vector.cardinality for a in files if a.deletion_vector)
+    refused = _refused_operations(snapshot.protocol, location)
     return InspectReport(
         format="delta",
         table=location,
@@ -210,12 +246,15 @@ def _inspect_delta(
         reclaimable_tombstones=len(reclaimable),
         reclaimable_tombstone_bytes=sum(r.size or 0 for r in reclaimable),
         oldest_log_version=min(listed) if listed else None,
-        oldest_commit_age_s=(now_ms - dated[0][1]) / 1000 if dated else None,
+        oldest_commit_age_s=(now_ms - oldest_ms) / 1000 if oldest_ms is not None else None,
         last_checkpoint_version=snapshot.segment.checkpoint_version,
         commits_since_checkpoint=snapshot.commits_since_checkpoint,
         min_reader_version=snapshot.protocol.min_reader_version,
         min_writer_version=snapshot.protocol.min_writer_version,
         features=sorted(enabled_features(snapshot.protocol)),
+        feature_operations=supported_operations(snapshot.protocol),
+        supported_operations=sorted(set(ALL_OPERATIONS) - set(refused)),
+        refused_operations=refused,
         partition_columns=snapshot.partition_columns,
         duration_s=time.monotonic() - started,
     )

@@ -100,3 +100,33 @@ def test_inspect_iceberg_catalog_table(tmp_path: Path, capsys: pytest.CaptureFix
     earlier = _inspect(capsys, table.identifier, *catalog, "--snapshot-id", str(first.snapshot_id))
     assert earlier["snapshot_id"] == first.snapshot_id and earlier["rows"] == 48
     assert earlier["position_delete_files"] == 0
+
+
+def test_inspect_shows_each_feature_and_the_operations_it_allows(capsys: pytest.CaptureFixture[str]) -> None:
+    table = str(TESTDATA / "modern" / "delta" / "data-reader-timestamp_ntz-id-mode")
+    report = _inspect(capsys, table)
+    everything = ["checkpoint", "commit", "compact", "expire", "read", "vacuum", "write"]
+    assert report["features"] == ["columnMapping", "timestampNtz"]
+    assert report["feature_operations"] == {"columnMapping": everything, "timestampNtz": everything}
+    assert report["supported_operations"] == everything and report["refused_operations"] == {}
+
+    assert lakeops(["inspect", table]) == 0
+    summary = capsys.readouterr().out
+    assert "feature timestampNtz" in summary and "supported operations" in summary
+
+
+def test_inspect_names_the_operations_a_feature_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    location = tmp_path / "t"
+    write_deltalake(str(location), pa.table({"id": [1]}))
+    (location / "_delta_log" / "00000000000000000001.json").write_text(
+        '{"protocol":{"minReaderVersion":1,"minWriterVersion":7,'
+        '"writerFeatures":["appendOnly","invariants","madeUpWriterFeature"]}}\n'
+    )
+    report = _inspect(capsys, str(location))
+    assert report["feature_operations"]["madeUpWriterFeature"] == []
+    assert report["supported_operations"] == ["read"]
+    assert sorted(report["refused_operations"]) == ["checkpoint", "commit", "compact", "expire", "vacuum", "write"]
+    assert "writer feature madeUpWriterFeature not supported" in report["refused_operations"]["vacuum"]
+
+    assert lakeops(["inspect", str(location)]) == 0
+    assert "refused vacuum" in capsys.readouterr().out

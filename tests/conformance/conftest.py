@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from lakeops_testdata import TESTDATA
 
-SOURCES = ("delta-rs", "delta-kernel")
+SOURCES = ("delta-rs", "delta-kernel", "modern/delta")
 _ARCHIVE = ".tar.zst"
 
 

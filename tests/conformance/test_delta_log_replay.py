@@ -80,7 +80,7 @@ EXPECTATIONS: dict[str, Expect] = {
     "delta-kernel/v1-multi-part-struct-stats-only": replay(5, 5, 5),
     # delta-kernel-rs: .tar.zst golden tables
     "delta-kernel/basic-with-inserts-deletes-checkpoint": replay(13, 7, 10, rows=41),
-    "delta-kernel/basic-with-vacuum-protocol-check-feature": refuse("vacuumProtocolCheck"),
+    "delta-kernel/basic-with-vacuum-protocol-check-feature": replay(1, 2, rows=100),
     "delta-kernel/checkpoint": replay(14, 1, 10, on_disk=False),
     "delta-kernel/corrupted-last-checkpoint-kernel": Expect("corrupt"),
     "delta-kernel/dv-partitioned-with-checkpoint": replay(15, 15, 10, rows=35),
@@ -89,6 +89,10 @@ EXPECTATIONS: dict[str, Expect] = {
     "delta-kernel/multi-part-checkpoint": replay(1, 10, 1, rows=31),
     "delta-kernel/only-checkpoint-files": replay(2, 7, 2, rows=25),
     "delta-kernel/snapshot-vacuumed": replay(5, 2, rows=20),
+    # Spark golden tables (delta-io/delta) with features beyond the seed specification
+    "modern/delta/data-reader-timestamp_ntz": replay(1, 4),
+    "modern/delta/data-reader-timestamp_ntz-id-mode": replay(1, 4),
+    "modern/delta/type-widening-nested": replay(2, 2),
 }
 
 REPLAYED = [name for name, e in EXPECTATIONS.items() if e.outcome == "replay"]

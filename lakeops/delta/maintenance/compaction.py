@@ -21,9 +21,11 @@ in independent batches); the dropped bins' new files are deleted once the outcom
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, cast
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.delta.actions import ActionModel, Add, Remove
 from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
@@ -49,6 +52,7 @@ from lakeops.delta.schema import (
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import DataFileWriter, WrittenFile
 from lakeops.errors import InvalidArgument, ProtocolError
+from lakeops.ordering import Curve, order_indices
 from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, write_files
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
@@ -62,6 +66,9 @@ DEFAULT_DV_PURGE_RATIO = 0.05
 #: ``commit.retry.total-timeout-ms`` default): a writer committing every second costs a retry or two.
 DEFAULT_COMMIT_RETRIES = 10
 DEFAULT_COMMIT_TIMEOUT = timedelta(minutes=30)
+#: The ``add.tags`` key an ordered rewrite marks its files with (:class:`Ordering`): a file tag is free
+#: metadata that readers ignore ("Add File and Remove File", ``tags``).
+ORDER_TAG = "lakeops.ordering"
 
 
 class CompactionOptions(BaseModel):
@@ -75,6 +82,42 @@ class CompactionOptions(BaseModel):
     dv_purge_ratio: float = Field(default=DEFAULT_DV_PURGE_RATIO, ge=0.0, le=1.0)
     commit_retries: int | None = Field(default=None, ge=0)
     commit_timeout: timedelta | None = None
+    zorder_by: list[str] | None = None
+    sort_by: list[str] | None = None
+
+    @property
+    def ordering(self) -> Ordering | None:
+        """The row order asked for, if any (``zorder_by`` and ``sort_by`` exclude each other)."""
+        if self.zorder_by is not None and self.sort_by is not None:
+            raise InvalidArgument("--zorder-by and --sort-by exclude each other: choose one row order")
+        if self.zorder_by is not None:
+            return Ordering(curve="zorder", columns=self.zorder_by)
+        if self.sort_by is not None:
+            return Ordering(curve="linear", columns=self.sort_by)
+        return None
+
+
+class Ordering(BaseModel):
+    """Rows of each rewritten partition written in ``curve`` order of ``columns``
+    (:mod:`lakeops.ordering`); ``run`` tags the files of one ordered rewrite, so a partition whose
+    live files all carry the same tag is already ordered and is not rewritten again."""
+
+    model_config = ConfigDict(frozen=True)
+
+    curve: Curve
+    columns: list[str] = Field(min_length=1)
+    run: str = ""
+
+    def tag(self) -> str:
+        return json.dumps({"curve": self.curve, "columns": self.columns, "run": self.run})
+
+    def matches(self, tag: str | None) -> bool:
+        """``tag`` is a file tag of a rewrite in this order (whichever run)."""
+        try:
+            found = json.loads(tag) if tag else None
+        except ValueError:
+            return False
+        return isinstance(found, dict) and (found.get("curve"), found.get("columns")) == (self.curve, self.columns)
 
 
 class SourceFile(BaseModel):
@@ -104,6 +147,7 @@ class RewriteGroup(BaseModel):
     column_mapping_mode: str
     target_file_size: int
     output_dir: str
+    ordering: Ordering | None = None
 
     @property
     def bytes(self) -> int:
@@ -148,6 +192,9 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     candidate_files: int
     partitions_compacted: int
     groups: list[RewriteGroup]
+    ordering: Ordering | None = None
+    #: The table dates commits by in-commit timestamps: the OPTIMIZE commit must carry one.
+    in_commit_timestamps: bool = False
     commit_retries: int = DEFAULT_COMMIT_RETRIES
     commit_timeout: timedelta = DEFAULT_COMMIT_TIMEOUT
 
@@ -247,10 +294,14 @@ def plan_compaction(
     if predicate is not None:
         predicate.require_columns(snapshot.partition_columns, table)
     mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
+    schema = parse_schema(snapshot.metadata.schema_string)
+    ordering = options.ordering
+    if ordering is not None:
+        _require_orderable(schema, snapshot.partition_columns, ordering, table)
+        ordering = ordering.model_copy(update={"run": uuid.uuid4().hex})
 
     by_partition: dict[tuple[tuple[str, str | None], ...], list[SourceFile]] = defaultdict(list)
     candidates = 0
-    schema = parse_schema(snapshot.metadata.schema_string)
     for add in snapshot.files.values():
         if predicate is not None and not predicate.matches(
             _typed_partition(schema, mode, snapshot.partition_columns, add.partition_values)
@@ -260,7 +311,7 @@ def plan_compaction(
         num_records = add.num_records
         deleted = dv.cardinality if dv else 0
         purge = dv is not None and (num_records is None or deleted > options.dv_purge_ratio * num_records)
-        if add.size >= target and not purge:
+        if ordering is None and add.size >= target and not purge:
             continue
         candidates += 1
         key = tuple(sorted(add.partition_values.items()))
@@ -278,11 +329,14 @@ def plan_compaction(
     groups: list[RewriteGroup] = []
     partitions = 0
     for key in sorted(by_partition, key=lambda k: [(n, v or "") for n, v in k]):
-        kept = [
-            b
-            for b in _bins(by_partition[key], target)
-            if len(b) >= max(2, options.min_input_files) or any(f.purge for f in b)
-        ]
+        if ordering is not None:  # the whole partition in one order, unless one ordered rewrite wrote it
+            kept = [] if _already_ordered(by_partition[key], ordering) else [by_partition[key]]
+        else:
+            kept = [
+                b
+                for b in _bins(by_partition[key], target)
+                if len(b) >= max(2, options.min_input_files) or any(f.purge for f in b)
+            ]
         partitions += bool(kept)
         for files in kept:
             files.sort(key=lambda f: f.location)
@@ -299,6 +353,7 @@ def plan_compaction(
                     column_mapping_mode=mode,
                     target_file_size=target,
                     output_dir=_output_dir(files[0].add["path"]),
+                    ordering=ordering,
                 )
             )
     return CompactionPlan(
@@ -312,9 +367,31 @@ def plan_compaction(
         candidate_files=candidates,
         partitions_compacted=partitions,
         groups=groups,
+        ordering=ordering,
+        in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
         commit_retries=DEFAULT_COMMIT_RETRIES if options.commit_retries is None else options.commit_retries,
         commit_timeout=options.commit_timeout or DEFAULT_COMMIT_TIMEOUT,
     )
+
+
+def _require_orderable(schema: StructType, partition_columns: list[str], ordering: Ordering, table: str) -> None:
+    """Ordering columns are top-level, non-partition columns of a primitive type."""
+    flag = "--zorder-by" if ordering.curve == "zorder" else "--sort-by"
+    for name in ordering.columns:
+        f = schema.get(name)
+        if f is None:
+            raise InvalidArgument(f"{table}: {flag} {name!r} is not a column of the table")
+        if name in partition_columns:
+            raise InvalidArgument(f"{table}: {flag} {name!r} is a partition column: each partition holds one value")
+        kind = type_to_json(f.type)
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"{table}: {flag} {name!r} is a {kind.get('type')}, not a primitive column")
+
+
+def _already_ordered(files: list[SourceFile], ordering: Ordering) -> bool:
+    """Every live file of the partition comes from one rewrite in this order and none needs a DV purge."""
+    tags = {(f.add.get("tags") or {}).get(ORDER_TAG) for f in files}
+    return len(tags) == 1 and ordering.matches(next(iter(tags))) and not any(f.deleted_rows for f in files)
 
 
 # --- execute: runs inside a Spark task -------------------------------------------------------------
@@ -358,6 +435,7 @@ class _OutputFile:
             directory=self.group.output_dir,
             partition_values=self.group.partition_values,
             data_change=False,
+            tags={ORDER_TAG: self.group.ordering.tag()} if self.group.ordering is not None else None,
         )
 
     def abort(self) -> None:
@@ -390,8 +468,13 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
             dropped += source.deleted_rows
             yield table
 
+    chunks: Iterable[pa.Table] = live_tables()
+    if group.ordering is not None:  # an order needs every row of the partition
+        tables = list(live_tables())
+        rows = pa.concat_tables(tables, promote_options="default") if tables else None
+        chunks = [rows.take(order_indices(rows, group.ordering.columns, group.ordering.curve))] if rows else []
     written = write_files(
-        live_tables(), _rows_per_file(group), open_file, lambda done: storage.delete_many([w.location for w in done])
+        chunks, _rows_per_file(group), open_file, lambda done: storage.delete_many([w.location for w in done])
     )
     return RewriteResult(
         group_id=group.group_id,
@@ -513,13 +596,22 @@ def commit_compaction(
             "predicate": [plan.where] if plan.where else [],
             "targetSize": str(plan.target_file_size),
             "minInputFiles": str(plan.min_input_files),
+            **_order_parameters(plan.ordering),
         },
         max_attempts=plan.commit_retries + 1,
         timeout_s=plan.commit_timeout.total_seconds(),
+        in_commit_timestamps=plan.in_commit_timestamps,
     )
     position = {g.group_id: i for i, g in enumerate(plan.groups)}
     dropped = {position[group]: why for group, why in pending.dropped.items()}
     return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped)
+
+
+def _order_parameters(ordering: Ordering | None) -> dict[str, object]:
+    """``zOrderBy`` as Delta's ``OPTIMIZE ZORDER BY`` records it (a JSON array in a string); ``sortBy`` alike."""
+    if ordering is None:
+        return {}
+    return {"zOrderBy" if ordering.curve == "zorder" else "sortBy": json.dumps(ordering.columns)}
 
 
 def written_locations(results: Sequence[RewriteResult]) -> list[str]:

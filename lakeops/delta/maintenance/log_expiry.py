@@ -6,7 +6,8 @@ and only say, under "Checkpoints", that checkpoints "allow older JSON Delta log 
 after a period of time"):
 
 1. ``cutoff = now - retention``; the *cutoff version* is the newest commit not newer than it, dated
-   as readers date commits (file modification time, made monotonic: :func:`commit_timestamps`).
+   as readers date commits (file modification time made monotonic, or in-commit timestamps:
+   :class:`lakeops.delta.commit_time.CommitClock`).
 2. The *cutoff checkpoint* is the newest **complete** checkpoint at or below the cutoff version
    ("Checkpoints": readers use only complete checkpoints) and at or below the floors of
    :class:`ExpiryOptions` (versions a change-feed consumer or ``retain_last`` still needs). Without
@@ -42,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.deletion import BatchResult, Candidate, DeleteBatch
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
-from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, commit_timestamps, list_log
+from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, list_log
 from lakeops.delta.retention import DEFAULT_LOG_RETENTION, LOG_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
@@ -245,8 +246,7 @@ def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOption
     )
     listing = snapshot.listing
     cutoff_ms = now_ms - int(retention.total_seconds() * 1000)
-    old_enough = [v for v, ts in commit_timestamps(listing) if ts <= cutoff_ms]
-    cutoff_version = max(old_enough) if old_enough else None
+    cutoff_version = snapshot.clock(storage).latest_at_or_before(cutoff_ms)
     floors = [options.keep_from_version, snapshot.version - options.retain_last + 1 if options.retain_last else None]
     floor = min((f for f in floors if f is not None), default=None)
     limit = cutoff_version if floor is None or cutoff_version is None else min(cutoff_version, floor)

@@ -53,7 +53,7 @@ from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.features import check_writable
-from lakeops.delta.log_segment import LOG_DIR, commit_timestamps, list_log, read_log_file
+from lakeops.delta.log_segment import LOG_DIR, list_log, read_log_file
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
@@ -203,7 +203,7 @@ def _change_data_in_window(storage: Storage, snapshot: DeltaSnapshot, cutoff_ms:
     the log are older than any log retention and protect nothing)."""
     listing = snapshot.listing
     named: set[str] = set()
-    for version, ts in commit_timestamps(listing):
+    for version, ts in snapshot.clock(storage).all():
         if ts >= cutoff_ms:
             info = listing.commits[version]
             commit = parse_commit(read_log_file(storage, info), version, info.path)

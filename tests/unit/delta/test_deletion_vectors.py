@@ -74,9 +74,16 @@ def test_z85_pads_to_four_bytes_and_size_drops_the_padding() -> None:
     assert z85_decode(text) == data + b"\x00"
 
 
-@pytest.mark.parametrize("text", ["abcd", "abcd~", "%%%%%"])
-def test_z85_rejects_bad_text(text: str) -> None:
-    with pytest.raises(InvalidArgument):
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("abcd", "length 4 is not a multiple of 5"),
+        ("abcd~", "character '~' at 0 is not Z85"),
+        ("%%%%%00000", "Z85 group '%%%%%' at 0 exceeds 32 bits"),  # only the last group may overflow
+    ],
+)
+def test_z85_rejects_bad_text(text: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
         z85_decode(text)
 
 

@@ -298,9 +298,35 @@ def test_retention_checks(tmp_path: Path) -> None:
         _plan(root, retention=timedelta(hours=-1), force_short_retention=True)
 
 
+def test_vacuum_protocol_check_table_is_vacuumed(tmp_path: Path) -> None:
+    """ "VACUUM Protocol Check": lakeops's vacuum checks the reader and the writer protocol of every
+    table, so a table enabling the feature is vacuumed like any other. delta-rs 1.6 refuses the
+    feature: the golden ``expected/`` rows are the oracle."""
+    guarded = _copy("basic-with-vacuum-protocol-check-feature", tmp_path, kernel=True)
+    expected = pq.read_table(guarded.parent / "expected").sort_by("id")
+    assert expected.num_rows == 100
+    (guarded / "stray.parquet").write_bytes(b"untracked")
+    _age_all(guarded)
+    live = _files(guarded) - {"stray.parquet"}
+
+    plan = _plan(guarded)
+
+    assert _rel(plan, guarded, "untracked") == {"stray.parquet"} and plan.live_files == 2
+    _execute(plan)
+    assert _files(guarded) == live
+    storage = open_storage(str(guarded))
+    assert read_snapshot(load_snapshot(storage, str(guarded)), storage).sort_by("id").equals(expected)
+
+
 def test_tables_vacuum_cannot_handle_are_refused(tmp_path: Path) -> None:
     guarded = _copy("basic-with-vacuum-protocol-check-feature", tmp_path, kernel=True)
-    with pytest.raises(UnsupportedFeature, match="vacuumProtocolCheck"):
+    # A writer feature lakeops does not know, on a table readers may read: VACUUM must still refuse.
+    (guarded / "_delta_log" / "00000000000000000002.json").write_text(
+        '{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["vacuumProtocolCheck"],'
+        '"writerFeatures":["vacuumProtocolCheck","madeUpWriterFeature"]}}\n'
+    )
+    load_snapshot(open_storage(str(guarded)), str(guarded))  # readable
+    with pytest.raises(UnsupportedFeature, match="writer feature madeUpWriterFeature not supported; refusing to write"):
         _plan(guarded)
     root = tmp_path / "t"
     write_deltalake(str(root), pa.table({"id": [1]}))

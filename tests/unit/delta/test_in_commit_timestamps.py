@@ -1,0 +1,150 @@
+"""In-Commit Timestamps (PROTOCOL.md "In-Commit Timestamps"): no engine here writes them (delta-rs refuses
+``delta.enableInCommitTimestamps``), so the table is built by the specification — delta-rs appends, then a
+commit enabling the feature at version 3 with the enablement properties, then commits dated only by their
+``inCommitTimestamp`` — and delta-rs reads it. File modification times are then made to lie, so every
+check below passes only if lakeops dates versions from the enablement version on by their in-commit
+timestamps: time travel, log retention, and lakeops's own commits, which must carry one later than the
+previous commit's."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+
+from lakeops import api
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.ops.compaction import CompactionOptions
+from lakeops.ops.expiry import ExpiryOptions
+from lakeops.storage import open_storage
+
+DAY_MS = 86_400_000
+ENABLED_AT = 3
+#: Writer version 2's features (delta-rs's tables) and the one enabled.
+WRITER_FEATURES = ["appendOnly", "invariants", "inCommitTimestamp"]
+
+
+def _commit(location: str, version: int, actions: list[dict[str, object]]) -> None:
+    path = Path(location) / "_delta_log" / f"{version:020}.json"
+    path.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def _set_mtime(location: str, version: int, ms: int) -> None:
+    os.utime(Path(location) / "_delta_log" / f"{version:020}.json", (ms / 1000, ms / 1000))
+
+
+def _ict(location: str, version: int) -> int | None:
+    first = (Path(location) / "_delta_log" / f"{version:020}.json").read_text().splitlines()[0]
+    return json.loads(first).get("commitInfo", {}).get("inCommitTimestamp")
+
+
+def _ict_table(tmp_path: Path, now_ms: int) -> tuple[str, list[int]]:
+    """Versions 0-2 by delta-rs (file times 40, 39, 38 days ago), 3 enables in-commit timestamps
+    (ICT 20 days ago), 4-5 append with ICTs 10 and 1 days ago; returns the location and the ICTs of 3-5."""
+    location = str(tmp_path / "ict")
+    for i in range(ENABLED_AT):
+        write_deltalake(location, pa.table({"id": pa.array([i * 10, i * 10 + 1], pa.int64())}), mode="append")
+        _set_mtime(location, i, now_ms - (40 - i) * DAY_MS)
+    metadata = json.loads((Path(location) / "_delta_log" / f"{0:020}.json").read_text().splitlines()[2])["metaData"]
+    icts = [now_ms - 20 * DAY_MS, now_ms - 10 * DAY_MS, now_ms - 1 * DAY_MS]
+    metadata["configuration"] = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": str(ENABLED_AT),
+        "delta.inCommitTimestampEnablementTimestamp": str(icts[0]),
+    }
+    _commit(
+        location,
+        ENABLED_AT,
+        [
+            {"commitInfo": {"inCommitTimestamp": icts[0], "timestamp": icts[0], "operation": "SET TBLPROPERTIES"}},
+            {
+                "protocol": {
+                    "minReaderVersion": 1,
+                    "minWriterVersion": 7,
+                    "writerFeatures": ["appendOnly", "invariants", "inCommitTimestamp"],
+                }
+            },
+            {"metaData": metadata},
+        ],
+    )
+    for offset, ict in enumerate(icts[1:], start=1):
+        name = f"part-ict-{offset}.parquet"
+        pq.write_table(pa.table({"id": pa.array([100 + offset], pa.int64())}), Path(location) / name)
+        size = (Path(location) / name).stat().st_size
+        _commit(
+            location,
+            ENABLED_AT + offset,
+            [
+                {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "WRITE"}},
+                {
+                    "add": {
+                        "path": name,
+                        "partitionValues": {},
+                        "size": size,
+                        "modificationTime": ict,
+                        "dataChange": True,
+                    }
+                },
+            ],
+        )
+    # File times that lie: the ICT commits look 60 days old, so only their ICTs date them correctly.
+    for version in range(ENABLED_AT, ENABLED_AT + 3):
+        _set_mtime(location, version, now_ms - 60 * DAY_MS)
+    return location, icts
+
+
+def test_delta_rs_reads_the_table_built_by_the_specification(tmp_path: Path) -> None:
+    location, _ = _ict_table(tmp_path, int(time.time() * 1000))
+    ids = sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist())
+    assert ids == [0, 1, 10, 11, 20, 21, 101, 102]
+
+
+def test_time_travel_uses_in_commit_timestamps_from_the_enablement_version(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    location, icts = _ict_table(tmp_path, now)
+    storage = open_storage(location)
+
+    def at(ms: int) -> int:
+        return load_snapshot(storage, location, timestamp=datetime.fromtimestamp(ms / 1000, UTC)).version
+
+    assert at(icts[1]) == 4 and at(icts[1] - 1) == 3 and at(icts[2] + 1) == 5
+    assert at(now - 39 * DAY_MS) == 1  # before the enablement timestamp: file times of versions 0-2
+    assert load_snapshot(storage, location).timestamp_ms == icts[2]
+
+
+def test_log_retention_counts_from_in_commit_timestamps(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    location, icts = _ict_table(tmp_path, now)
+    api.checkpoint(location, None)  # a checkpoint at 5 to expire up to
+
+    # Retention 15 days: versions 0-3 are older (file times 40-38 days, ICT 20 days), 4 and 5 are not,
+    # though their files claim 60 days.
+    report = api.expire(location, ExpiryOptions(older_than="15d", force=True), dry_run=True)
+
+    assert report.cutoff_version == 3, report
+    assert not any(p.endswith(("00004.json", "00005.json")) for p in report.paths)
+
+
+def test_lakeops_commits_carry_a_later_in_commit_timestamp(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    location, icts = _ict_table(tmp_path, now)
+    # The previous commit's ICT is in the future (a fast clock elsewhere): ours must still be later.
+    _commit(
+        location,
+        6,
+        [{"commitInfo": {"inCommitTimestamp": now + DAY_MS, "timestamp": now, "operation": "WRITE"}}],
+    )
+
+    report = api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert report.committed_version == 7
+    first = json.loads((Path(location) / "_delta_log" / f"{7:020}.json").read_text().splitlines()[0])
+    assert list(first) == ["commitInfo"] and first["commitInfo"]["inCommitTimestamp"] == now + DAY_MS + 1
+    assert sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 10, 11, 20, 21, 101, 102]
+    assert _ict(location, 7) == now + DAY_MS + 1
