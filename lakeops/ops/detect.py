@@ -17,16 +17,20 @@ def _has_any(storage: Storage, prefix: str, suffix: str = "") -> bool:
 
 def detect_format(storage: Storage, location: str) -> TableFormat:
     """``delta`` if there is a ``_delta_log``, ``iceberg`` if ``metadata/*.metadata.json`` exists,
-    ``icechunk`` if ``refs/`` and ``snapshots/`` exist; otherwise :class:`NotATable`."""
+    ``icechunk`` if ``snapshots/`` exists beside ``refs/`` (the seed format and Icechunk format 1) or
+    beside the ``repo`` object (format 2,
+    https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#file-layout); otherwise
+    :class:`NotATable`."""
     if _has_any(storage, join(location, "_delta_log"), ".json") or _has_any(
         storage, join(location, "_delta_log"), ".parquet"
     ):
         return "delta"
     if _has_any(storage, join(location, "metadata"), ".metadata.json"):
         return "iceberg"
-    if _has_any(storage, join(location, "refs")) and _has_any(storage, join(location, "snapshots")):
+    has_refs = storage.exists(join(location, "repo")) or _has_any(storage, join(location, "refs"))
+    if has_refs and _has_any(storage, join(location, "snapshots")):
         return "icechunk"
     raise NotATable(
         f"{location}: not a Delta, Iceberg or Icechunk table (no _delta_log/, metadata/*.metadata.json, "
-        "or refs/ + snapshots/ found)"
+        "or snapshots/ beside refs/ or a repo object found)"
     )

@@ -70,14 +70,15 @@ from lakeops.iceberg.scan import FileScanTask, plan_scan
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.maintenance.delegated import is_package_format
 from lakeops.icechunk.manifest import ChunkPayload, ChunkRef, InlineChunk
-from lakeops.icechunk.repository import Repository
+from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
 from lakeops.icechunk.snapshot import ArrayData
+from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.checkpoint import CheckpointReport
 from lakeops.ops.compaction import CompactionReport
 from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 from lakeops.ops.report import Report
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, join, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import cutoff_ms
 
@@ -520,6 +521,8 @@ def _iceberg_referenced(storage: Storage, metadata: TableMetadata) -> tuple[set[
 def _icechunk_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
     """Snapshot, manifest, attribute and chunk objects of every retained head's ancestry (snapshots
     whose files are gone, known from a descendant's embedded history, reference nothing)."""
+    if format_version(storage, location) is not None:
+        return _versioned_referenced(storage, location)
     if is_package_format(storage, location):
         raise UnsupportedFeature(f"{location}: verifying repositories in the Icechunk 1.x/2.x format is not available")
     repo = Repository(storage, location)
@@ -540,6 +543,33 @@ def _icechunk_referenced(storage: Storage, location: str) -> tuple[set[str], int
     paths |= {repo.manifest_path(m) for m in reach.manifests}
     paths |= {repo.attributes_path(a) for a in reach.attribute_files}
     paths |= {repo.chunk_path(c) for c in reach.chunks}
+    return paths, len(retained)
+
+
+def _versioned_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
+    """Snapshot, manifest and chunk objects of every branch's and tag's ancestry in an Icechunk format 1
+    or 2 repository; a missing snapshot or manifest is referenced (so reported) but names nothing more.
+    Format 1 finds parents in the snapshot files: one gone there stops the walk with NotFound."""
+    repo = VersionedRepository(storage, location)
+    try:
+        info = repo.info
+        retained = {e.id for tip in [*info.branches.values(), *info.tags.values()] for e in info.ancestry(tip)}
+    except VersionNotFound as exc:
+        raise NotFound(f"{location}: a retained snapshot is missing ({exc})") from exc
+    paths: set[str] = set()
+    for snapshot_id in retained:
+        paths.add(join(repo.root, SNAPSHOTS_DIR, snapshot_id))
+        try:
+            manifests = repo.manifest_ids(snapshot_id)
+        except VersionNotFound:
+            continue
+        for manifest_id in manifests:
+            paths.add(join(repo.root, MANIFESTS_DIR, manifest_id))
+            try:
+                arrays = repo.manifest(manifest_id).arrays
+            except NotFound:
+                continue
+            paths |= {join(repo.root, CHUNKS_DIR, r.chunk_id) for a in arrays for r in a.refs if r.chunk_id}
     return paths, len(retained)
 
 

@@ -6,15 +6,16 @@ per branch version). Current Icechunk releases
 write another format: binary files that start with the header ``ICE🧊CHUNK`` (then the writer's
 name padded to 24 bytes, the spec version and the file type), branches held in one mutable
 ``refs/branch.NAME/ref.json``, a repository-info object ``repo`` at the root in later spec
-versions, and transaction logs in ``transactions/``. Reimplementing that format would duplicate the
-package and drift from it, so lakeops detects it (:func:`is_package_format`) and delegates expiry
-and garbage collection to the package's own ``Repository.expire_snapshots`` and
-``Repository.garbage_collect``, installed as the optional extra ``lakeops[icechunk]``.
+versions, and transaction logs in ``transactions/``. lakeops reads that format itself
+(:mod:`lakeops.icechunk.versioned`) but does not write it yet, so it detects it
+(:func:`is_package_format`) and delegates expiry of format 1 (which rewrites snapshot files) to the
+package's own ``Repository.expire_snapshots``, installed as the optional extra ``lakeops[icechunk]``
+(icechunk 1.x reads format 1 only; format 2 is refused before this). Garbage collection, which only
+deletes, lakeops does itself (:mod:`.versioned_gc`).
 
 The package's rules apply: expiry dates snapshots by ``written_at``, keeps every ref's tip and the
-repository's initial snapshot, and never deletes a branch or tag; garbage collection deletes objects
-no branch or tag reaches that are older than the cutoff. lakeops adds its retention floor
-(:mod:`.retention`: one window for both operations, a week unless overridden) and the same reports.
+repository's initial snapshot, and never deletes a branch or tag. lakeops adds its retention floor
+(:mod:`.retention`, a week unless overridden) and the same report.
 The package has no expiry dry run: the dry run counts what it would expire from the ancestry of
 every branch and tag (snapshots written before the cutoff, neither a ref's tip nor the initial one).
 """
@@ -23,13 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import CommitStateUnknown, LakeopsError, NotATable, UnsupportedFeature
 from lakeops.icechunk.encoding import MAGIC_1X
-from lakeops.icechunk.maintenance.gc import Delete
 from lakeops.icechunk.maintenance.retention import resolve_retention
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
@@ -43,10 +43,8 @@ if TYPE_CHECKING:
 __all__ = [
     "INSTALL_HINT",
     "PACKAGE_FORMAT",
-    "DelegatedOutcome",
     "DelegatedPlan",
     "expire_snapshots",
-    "garbage_collect",
     "is_package_format",
     "plan_delegated",
 ]
@@ -61,7 +59,6 @@ BRANCH_FILE = "ref.json"
 #: Byte of the file header holding the spec version (after the 12 magic and 24 writer-name bytes).
 _SPEC_VERSION_BYTE = len(MAGIC_1X) + 24
 
-Operation = Literal["expire", "orphans"]
 _T = TypeVar("_T")
 
 
@@ -89,7 +86,7 @@ def _spec_version(storage: Storage, root: str) -> int | None:
 
 
 class DelegatedPlan(BaseModel):
-    """A run handed to the ``icechunk`` package: where, which window, which operation."""
+    """An expiry handed to the ``icechunk`` package: where and which window."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -99,7 +96,6 @@ class DelegatedPlan(BaseModel):
 
     table_root: str
     storage: StorageOptions
-    operation: Operation
     retention: timedelta
     cutoff_ms: int
     spec_version: int | None
@@ -119,40 +115,14 @@ class DelegatedPlan(BaseModel):
         outcome = expire_snapshots(self, dry_run=dry_run)
         return {"snapshots_expired": outcome.snapshots_expired, "delegated_to": self.delegated_to}
 
-    def collect_garbage(
-        self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
-    ) -> dict[str, Any]:
-        """:func:`garbage_collect`; the report's figures, named as its fields. The package lists, checks
-        and deletes in one call: ``delete`` and ``note`` have nothing to do."""
-        outcome = garbage_collect(self, dry_run=dry_run)
-        deleted = {
-            "deleted_snapshots": outcome.snapshots_deleted,
-            "deleted_manifests": outcome.manifests_deleted,
-            "deleted_attribute_files": outcome.attributes_deleted,
-            "deleted_chunks": outcome.chunks_deleted,
-            "deleted_transaction_logs": outcome.transaction_logs_deleted,
-        }
-        return deleted | {
-            "deleted_files": sum(deleted.values()),
-            "deleted_bytes": outcome.bytes_deleted,
-            "delegated_to": self.delegated_to,
-        }
-
 
 class DelegatedOutcome(BaseModel):
-    """What the package did (or, in a dry run, would do); the names are those of its ``GCSummary``.
-
-    ``snapshots_expired`` counts snapshots dropped from every ref's history that no ref names."""
+    """What the package did (or, in a dry run, would do): ``snapshots_expired`` counts snapshots
+    dropped from every ref's history that no ref names."""
 
     model_config = ConfigDict(frozen=True)
 
     snapshots_expired: int = 0
-    snapshots_deleted: int = 0
-    manifests_deleted: int = 0
-    chunks_deleted: int = 0
-    attributes_deleted: int = 0
-    transaction_logs_deleted: int = 0
-    bytes_deleted: int = 0
 
 
 def _package() -> Any:
@@ -171,19 +141,16 @@ def plan_delegated(
     root: str,
     storage_options: StorageOptions,
     *,
-    operation: Operation,
     retention: timedelta | None,
     force: bool,
     now_ms: int,
 ) -> DelegatedPlan:
     """Check the extra is installed and the retention allowed; nothing is read through the package yet."""
     package = _package()
-    flag = "--force" if operation == "expire" else "--force-short-retention"
-    window = resolve_retention(root, retention, override=force, override_flag=flag)
+    window = resolve_retention(root, retention, override=force, override_flag="--force")
     return DelegatedPlan(
         table_root=normalize(root),
         storage=storage_options,
-        operation=operation,
         retention=window,
         cutoff_ms=compute_cutoff(window, now_ms),
         spec_version=_spec_version(storage, root),
@@ -257,17 +224,3 @@ def expire_snapshots(plan: DelegatedPlan, *, dry_run: bool) -> DelegatedOutcome:
         return DelegatedOutcome(snapshots_expired=len(older - tips))
     expired = _call(plan, "expire_snapshots", lambda: repo.expire_snapshots(plan.cutoff), CommitStateUnknown)
     return DelegatedOutcome(snapshots_expired=len(set(expired) - tips))
-
-
-def garbage_collect(plan: DelegatedPlan, *, dry_run: bool) -> DelegatedOutcome:
-    """``Repository.garbage_collect(cutoff, dry_run=...)`` and its summary."""
-    repo = _open(plan)
-    summary = _call(plan, "garbage_collect", lambda: repo.garbage_collect(plan.cutoff, dry_run=dry_run))
-    return DelegatedOutcome(
-        snapshots_deleted=summary.snapshots_deleted,
-        manifests_deleted=summary.manifests_deleted,
-        chunks_deleted=summary.chunks_deleted,
-        attributes_deleted=summary.attributes_deleted,
-        transaction_logs_deleted=summary.transaction_logs_deleted,
-        bytes_deleted=summary.bytes_deleted,
-    )

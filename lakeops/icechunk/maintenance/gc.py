@@ -39,8 +39,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,12 +65,16 @@ from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "CollectionPlan",
+    "Tally",
+    "collection_window",
     "TEMP_KIND",
     "Delete",
     "GcPlan",
     "ObjectKind",
     "list_kind",
     "list_objects",
+    "scan_directory",
     "plan_gc",
     "recheck",
 ]
@@ -91,8 +96,38 @@ TEMP_KIND = "temp"
 Delete = Callable[[Sequence[DeleteBatch]], list[BatchResult]]
 
 
-class GcPlan(BaseModel):
-    """Immutable, printable plan computed from one listing of the repository."""
+@dataclass
+class Tally:
+    """One listing sorted into reachable, too recent (modified at or after ``cutoff``) and candidates."""
+
+    cutoff: int
+    scanned: int = 0
+    reachable: int = 0
+    too_recent: int = 0
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def add(self, info: FileInfo, kind: str, *, reachable: bool) -> None:
+        self.scanned += 1
+        if reachable:
+            self.reachable += 1
+        elif info.mtime_ms >= self.cutoff:
+            self.too_recent += 1
+        else:
+            self.candidates.append(Candidate(path=info.path, size=info.size, kind=kind))
+
+    def figures(self) -> dict[str, int]:
+        """The counts, named as :class:`CollectionPlan`'s fields."""
+        return {
+            "objects_scanned": self.scanned,
+            "objects_reachable": self.reachable,
+            "objects_too_recent": self.too_recent,
+        }
+
+
+class CollectionPlan(BaseModel):
+    """What every Icechunk garbage-collection plan holds and does: one listing's figures, the deletion
+    batches, a re-check just before deleting, and the report's fields. Subclasses name their roots
+    (``retained_snapshots``), re-check them (``rechecked``) and count deletions by kind."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -105,9 +140,6 @@ class GcPlan(BaseModel):
     cutoff_ms: int
     storage: StorageOptions
     batch_size: int = Field(ge=1)
-    #: Ref file path -> snapshot id, and the young snapshot files, the roots were computed from.
-    ref_files: dict[str, str]
-    young_snapshots: list[str]
     objects_scanned: int
     objects_reachable: int
     objects_too_recent: int
@@ -119,17 +151,24 @@ class GcPlan(BaseModel):
         return [c for b in self.batches for c in b.files]
 
     @property
-    def roots(self) -> set[str]:
-        return set(self.ref_files.values()) | set(self.young_snapshots)
+    def retained_snapshots(self) -> int:
+        raise NotImplementedError
+
+    def rechecked(self, storage: Storage) -> Self:
+        raise NotImplementedError
+
+    def deleted_by_kind(self, kinds: Counter[str]) -> dict[str, int]:
+        """The report's ``deleted_*`` fields of each kind, from the candidates counted by kind."""
+        raise NotImplementedError
 
     def collect_garbage(
         self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
     ) -> dict[str, Any]:
-        """Unless ``dry_run``: :func:`recheck` the plan, tell ``note`` what it will delete, and ``delete``
-        its batches. The report's figures, named as its fields (those of the re-checked plan)."""
+        """Unless ``dry_run``: re-check the plan, tell ``note`` what it will delete, and ``delete`` its
+        batches. The report's figures, named as its fields (those of the re-checked plan)."""
         if dry_run:
             return self.report_fields(dry_run=True)
-        plan = recheck(self, open_storage(self.table_root, storage_options))
+        plan = self.rechecked(open_storage(self.table_root, storage_options))
         note(
             f"{plan.objects_scanned} objects scanned, {plan.objects_reachable} reachable; "
             f"{len(plan.candidates)} unreachable objects older than the floor to delete"
@@ -142,22 +181,45 @@ class GcPlan(BaseModel):
     def report_fields(self, *, dry_run: bool) -> dict[str, Any]:
         """What the plan deletes by kind and what its listing saw, named as the report's fields (the
         paths listed in a dry run)."""
-        kinds = Counter(c.kind for c in self.candidates)
         return {
-            "retained_snapshots": len(self.roots),
+            "retained_snapshots": self.retained_snapshots,
             "objects_scanned": self.objects_scanned,
             "objects_reachable": self.objects_reachable,
             "files_too_recent": self.objects_too_recent,
             "unrecognised_files": self.unrecognised_files,
             "batches": len(self.batches),
+            **self.deleted_by_kind(Counter(c.kind for c in self.candidates)),
+            "deleted_files": len(self.candidates),
+            "deleted_bytes": sum(c.size for c in self.candidates),
+            "paths": [c.path for c in self.candidates] if dry_run else [],
+        }
+
+
+class GcPlan(CollectionPlan):
+    """Immutable, printable plan computed from one listing of a seed-format repository."""
+
+    #: Ref file path -> snapshot id, and the young snapshot files, the roots were computed from.
+    ref_files: dict[str, str]
+    young_snapshots: list[str]
+
+    @property
+    def roots(self) -> set[str]:
+        return set(self.ref_files.values()) | set(self.young_snapshots)
+
+    @property
+    def retained_snapshots(self) -> int:
+        return len(self.roots)
+
+    def rechecked(self, storage: Storage) -> GcPlan:
+        return recheck(self, storage)
+
+    def deleted_by_kind(self, kinds: Counter[str]) -> dict[str, int]:
+        return {
             "deleted_snapshots": kinds["snapshot"],
             "deleted_manifests": kinds["manifest"],
             "deleted_attribute_files": kinds["attributes"],
             "deleted_chunks": kinds["chunk"],
             "deleted_temp_files": kinds[TEMP_KIND],
-            "deleted_files": len(self.candidates),
-            "deleted_bytes": sum(c.size for c in self.candidates),
-            "paths": [c.path for c in self.candidates] if dry_run else [],
         }
 
 
@@ -173,11 +235,11 @@ def list_objects(storage: Storage, root: str) -> tuple[dict[ObjectKind, dict[str
 
 
 def list_kind(storage: Storage, root: str, kind: ObjectKind) -> tuple[dict[str, FileInfo], int]:
-    found, temps, others = _scan(storage, join(root, OBJECT_DIRS[kind]))
+    found, temps, others = scan_directory(storage, join(root, OBJECT_DIRS[kind]))
     return found, len(temps) + others
 
 
-def _scan(storage: Storage, prefix: str) -> tuple[dict[str, FileInfo], list[FileInfo], int]:
+def scan_directory(storage: Storage, prefix: str) -> tuple[dict[str, FileInfo], list[FileInfo], int]:
     """Objects under ``prefix`` by id, lakeops temporary files, and how many other files there are."""
     found: dict[str, FileInfo] = {}
     temps: list[FileInfo] = []
@@ -234,6 +296,13 @@ def _batches(root: str, options: StorageOptions, candidates: list[Candidate], si
     return batches + [b.model_copy(update={"batch_id": len(batches) + b.batch_id}) for b in extra]
 
 
+def collection_window(root: str, retention: timedelta | None, *, force: bool, now_ms: int) -> tuple[timedelta, int]:
+    """The retention (:mod:`.retention`; shorter than the default only with ``--force-short-retention``)
+    and the cutoff it puts on modification times."""
+    window = resolve_retention(root, retention, override=force, override_flag="--force-short-retention")
+    return window, compute_cutoff(window, now_ms)
+
+
 def plan_gc(
     storage: Storage,
     root: str,
@@ -247,36 +316,24 @@ def plan_gc(
     """List the repository once and choose the objects to delete (rules in the module docs)."""
     repo = Repository(storage, root)
     require_repository(repo)
-    window = resolve_retention(repo.root, retention, override=force, override_flag="--force-short-retention")
-    cutoff = compute_cutoff(window, now_ms)
+    window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[ObjectKind, dict[str, FileInfo]] = {}
     temps: list[FileInfo] = []
     unrecognised = 0
     for kind, directory in OBJECT_DIRS.items():
-        objects[kind], in_dir, others = _scan(storage, join(repo.root, directory))
+        objects[kind], in_dir, others = scan_directory(storage, join(repo.root, directory))
         temps += in_dir
         unrecognised += others
-    _, in_refs, _ = _scan(storage, join(repo.root, refs.REFS_DIR))
+    _, in_refs, _ = scan_directory(storage, join(repo.root, refs.REFS_DIR))
     temps += in_refs
     ref_files, young = retained_roots(storage, repo.root, objects["snapshot"], cutoff)
     live = _reachable(repo, ref_files, young)
-    scanned = reachable = too_recent = 0
-    candidates: list[Candidate] = []
+    tally = Tally(cutoff)
     for info in temps:
-        scanned += 1
-        if info.mtime_ms >= cutoff:
-            too_recent += 1  # may be a write in progress
-        else:
-            candidates.append(Candidate(path=info.path, size=info.size, kind=TEMP_KIND))
+        tally.add(info, TEMP_KIND, reachable=False)  # too recent, it may be a write in progress
     for kind, by_id in objects.items():
         for object_id, info in by_id.items():
-            scanned += 1
-            if _is_reachable(kind, object_id, live):
-                reachable += 1
-            elif info.mtime_ms >= cutoff:
-                too_recent += 1
-            else:
-                candidates.append(Candidate(path=info.path, size=info.size, kind=kind))
+            tally.add(info, kind, reachable=_is_reachable(kind, object_id, live))
     return GcPlan(
         table_root=repo.root,
         retention=window,
@@ -285,11 +342,9 @@ def plan_gc(
         batch_size=batch_size,
         ref_files=ref_files,
         young_snapshots=young,
-        objects_scanned=scanned,
-        objects_reachable=reachable,
-        objects_too_recent=too_recent,
+        **tally.figures(),
         unrecognised_files=unrecognised,
-        batches=_batches(repo.root, storage_options, candidates, batch_size),
+        batches=_batches(repo.root, storage_options, tally.candidates, batch_size),
     )
 
 

@@ -8,14 +8,17 @@ from collections import Counter
 
 from pydantic import BaseModel
 
+from lakeops.errors import VersionNotFound
 from lakeops.icechunk.maintenance.expiry import plan_expiry
-from lakeops.icechunk.maintenance.gc import list_objects, plan_gc
+from lakeops.icechunk.maintenance.gc import list_objects, plan_gc, scan_directory
 from lakeops.icechunk.maintenance.packing import plan_packing
+from lakeops.icechunk.maintenance.versioned_gc import KINDS, plan_versioned_gc
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
 from lakeops.icechunk.repository import Repository
-from lakeops.storage import Storage, StorageOptions
+from lakeops.icechunk.versioned import VersionedRepository
+from lakeops.storage import Storage, StorageOptions, join
 
-__all__ = ["RepositorySummary", "summarize"]
+__all__ = ["RepositorySummary", "summarize", "summarize_versioned"]
 
 
 class RepositorySummary(BaseModel):
@@ -49,6 +52,14 @@ class RepositorySummary(BaseModel):
     #: Objects ``orphans`` would delete now, with the default retention.
     reclaimable_objects: int = 0
     reclaimable_bytes: int = 0
+
+
+def _chunk_fields(kinds: Counter[str], sizes: Counter[str]) -> dict[str, int]:
+    """Chunk refs and their bytes by kind (``inline``, ``virtual``, ``native``), named as the fields."""
+    fields: dict[str, int] = {}
+    for kind in ("inline", "virtual", "native"):
+        fields[f"chunks_{kind}"], fields[f"{kind}_bytes"] = kinds[kind], sizes[kind]
+    return fields
 
 
 def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
@@ -90,16 +101,55 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
         attribute_files=len(objects["attributes"]),
         groups=sum(1 for n in nodes if not n.is_array),
         arrays=sum(1 for n in nodes if n.is_array),
-        chunks_inline=kinds["inline"],
-        chunks_virtual=kinds["virtual"],
-        chunks_native=kinds["native"],
-        inline_bytes=sizes["inline"],
-        virtual_bytes=sizes["virtual"],
-        native_bytes=sizes["native"],
+        **_chunk_fields(kinds, sizes),
         chunk_objects=len(objects["chunk"]),
         chunk_object_bytes=sum(info.size for info in objects["chunk"].values()),
         packable_chunk_objects=packing.input_files,
         expirable_branch_files=len(expiry.files),
         reclaimable_objects=len(candidates),
         reclaimable_bytes=sum(c.size for c in candidates),
+    )
+
+
+def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
+    """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
+
+    Reclaimable objects are what :mod:`.versioned_gc` would delete now with the default retention.
+    Nothing is packable or expirable: lakeops does not compact or expire these formats itself."""
+    repo = VersionedRepository(storage, root)
+    info = repo.info
+    tip = info.branches.get(branch)
+    if tip is None:
+        raise VersionNotFound(f"{repo.root}: no branch {branch!r} (branches: {', '.join(sorted(info.branches))})")
+    gc = plan_versioned_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms)
+    listed = {kind: scan_directory(storage, join(repo.root, directory))[0] for kind, directory in KINDS.items()}
+    reclaimable = gc.candidates
+    kinds: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    tip_snapshot = repo.snapshot(tip)
+    arrays = {node.id for node in tip_snapshot.nodes if node.is_array}
+    for manifest_id in repo.manifest_ids(tip):
+        for array in repo.manifest(manifest_id).arrays:
+            if array.node_id in arrays:
+                for ref in array.refs:
+                    kinds[ref.kind] += 1
+                    sizes[ref.kind] += len(ref.inline) if ref.inline is not None else ref.length
+    ancestry = info.ancestry(tip)
+    return RepositorySummary(
+        branch=branch,
+        snapshot=tip,
+        branches=sorted(info.branches),
+        tags=sorted(info.tags),
+        branch_files=len(info.branches) if info.spec_version == 1 else 0,
+        snapshots=len(listed["snapshot"]),
+        ancestry_length=len(ancestry),
+        oldest_snapshot_age_s=now_ms / 1000 - min(entry.flushed_at for entry in ancestry) / 1_000_000,
+        manifests=len(listed["manifest"]),
+        groups=len(tip_snapshot.nodes) - len(arrays),
+        arrays=len(arrays),
+        **_chunk_fields(kinds, sizes),
+        chunk_objects=len(listed["chunk"]),
+        chunk_object_bytes=sum(file.size for file in listed["chunk"].values()),
+        reclaimable_objects=len(reclaimable),
+        reclaimable_bytes=sum(file.size for file in reclaimable),
     )

@@ -57,7 +57,12 @@ class IcechunkCdcReport(Report):
 
 def plan(location: str, storage: Storage, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
     """Plan the diffs of the snapshots after ``options.from_snapshot`` up to ``options.to_snapshot``."""
-    refuse_package_format(storage, location, "change capture")
+    refuse_package_format(
+        storage,
+        location,
+        "change capture",
+        "its watermark is a snapshot's depth, which these formats do not store and expiry shortens",
+    )
     return diff.plan_diff(location, options, storage_options)
 
 

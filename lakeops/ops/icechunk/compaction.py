@@ -60,7 +60,9 @@ def plan(
     min_input_files: int,
 ) -> PackingPlan:
     """Plan the packing of ``branch``'s tip (``target_file_size`` None: the default pack size)."""
-    refuse_package_format(storage, location, "compaction")
+    refuse_package_format(
+        storage, location, "compaction", "lakeops reads that format but does not write its manifests and snapshots"
+    )
     return packing.plan_packing(
         storage,
         location,

@@ -52,7 +52,7 @@ def plan(
 ) -> Plan:
     """The expiry of either kind of repository (``retention`` None: the default window)."""
     return delegated_plan(
-        storage, location, storage_options, operation="expire", retention=retention, force=force, now_ms=now_ms
+        storage, location, storage_options, retention=retention, force=force, now_ms=now_ms
     ) or expiry.plan_expiry(storage, location, retention=retention, force=force, now_ms=now_ms)
 
 

@@ -1,12 +1,12 @@
 """Icechunk inspection (``lakeops inspect REPO``): the repository's refs, objects and what maintenance
-would reclaim (:mod:`lakeops.icechunk.maintenance.summary`; seed format only)."""
+would reclaim (:mod:`lakeops.icechunk.maintenance.summary`: the seed format, Icechunk format 1 and 2)."""
 
 from __future__ import annotations
 
 import time
 
-from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize
-from lakeops.ops.icechunk.repository import refuse_package_format
+from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize, summarize_versioned
+from lakeops.icechunk.versioned import format_version
 from lakeops.ops.report import InspectionReport, TableState
 from lakeops.storage import Storage
 
@@ -38,8 +38,9 @@ class IcechunkInspectReport(RepositorySummary, InspectionReport):
 
 
 def inspect_repository(location: str, storage: Storage, started: float) -> IcechunkInspectReport:
-    refuse_package_format(storage, location, "inspecting")
-    summary = summarize(storage, location, now_ms=int(time.time() * 1000))
+    now_ms = int(time.time() * 1000)
+    versioned = format_version(storage, location) is not None
+    summary = (summarize_versioned if versioned else summarize)(storage, location, now_ms=now_ms)
     return IcechunkInspectReport(
         format="icechunk", table=location, duration_s=time.monotonic() - started, **summary.model_dump()
     )

@@ -1,7 +1,7 @@
 """Icechunk garbage collection (``lakeops orphans REPO``): objects no retained snapshot reaches, listed
-and re-checked on the driver and deleted in batches on the caller's executor
-(:mod:`lakeops.icechunk.maintenance.gc`), or, for a repository in the icechunk package's format,
-collected by that package (:mod:`lakeops.icechunk.maintenance.delegated`)."""
+and re-checked on the driver and deleted in batches on the caller's executor: seed format
+(:mod:`lakeops.icechunk.maintenance.gc`), Icechunk format 1 and 2
+(:mod:`lakeops.icechunk.maintenance.versioned_gc`)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,17 @@ from rich.console import Console
 from lakeops.deletion import BatchResult, DeleteBatch
 from lakeops.execution import Executor
 from lakeops.icechunk.maintenance import gc
-from lakeops.icechunk.maintenance.delegated import DelegatedPlan
 from lakeops.icechunk.maintenance.gc import GcPlan
-from lakeops.ops.icechunk.repository import delegated_plan, refuse_quarantine, removal_fields
+from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan, plan_versioned_gc
+from lakeops.icechunk.versioned import format_version
+from lakeops.ops.icechunk.repository import removal_fields
 from lakeops.ops.report import Report
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = ["IcechunkGcReport", "Plan", "collect_garbage", "plan", "run"]
 
-Plan = GcPlan | DelegatedPlan
+Plan = GcPlan | VersionedGcPlan
 
 
 class IcechunkGcReport(Report):
@@ -61,10 +62,9 @@ def plan(
     batch_size: int = gc.DEFAULT_BATCH_SIZE,
     now_ms: int,
 ) -> Plan:
-    """The garbage collection of either kind of repository (``retention`` None: the default window)."""
-    return delegated_plan(
-        storage, location, storage_options, operation="orphans", retention=retention, force=force, now_ms=now_ms
-    ) or gc.plan_gc(
+    """The garbage collection of any kind of repository (``retention`` None: the default window)."""
+    planner = gc.plan_gc if format_version(storage, location) is None else plan_versioned_gc
+    return planner(
         storage, location, storage_options, retention=retention, force=force, now_ms=now_ms, batch_size=batch_size
     )
 
@@ -80,11 +80,9 @@ def run(
     quarantine_run: str | None = None,
     started: float | None = None,
 ) -> IcechunkGcReport:
-    """Carry out (unless ``dry_run``) and report ``plan``: a seed-format plan is re-checked just before
-    its batches are deleted on ``executor`` (``quarantine_run``: moved into that trash run instead,
-    refused for the package format, whose package deletes)."""
+    """Carry out (unless ``dry_run``) and report ``plan``: it is re-checked just before its batches are
+    deleted on ``executor`` (``quarantine_run``: moved into that trash run instead)."""
     started = time.monotonic() if started is None else started
-    refuse_quarantine(plan, quarantine_run, dry_run=dry_run)
 
     def delete(batches: Sequence[DeleteBatch]) -> list[BatchResult]:
         return executor.delete(

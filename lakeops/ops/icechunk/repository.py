@@ -1,8 +1,11 @@
 """Which kind of Icechunk repository a run meets, and what each kind allows.
 
-A repository in the ``icechunk`` package's format (:func:`~lakeops.icechunk.maintenance.delegated.is_package_format`)
-has its expiry and garbage collection planned for that package, which then deletes the files itself
-(no ``--quarantine``); compaction, change capture and inspection refuse it.
+lakeops reads and writes the seed format itself. Icechunk format 1 and 2
+(:func:`~lakeops.icechunk.versioned.format_version`) it reads natively, so ``inspect`` and garbage
+collection (which only deletes) work on both; it writes neither format's metadata yet. Format 1 has
+its expiry planned for the ``icechunk`` package, which then rewrites and deletes the files itself (no
+``--quarantine``). Every other operation that would write a format 1 or 2 repository is refused,
+naming the operation and the format.
 """
 
 from __future__ import annotations
@@ -13,20 +16,27 @@ from typing import Any
 
 from lakeops.errors import UnsupportedFeature, UsageError
 from lakeops.icechunk.maintenance import delegated
-from lakeops.icechunk.maintenance.delegated import DelegatedPlan, Operation
+from lakeops.icechunk.maintenance.delegated import DelegatedPlan
 from lakeops.icechunk.maintenance.expiry import IcechunkExpiryPlan
 from lakeops.icechunk.maintenance.gc import GcPlan
+from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan
+from lakeops.icechunk.versioned import format_version
 from lakeops.storage import Storage, StorageOptions
 from lakeops.units import format_duration, instant
 
 __all__ = ["RemovalPlan", "delegated_plan", "refuse_package_format", "refuse_quarantine", "removal_fields"]
 
 
-def refuse_package_format(storage: Storage, location: str, operation: str) -> None:
-    if delegated.is_package_format(storage, location):
+#: The format the icechunk 1.x package, lakeops' delegate, reads and writes.
+_PACKAGE_FORMAT = 1
+
+
+def refuse_package_format(storage: Storage, location: str, operation: str, reason: str) -> None:
+    """Refuse ``operation`` on a format 1 or 2 repository, for ``reason``."""
+    version = format_version(storage, location)
+    if version is not None:
         raise UnsupportedFeature(
-            f"{location}: {operation} of repositories in the Icechunk 1.x/2.x format is not available; lakeops "
-            "delegates only expire and orphans to the icechunk package for them"
+            f"{location}: {operation} of Icechunk format {version} repositories is not available: {reason}"
         )
 
 
@@ -35,22 +45,26 @@ def delegated_plan(
     location: str,
     storage_options: StorageOptions,
     *,
-    operation: Operation,
     retention: timedelta | None,
     force: bool,
     now_ms: int,
 ) -> DelegatedPlan | None:
-    """The plan handing ``operation`` to the icechunk package when ``location`` is in its format; None
-    for a seed-format repository, which lakeops plans itself."""
-    if not delegated.is_package_format(storage, location):
+    """The plan handing expiry to the icechunk package when ``location`` is in format 1; None for a
+    seed-format repository, which lakeops plans itself. Format 2 is refused: expiry rewrites the repo
+    object, which lakeops does not write yet and the package does not read."""
+    version = format_version(storage, location)
+    if version is None and not delegated.is_package_format(storage, location):
         return None
-    return delegated.plan_delegated(
-        storage, location, storage_options, operation=operation, retention=retention, force=force, now_ms=now_ms
-    )
+    if version is not None and version > _PACKAGE_FORMAT:
+        raise UnsupportedFeature(
+            f"{location}: expire of Icechunk format {version} repositories is not available: lakeops does not "
+            f"write the repo object yet, and the icechunk package it delegates to reads format {_PACKAGE_FORMAT} only"
+        )
+    return delegated.plan_delegated(storage, location, storage_options, retention=retention, force=force, now_ms=now_ms)
 
 
 #: An expiry or garbage-collection plan, of either kind of repository.
-RemovalPlan = IcechunkExpiryPlan | GcPlan | DelegatedPlan
+RemovalPlan = IcechunkExpiryPlan | GcPlan | VersionedGcPlan | DelegatedPlan
 
 
 def refuse_quarantine(plan: RemovalPlan, quarantine_run: str | None, *, dry_run: bool) -> None:

@@ -1,4 +1,6 @@
-"""Repositories in the icechunk package's format: detection, and expiry and garbage collection delegated to it.
+"""Repositories in Icechunk format 1, the icechunk package's: detection, expiry delegated to the
+package, and lakeops' own garbage collection (:mod:`lakeops.icechunk.maintenance.versioned_gc`)
+checked against the package's.
 
 Every repository here is written by the package itself (``icechunk`` 1.x with zarr), on local disk or
 on the moto S3 endpoint, and read back through the package after lakeops ran its maintenance.
@@ -6,11 +8,12 @@ on the moto S3 endpoint, and read back through the package after lakeops ran its
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,11 @@ from lakeops.errors import InvalidArgument, NotATable, UnsafeOperation, Unsuppor
 from lakeops.execution import ThreadExecutor
 from lakeops.icechunk.maintenance import delegated
 from lakeops.icechunk.maintenance.delegated import DelegatedPlan
+from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan
 from lakeops.ops.detect import detect_format
 from lakeops.ops.icechunk import expiry as ops_expiry
 from lakeops.ops.icechunk import orphans as ops_orphans
+from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.storage import StorageOptions, open_storage, relative_to
 
 WEEK_MS = 7 * 24 * 3600 * 1000
@@ -124,17 +129,29 @@ def local_repo(pristine: LocalRepo, tmp_path: Path) -> LocalRepo:
     return LocalRepo.at(str(shutil.copytree(pristine.root, tmp_path / "repo")), pristine.history)
 
 
-def _plan(repo: LocalRepo, operation: delegated.Operation) -> DelegatedPlan:
-    """A plan whose cutoff falls between c1 and c2: a short retention from the real clock, forced."""
+def _mid_retention(repo: LocalRepo) -> tuple[timedelta, int]:
+    """A retention whose cutoff falls between c1 and c2 (from the real clock; forced), and now."""
     now_ms = int(time.time() * 1000)
+    return timedelta(milliseconds=now_ms - repo.history.mid_ms), now_ms
+
+
+def _plan(repo: LocalRepo) -> DelegatedPlan:
+    """An expiry plan with the cutoff between c1 and c2."""
+    retention, now_ms = _mid_retention(repo)
     return delegated.plan_delegated(
-        open_storage(repo.root),
-        repo.root,
-        LOCAL,
-        operation=operation,
-        retention=timedelta(milliseconds=now_ms - repo.history.mid_ms),
-        force=True,
-        now_ms=now_ms,
+        open_storage(repo.root), repo.root, LOCAL, retention=retention, force=True, now_ms=now_ms
+    )
+
+
+def _collect(repo: LocalRepo, *, dry_run: bool, retention: timedelta | None = None) -> IcechunkGcReport:
+    """lakeops' garbage collection (threads), the cutoff between c1 and c2 unless ``retention`` is given
+    (None there: the default week)."""
+    window, now_ms = _mid_retention(repo) if retention is None else (retention, int(time.time() * 1000))
+    storage = open_storage(repo.root)
+    plan = ops_orphans.plan(repo.root, storage, LOCAL, retention=window, force=True, now_ms=now_ms)
+    assert isinstance(plan, VersionedGcPlan)
+    return ops_orphans.run(
+        plan, LOCAL, executor=ThreadExecutor(), dry_run=dry_run, progress=Console(quiet=True), description=""
     )
 
 
@@ -145,7 +162,7 @@ def test_a_repository_the_package_wrote_is_detected_as_its_format(local_repo: Lo
     storage = open_storage(local_repo.root)
     assert detect_format(storage, local_repo.root) == "icechunk"
     assert delegated.is_package_format(storage, local_repo.root)
-    plan = _plan(local_repo, "expire")
+    plan = _plan(local_repo)
     assert plan.spec_version == 1
     assert plan.package_version == icechunk.__version__
     assert plan.cutoff_ms == local_repo.history.mid_ms
@@ -169,7 +186,7 @@ def test_a_seed_format_repository_keeps_its_own_expiry_plan(repo_copy: Path) -> 
 def test_expiry_dry_run_counts_what_would_expire_and_changes_nothing(local_repo: LocalRepo) -> None:
     files = _listing(local_repo.root, LOCAL)
     lines = _ancestries(local_repo.package_storage)
-    outcome = delegated.expire_snapshots(_plan(local_repo, "expire"), dry_run=True)
+    outcome = delegated.expire_snapshots(_plan(local_repo), dry_run=True)
     # c0 and c1 predate the cutoff; c1 is tag v1's tip, so only c0 leaves every history
     assert outcome.snapshots_expired == 1
     assert _listing(local_repo.root, LOCAL) == files
@@ -179,8 +196,8 @@ def test_expiry_dry_run_counts_what_would_expire_and_changes_nothing(local_repo:
 def test_expiry_drops_snapshots_older_than_the_cutoff_from_every_history(local_repo: LocalRepo) -> None:
     ids = local_repo.history.ids
     root = _ancestries(local_repo.package_storage)["branch main"][-1]
-    dry = delegated.expire_snapshots(_plan(local_repo, "expire"), dry_run=True)
-    outcome = delegated.expire_snapshots(_plan(local_repo, "expire"), dry_run=False)
+    dry = delegated.expire_snapshots(_plan(local_repo), dry_run=True)
+    outcome = delegated.expire_snapshots(_plan(local_repo), dry_run=False)
     assert outcome.snapshots_expired == dry.snapshots_expired == 1
     assert _ancestries(local_repo.package_storage) == {
         "branch main": [ids["c3"], ids["c2"], root],
@@ -195,15 +212,12 @@ def test_the_default_week_keeps_a_fresh_history(local_repo: LocalRepo) -> None:
     files = _listing(local_repo.root, LOCAL)
     now_ms = int(time.time() * 1000)
 
-    def plan(operation: delegated.Operation) -> DelegatedPlan:
-        storage = open_storage(local_repo.root)
-        return delegated.plan_delegated(
-            storage, local_repo.root, LOCAL, operation=operation, retention=None, force=False, now_ms=now_ms
-        )
-
-    assert plan("expire").cutoff_ms == now_ms - WEEK_MS
-    assert delegated.expire_snapshots(plan("expire"), dry_run=False).snapshots_expired == 0
-    assert delegated.garbage_collect(plan("orphans"), dry_run=False) == delegated.DelegatedOutcome()
+    plan = delegated.plan_delegated(
+        open_storage(local_repo.root), local_repo.root, LOCAL, retention=None, force=False, now_ms=now_ms
+    )
+    assert plan.cutoff_ms == now_ms - WEEK_MS
+    assert delegated.expire_snapshots(plan, dry_run=False).snapshots_expired == 0
+    assert _collect(local_repo, dry_run=False, retention=timedelta(days=7)).deleted_files == 0
     assert _ancestries(local_repo.package_storage) == lines
     assert set(_listing(local_repo.root, LOCAL)) == set(files)
 
@@ -213,52 +227,73 @@ def test_the_default_week_keeps_a_fresh_history(local_repo: LocalRepo) -> None:
 
 def test_garbage_collection_without_expiry_deletes_nothing(local_repo: LocalRepo) -> None:
     files = _listing(local_repo.root, LOCAL)
-    outcome = delegated.garbage_collect(_plan(local_repo, "orphans"), dry_run=False)
-    assert outcome == delegated.DelegatedOutcome()
+    report = _collect(local_repo, dry_run=False)
+    assert (report.deleted_files, report.objects_reachable) == (0, report.objects_scanned)
     assert _listing(local_repo.root, LOCAL) == files
 
 
 def test_garbage_collection_after_expiry_deletes_exactly_the_unreachable_objects(local_repo: LocalRepo) -> None:
-    delegated.expire_snapshots(_plan(local_repo, "expire"), dry_run=False)
+    delegated.expire_snapshots(_plan(local_repo), dry_run=False)
     files = _listing(local_repo.root, LOCAL)
-    plan = _plan(local_repo, "orphans")
-
-    dry = delegated.garbage_collect(plan, dry_run=True)
+    dry = _collect(local_repo, dry_run=True)
     assert _listing(local_repo.root, LOCAL) == files
 
-    outcome = delegated.garbage_collect(plan, dry_run=False)
-    assert outcome == dry
-    assert (outcome.snapshots_deleted, outcome.manifests_deleted, outcome.chunks_deleted) == (1, 1, SHAPE // CHUNK)
-    assert outcome.transaction_logs_deleted == 1
+    report = _collect(local_repo, dry_run=False)
+    figures = ("deleted_snapshots", "deleted_manifests", "deleted_chunks", "deleted_transaction_logs")
+    assert [getattr(report, name) for name in figures] == [getattr(dry, name) for name in figures]
+    assert [getattr(report, name) for name in figures] == [1, 1, SHAPE // CHUNK, 1]
     deleted = set(files) - set(_listing(local_repo.root, LOCAL))
     assert deleted == local_repo.history.c0_files  # c0's snapshot, manifest, chunks and transaction log
-    assert outcome.bytes_deleted == sum(files[path][0] for path in deleted)
+    assert report.deleted_bytes == sum(files[path][0] for path in deleted)
+    _assert_values(local_repo.package_storage, local_repo.history)
+
+
+def test_garbage_collection_deletes_what_the_package_deletes(local_repo: LocalRepo, tmp_path: Path) -> None:
+    """A deleted branch and tag, and an abandoned writer's chunks, beside the expired c0: lakeops and
+    ``Repository.garbage_collect`` (on a copy in the same state) leave exactly the same files."""
+    repo = icechunk.Repository.open(local_repo.package_storage)
+    repo.create_branch("scratch", local_repo.history.ids["c1"])
+    scratch = _commit(repo, "scratch", np.zeros(SHAPE), "scratch")
+    repo.create_tag("gone", scratch)
+    repo.delete_tag("gone")
+    repo.delete_branch("scratch")
+    session = repo.writable_session("main")
+    zarr.open_array(session.store, path="x", mode="a")[:] = np.ones(SHAPE)  # written, never committed
+    delegated.expire_snapshots(_plan(local_repo), dry_run=False)
+    package_copy = shutil.copytree(local_repo.root, tmp_path / "package-copy")
+    retention, _ = _mid_retention(local_repo)
+    old = time.time() - retention.total_seconds() - 60
+    for path in [*Path(local_repo.root).rglob("*"), *package_copy.rglob("*")]:
+        os.utime(path, (old, old))  # everything past the cutoff: only reachability decides
+    cutoff = datetime.fromtimestamp(time.time() - retention.total_seconds(), UTC)
+    icechunk.Repository.open(icechunk.local_filesystem_storage(str(package_copy))).garbage_collect(cutoff)
+
+    report = _collect(local_repo, dry_run=False, retention=retention)
+    assert report.deleted_snapshots == 2  # c0 and the scratch commit
+    assert set(_listing(local_repo.root, LOCAL)) == set(_listing(str(package_copy), LOCAL))
     _assert_values(local_repo.package_storage, local_repo.history)
 
 
 def test_a_location_the_package_cannot_open_is_not_a_table(tmp_path: Path) -> None:
     root = str(tmp_path / "nothing")
-    plan = delegated.plan_delegated(
-        open_storage(root), root, LOCAL, operation="orphans", retention=None, force=False, now_ms=0
-    )
+    plan = delegated.plan_delegated(open_storage(root), root, LOCAL, retention=None, force=False, now_ms=0)
     assert plan.spec_version is None
     with pytest.raises(NotATable, match="nothing: the icechunk package cannot open"):
-        delegated.garbage_collect(plan, dry_run=True)
+        delegated.expire_snapshots(plan, dry_run=True)
 
 
 # --- safety and installation -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("operation", "flag"), [("expire", "--force"), ("orphans", "--force-short-retention")])
-def test_a_retention_under_a_week_needs_the_override(
-    local_repo: LocalRepo, operation: delegated.Operation, flag: str
-) -> None:
+def test_a_retention_under_a_week_needs_the_override(local_repo: LocalRepo, operation: str, flag: str) -> None:
     storage = open_storage(local_repo.root)
+    planner = ops_expiry.plan if operation == "expire" else ops_orphans.plan
 
-    def plan(retention: timedelta, force: bool) -> DelegatedPlan:
-        return delegated.plan_delegated(
-            storage, local_repo.root, LOCAL, operation=operation, retention=retention, force=force, now_ms=WEEK_MS
-        )
+    def plan(retention: timedelta, force: bool) -> DelegatedPlan | VersionedGcPlan:
+        found = planner(local_repo.root, storage, LOCAL, retention=retention, force=force, now_ms=WEEK_MS)
+        assert isinstance(found, DelegatedPlan | VersionedGcPlan)
+        return found
 
     with pytest.raises(UnsafeOperation, match=f"retention 6d is shorter than the default 7d.*Pass {flag}"):
         plan(timedelta(days=6), force=False)
@@ -268,7 +303,7 @@ def test_a_retention_under_a_week_needs_the_override(
     assert plan(timedelta(days=8), force=False).retention == timedelta(days=8)
 
 
-def test_without_the_package_installed_the_operations_say_how_to_install_it(
+def test_without_the_package_installed_expiry_says_how_to_install_it_and_gc_needs_none(
     local_repo: LocalRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "icechunk", None)  # ``import icechunk`` now raises ImportError
@@ -276,8 +311,8 @@ def test_without_the_package_installed_the_operations_say_how_to_install_it(
     assert delegated.is_package_format(storage, local_repo.root)  # detection needs no package
     with pytest.raises(UnsupportedFeature, match=r"icechunk package.*not installed.*pip install 'lakeops\[icechunk\]'"):
         ops_expiry.plan(local_repo.root, storage, LOCAL, retention=None, force=False, now_ms=0)
-    with pytest.raises(UnsupportedFeature, match="not installed"):
-        ops_orphans.plan(local_repo.root, storage, LOCAL, retention=None, force=False, batch_size=10, now_ms=0)
+    gc_plan = ops_orphans.plan(local_repo.root, storage, LOCAL, retention=None, force=False, batch_size=10, now_ms=0)
+    assert isinstance(gc_plan, VersionedGcPlan)
 
 
 # --- S3 --------------------------------------------------------------------------------------------
@@ -312,7 +347,7 @@ def test_expiry_and_garbage_collection_through_the_reports_on_s3(s3_bucket: Any)
 
     files = _listing(root, options)
     gc_plan = ops_orphans.plan(root, storage, options, retention=None, force=False, batch_size=10, now_ms=now_ms)
-    assert isinstance(gc_plan, DelegatedPlan)
+    assert isinstance(gc_plan, VersionedGcPlan)
     collect = {"executor": ThreadExecutor(), "progress": Console(quiet=True), "description": "", "started": started}
     gc_dry = ops_orphans.run(gc_plan, options, dry_run=True, **collect)
     assert _listing(root, options) == files
