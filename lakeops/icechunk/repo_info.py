@@ -3,7 +3,8 @@
 Format 2 (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#repo-info-file): one
 mutable object ``$ROOT/repo`` (``repo.fbs``'s ``Repo``) holds the branches and tags (``Ref``: a name
 and an index into ``snapshots``) and every snapshot's ``SnapshotInfo`` (id, ``parent_offset``: the
-parent's index in that list, -1 for none; ``flushed_at`` in microseconds; the message).
+parent's index in that list, -1 for none; ``flushed_at`` in microseconds; the message; since spec 2.1
+``pruned_ancestor_tx_logs``, field 5, "Changes from spec version 2 to 2.1").
 
 Format 1 (spec version 1, "Reference Files" of https://icechunk.io/en/stable/spec/): each branch and
 tag is ``refs/branch.NAME/ref.json`` or ``refs/tag.NAME/ref.json`` holding ``{"snapshot": ID}``; a
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from lakeops.errors import CorruptFile, NotATable
 from lakeops.icechunk.binary import FileType, read_payload
 from lakeops.icechunk.flatbuf import Table
-from lakeops.icechunk.ids import validate_id
+from lakeops.icechunk.ids import encode_bytes, validate_id
 from lakeops.icechunk.objects import Snapshot, object_id
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE, TAG_PREFIX
 from lakeops.storage import Storage, join, relative_to
@@ -31,6 +32,7 @@ __all__ = ["REPO_OBJECT", "RepoInfo", "SnapshotInfo", "decode_repo_object", "rea
 #: The repo info object of format 2.
 REPO_OBJECT = "repo"
 _DELETED_MARKER = TAG_FILE + ".deleted"
+_ID12 = 12
 
 
 class SnapshotInfo(BaseModel):
@@ -43,6 +45,9 @@ class SnapshotInfo(BaseModel):
     #: Microseconds since the epoch.
     flushed_at: int
     message: str
+    #: Spec 2.1: transaction logs of ancestors expiry removed, oldest first; with the snapshot's own log
+    #: they are its full transaction history, so they outlive those ancestors.
+    pruned_ancestor_tx_logs: list[str] = []
 
 
 class RepoInfo(BaseModel):
@@ -99,6 +104,7 @@ def decode_repo_object(data: bytes, path: str) -> RepoInfo:
             parent_id=None if parent < 0 else ids[parent],
             flushed_at=entry.scalar(2, "Q"),
             message=entry.string(3) or "",
+            pruned_ancestor_tx_logs=[encode_bytes(raw) for raw in entry.structs(5, _ID12)],
         )
     return RepoInfo(
         source=path,
