@@ -27,7 +27,7 @@ from lakeops.icechunk.objects import Snapshot, object_id
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE, TAG_PREFIX
 from lakeops.storage import Storage, join, relative_to
 
-__all__ = ["REPO_OBJECT", "RepoInfo", "SnapshotInfo", "decode_repo_object", "read_repo_info"]
+__all__ = ["REPO_OBJECT", "RepoInfo", "RepoStatus", "SnapshotInfo", "decode_repo_object", "read_repo_info"]
 
 #: The repo info object of format 2.
 REPO_OBJECT = "repo"
@@ -50,6 +50,21 @@ class SnapshotInfo(BaseModel):
     pruned_ancestor_tx_logs: list[str] = []
 
 
+class RepoStatus(BaseModel):
+    """Format 2's ``RepoStatus``: ``availability`` 0 Online, 1 ReadOnly, 2 Offline (``RepoAvailability``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    availability: int = 0
+    #: Microseconds since the epoch.
+    set_at: int = 0
+    limited_availability_reason: str | None = None
+
+    @property
+    def online(self) -> bool:
+        return self.availability == 0
+
+
 class RepoInfo(BaseModel):
     """What the refs say, whichever format holds them."""
 
@@ -63,6 +78,8 @@ class RepoInfo(BaseModel):
     deleted_tags: list[str]
     #: Every snapshot the graph knows (format 2: the repo object's list; format 1: the refs' ancestry).
     snapshots: dict[str, SnapshotInfo]
+    #: Format 1 has no status: always online.
+    status: RepoStatus = RepoStatus()
 
     def ancestry(self, snapshot_id: str) -> list[SnapshotInfo]:
         """``snapshot_id`` and its parents, newest first."""
@@ -113,6 +130,15 @@ def decode_repo_object(data: bytes, path: str) -> RepoInfo:
         tags=_ref_map(repo.tables(1), ids, path),
         deleted_tags=repo.strings(3),
         snapshots=snapshots,
+        status=_status(repo.table(5)),
+    )
+
+
+def _status(table: Table | None) -> RepoStatus:
+    if table is None:
+        return RepoStatus()
+    return RepoStatus(
+        availability=table.scalar(0, "B"), set_at=table.scalar(1, "Q"), limited_availability_reason=table.string(2)
     )
 
 

@@ -20,11 +20,11 @@ import zarr
 from lakeops_testdata import TESTDATA
 
 from lakeops import api
-from lakeops.errors import CorruptFile, UnsupportedFeature
+from lakeops.errors import CorruptFile, UnsafeOperation, UnsupportedFeature
 from lakeops.icechunk import versioned
 from lakeops.icechunk.binary import HEADER_SIZE
 from lakeops.icechunk.objects import Snapshot
-from lakeops.icechunk.repo_info import RepoInfo, read_repo_info
+from lakeops.icechunk.repo_info import RepoInfo, RepoStatus, read_repo_info
 from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.detect import detect_format
@@ -310,3 +310,22 @@ def test_transaction_logs_of_expired_ancestors_are_kept(tmp_path: Path, monkeypa
     report = api.orphans(str(root), OrphansOptions(older_than="8d"))
     assert (report.deleted_files, report.deleted_transaction_logs) == (len(PLANTED) - 1, 0)
     assert (root / "transactions" / pruned).exists()
+
+
+def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format 2's ``RepoStatus``: the fixtures are Online; a ReadOnly one is made in the decoded object."""
+    root = _copy("test-repo-v2", tmp_path)
+    _plant(root)
+    _age(root, 10)
+    decoded = read_repo_info
+
+    def read_only(storage: Storage, location: str, load: Callable[[str], Snapshot]) -> RepoInfo:
+        info = decoded(storage, location, load)
+        assert info.status.online
+        return info.model_copy(update={"status": RepoStatus(availability=1, limited_availability_reason="migrating")})
+
+    monkeypatch.setattr(versioned, "read_repo_info", read_only)
+    before = _files(root)
+    with pytest.raises(UnsafeOperation, match=r"repo: the repository is read-only \(migrating\)"):
+        api.orphans(str(root), OrphansOptions(older_than="8d"))
+    assert _files(root) == before
