@@ -3,7 +3,8 @@
 Format 2 (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#repo-info-file): one
 mutable object ``$ROOT/repo`` (``repo.fbs``'s ``Repo``) holds the branches and tags (``Ref``: a name
 and an index into ``snapshots``) and every snapshot's ``SnapshotInfo`` (id, ``parent_offset``: the
-parent's index in that list, -1 for none; ``flushed_at`` in microseconds; the message).
+parent's index in that list, -1 for none; ``flushed_at`` in microseconds; the message; since spec 2.1
+``pruned_ancestor_tx_logs``, field 5, "Changes from spec version 2 to 2.1").
 
 Format 1 (spec version 1, "Reference Files" of https://icechunk.io/en/stable/spec/): each branch and
 tag is ``refs/branch.NAME/ref.json`` or ``refs/tag.NAME/ref.json`` holding ``{"snapshot": ID}``; a
@@ -21,16 +22,17 @@ from pydantic import BaseModel, ConfigDict
 from lakeops.errors import CorruptFile, NotATable
 from lakeops.icechunk.binary import FileType, read_payload
 from lakeops.icechunk.flatbuf import Table
-from lakeops.icechunk.ids import validate_id
+from lakeops.icechunk.ids import encode_bytes, validate_id
 from lakeops.icechunk.objects import Snapshot, object_id
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE, TAG_PREFIX
 from lakeops.storage import Storage, join, relative_to
 
-__all__ = ["REPO_OBJECT", "RepoInfo", "SnapshotInfo", "decode_repo_object", "read_repo_info"]
+__all__ = ["REPO_OBJECT", "RepoInfo", "RepoStatus", "SnapshotInfo", "decode_repo_object", "read_repo_info"]
 
 #: The repo info object of format 2.
 REPO_OBJECT = "repo"
 _DELETED_MARKER = TAG_FILE + ".deleted"
+_ID12 = 12
 
 
 class SnapshotInfo(BaseModel):
@@ -43,6 +45,24 @@ class SnapshotInfo(BaseModel):
     #: Microseconds since the epoch.
     flushed_at: int
     message: str
+    #: Spec 2.1: transaction logs of ancestors expiry removed, oldest first; with the snapshot's own log
+    #: they are its full transaction history, so they outlive those ancestors.
+    pruned_ancestor_tx_logs: list[str] = []
+
+
+class RepoStatus(BaseModel):
+    """Format 2's ``RepoStatus``: ``availability`` 0 Online, 1 ReadOnly, 2 Offline (``RepoAvailability``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    availability: int = 0
+    #: Microseconds since the epoch.
+    set_at: int = 0
+    limited_availability_reason: str | None = None
+
+    @property
+    def online(self) -> bool:
+        return self.availability == 0
 
 
 class RepoInfo(BaseModel):
@@ -58,6 +78,8 @@ class RepoInfo(BaseModel):
     deleted_tags: list[str]
     #: Every snapshot the graph knows (format 2: the repo object's list; format 1: the refs' ancestry).
     snapshots: dict[str, SnapshotInfo]
+    #: Format 1 has no status: always online.
+    status: RepoStatus = RepoStatus()
 
     def ancestry(self, snapshot_id: str) -> list[SnapshotInfo]:
         """``snapshot_id`` and its parents, newest first."""
@@ -99,6 +121,7 @@ def decode_repo_object(data: bytes, path: str) -> RepoInfo:
             parent_id=None if parent < 0 else ids[parent],
             flushed_at=entry.scalar(2, "Q"),
             message=entry.string(3) or "",
+            pruned_ancestor_tx_logs=[encode_bytes(raw) for raw in entry.structs(5, _ID12)],
         )
     return RepoInfo(
         source=path,
@@ -107,6 +130,15 @@ def decode_repo_object(data: bytes, path: str) -> RepoInfo:
         tags=_ref_map(repo.tables(1), ids, path),
         deleted_tags=repo.strings(3),
         snapshots=snapshots,
+        status=_status(repo.table(5)),
+    )
+
+
+def _status(table: Table | None) -> RepoStatus:
+    if table is None:
+        return RepoStatus()
+    return RepoStatus(
+        availability=table.scalar(0, "B"), set_at=table.scalar(1, "Q"), limited_availability_reason=table.string(2)
     )
 
 

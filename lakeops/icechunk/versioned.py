@@ -47,6 +47,8 @@ class Reached:
     snapshots: set[str] = field(default_factory=set)
     manifests: set[str] = field(default_factory=set)
     chunks: set[str] = field(default_factory=set)
+    #: Each snapshot's own log, and (spec 2.1) the logs of its expired ancestors.
+    transaction_logs: set[str] = field(default_factory=set)
 
 
 class VersionedRepository:
@@ -91,10 +93,14 @@ class VersionedRepository:
         return named
 
     def reached(self, snapshot_ids: set[str]) -> Reached:
-        """The snapshots themselves, their manifests and the native chunks those manifests name."""
-        reached = Reached(snapshots=set(snapshot_ids))
+        """The snapshots themselves, their transaction logs, their manifests and the native chunks those
+        manifests name."""
+        reached = Reached(snapshots=set(snapshot_ids), transaction_logs=set(snapshot_ids))
         for snapshot_id in snapshot_ids:
             reached.manifests |= self.manifest_ids(snapshot_id)
+            listed = self.info.snapshots.get(snapshot_id)
+            if listed is not None:
+                reached.transaction_logs.update(listed.pruned_ancestor_tx_logs)
         for manifest_id in reached.manifests:
             for array in self.manifest(manifest_id).arrays:
                 reached.chunks.update(ref.chunk_id for ref in array.refs if ref.chunk_id is not None)

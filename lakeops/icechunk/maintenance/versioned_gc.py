@@ -13,11 +13,14 @@ Spec basis (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md)
    deleted and the repo object need not be rewritten (lakeops does not write it);
 3. every snapshot file younger than the cutoff: it may be a concurrent writer's, not committed yet.
 
-**Reachable**: the roots' snapshot files and transaction logs, the manifests they name, the native
-chunks those manifests name. **Deleted**: every object of the four directories whose name is an id,
-not reachable, last modified before the cutoff. Nothing else is listed: ``refs/``, the ``repo``
-object, ``overwritten/`` and ``config.yaml`` are never candidates, and batches refuse ``refs/`` and
-``repo`` besides. Just before deleting, the roots are read again; if they changed (a commit, a branch
+**Reachable**: the roots' snapshot files and transaction logs, the transaction logs of their expired
+ancestors (spec 2.1's ``pruned_ancestor_tx_logs``: part of a snapshot's full transaction history),
+the manifests they name, the native chunks those manifests name.
+
+**Deleted**: every object of the four directories whose name is an id, not reachable, last modified
+before the cutoff. Nothing else is listed: ``refs/``, the ``repo`` object, ``overwritten/`` and
+``config.yaml`` are never candidates, and batches refuse ``refs/`` and ``repo`` besides. Just before
+deleting, the roots are read again; if they changed (a commit, a branch
 reset), candidates that became reachable are dropped.
 """
 
@@ -27,6 +30,7 @@ from collections import Counter
 from datetime import timedelta
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
+from lakeops.errors import UnsafeOperation
 from lakeops.icechunk.maintenance.gc import (
     DEFAULT_BATCH_SIZE,
     CollectionPlan,
@@ -63,8 +67,8 @@ def _roots(repo: VersionedRepository, snapshots: dict[str, FileInfo], cutoff: in
 
 
 def _held(reached: Reached, kind: str) -> set[str]:
-    by_kind = {"manifest": reached.manifests, "chunk": reached.chunks}
-    return by_kind.get(kind, reached.snapshots)  # a transaction log shares its snapshot's fate
+    by_kind = {"manifest": reached.manifests, "chunk": reached.chunks, "transaction_log": reached.transaction_logs}
+    return by_kind.get(kind, reached.snapshots)
 
 
 def _batches(root: str, options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
@@ -117,8 +121,16 @@ def plan_versioned_gc(
     now_ms: int,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> VersionedGcPlan:
-    """List the repository once and choose the objects to delete (rules in the module docs)."""
+    """List the repository once and choose the objects to delete (rules in the module docs). A format 2
+    repository whose ``RepoStatus`` is not Online (read-only or offline) is refused: deleting is a change."""
     repo = VersionedRepository(storage, root)
+    status = repo.info.status
+    if not status.online:
+        state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
+        reason = status.limited_availability_reason or "no reason given"
+        raise UnsafeOperation(
+            f"{repo.info.source}: the repository is {state} ({reason}); garbage collection changes it and is refused"
+        )
     window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[str, dict[str, FileInfo]] = {}
     unrecognised = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import icechunk
@@ -19,8 +20,11 @@ import zarr
 from lakeops_testdata import TESTDATA
 
 from lakeops import api
-from lakeops.errors import CorruptFile, UnsupportedFeature
+from lakeops.errors import CorruptFile, UnsafeOperation, UnsupportedFeature
+from lakeops.icechunk import versioned
 from lakeops.icechunk.binary import HEADER_SIZE
+from lakeops.icechunk.objects import Snapshot
+from lakeops.icechunk.repo_info import RepoInfo, RepoStatus, read_repo_info
 from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.detect import detect_format
@@ -30,7 +34,7 @@ from lakeops.ops.orphans import OrphansOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.ops.trash import RestoreOptions
 from lakeops.ops.verify import retained_files_exist
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, open_storage
 
 MODERN = TESTDATA / "modern" / "icechunk"
 #: main's history in both test repositories, newest first (upstream test_can_read_old.py).
@@ -283,4 +287,45 @@ def test_quarantined_garbage_of_format_2_is_restored_byte_for_byte(tmp_path: Pat
     assert report.deleted_files == len(PLANTED) and report.quarantine_run is not None
     assert not any((root / relative).exists() for relative in PLANTED)
     api.restore(str(root), RestoreOptions(run_id=report.quarantine_run))
+    assert _files(root) == before
+
+
+def test_transaction_logs_of_expired_ancestors_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spec 2.1: a snapshot's ``pruned_ancestor_tx_logs`` are part of its history. No fixture has any
+    (they are written by icechunk 2.1's expiry), so main's tip is given one in the decoded repo object."""
+    root = _copy("test-repo-v2", tmp_path)
+    _plant(root)
+    _age(root, 10)
+    pruned = Path(PLANTED[-1]).name
+    decoded = read_repo_info
+
+    def with_pruned(storage: Storage, location: str, load: Callable[[str], Snapshot]) -> RepoInfo:
+        info = decoded(storage, location, load)
+        assert all(not s.pruned_ancestor_tx_logs for s in info.snapshots.values())  # spec 2.0 fixture
+        tip = info.snapshots[info.branches["main"]]
+        snapshots = info.snapshots | {tip.id: tip.model_copy(update={"pruned_ancestor_tx_logs": [pruned]})}
+        return info.model_copy(update={"snapshots": snapshots})
+
+    monkeypatch.setattr(versioned, "read_repo_info", with_pruned)
+    report = api.orphans(str(root), OrphansOptions(older_than="8d"))
+    assert (report.deleted_files, report.deleted_transaction_logs) == (len(PLANTED) - 1, 0)
+    assert (root / "transactions" / pruned).exists()
+
+
+def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format 2's ``RepoStatus``: the fixtures are Online; a ReadOnly one is made in the decoded object."""
+    root = _copy("test-repo-v2", tmp_path)
+    _plant(root)
+    _age(root, 10)
+    decoded = read_repo_info
+
+    def read_only(storage: Storage, location: str, load: Callable[[str], Snapshot]) -> RepoInfo:
+        info = decoded(storage, location, load)
+        assert info.status.online
+        return info.model_copy(update={"status": RepoStatus(availability=1, limited_availability_reason="migrating")})
+
+    monkeypatch.setattr(versioned, "read_repo_info", read_only)
+    before = _files(root)
+    with pytest.raises(UnsafeOperation, match=r"repo: the repository is read-only \(migrating\)"):
+        api.orphans(str(root), OrphansOptions(older_than="8d"))
     assert _files(root) == before
