@@ -87,7 +87,7 @@ def test_inspect_reads_v3_with_its_deletion_vector(tmp_path: Path) -> None:
     report = api.inspect(name, catalog)
     assert (report.format_version, report.snapshots, report.live_files) == (3, 2, 1)
     assert (report.position_delete_files, report.deletion_vectors, report.rows) == (1, 1, 2)
-    assert report.operations == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
+    assert report.supported_operations == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
     table = _load(name, catalog)
     assert table.metadata.next_row_id == 3
 
@@ -190,7 +190,7 @@ def test_initial_defaults_fill_columns_added_after_a_file_was_written(tmp_path: 
 def test_a_v1_table_upgraded_to_v3_reads_as_pyiceberg_reads_it(tmp_path: Path) -> None:
     name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
     report = api.inspect(name, catalog)
-    assert (report.format_version, report.rows, report.operations) == (
+    assert (report.format_version, report.rows, report.supported_operations) == (
         3,
         4,
         ["read", "compact", "checkpoint", "expire", "orphans", "cdc"],
@@ -383,7 +383,10 @@ def _add_columns(name: str, catalog: CatalogOptions, types: dict[str, str]) -> d
 def test_new_types_are_passed_through_and_refused_where_rows_are_decoded(tmp_path: Path) -> None:
     name, catalog, root = _dv_table(tmp_path)
     schema = _add_columns(name, catalog, NEW_TYPES)
-    assert api.inspect(name, catalog).operations == ["read", "checkpoint", "expire", "orphans"]
+    inspected = api.inspect(name, catalog)
+    assert inspected.supported_operations == ["read", "checkpoint", "expire", "orphans"]
+    assert sorted(inspected.refused_operations) == ["cdc", "compact"]
+    assert "columns of type variant" in inspected.refused_operations["compact"]
     refused = r"lakeops {} does not support columns of type variant yet \(v is variant"
     with pytest.raises(UnsupportedFeature, match=refused.format("compact")):
         _compact(name, catalog)
