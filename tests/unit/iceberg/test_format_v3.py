@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from modern_iceberg import unpack
+from modern_iceberg import edit_avro, relength, unpack
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops import api
@@ -154,6 +156,57 @@ def test_first_row_id_is_inherited_in_manifest_order(tmp_path: Path) -> None:
         [("EXISTING", 2, 100), ("EXISTING", 2, 102)],
         [("DELETED", 3, 100), ("DELETED", 3, 103)],
     ]
+
+
+def _in_a_puffin_file(root: Path) -> Path:
+    """Move the fixture's bare DV blob into a complete Puffin file ("File structure": magic, blob,
+    footer of magic, JSON payload, its length, flags, magic) at offset 4, and point the delete
+    manifest at it: the layout Java and PyIceberg write, which PyIceberg can read."""
+    blob = (root / "data" / "legacy-bare-deletion-vector.puffin").read_bytes()
+    data_file = str(root / "data" / DATA_FILE)
+    footer = {
+        "blobs": [
+            {
+                "type": "deletion-vector-v1",
+                "fields": [2147483645],
+                "snapshot-id": -1,
+                "sequence-number": -1,
+                "offset": 4,
+                "length": len(blob),
+                "properties": {"referenced-data-file": data_file, "cardinality": "1"},
+            }
+        ],
+        "properties": {"created-by": "lakeops tests"},
+    }
+    payload = json.dumps(footer).encode()
+    puffin = root / "data" / "deletion-vectors.puffin"
+    puffin.write_bytes(b"PFA1" + blob + b"PFA1" + payload + struct.pack("<i", len(payload)) + bytes(4) + b"PFA1")
+
+    def repoint(record: dict[str, Any]) -> dict[str, Any]:
+        data = {**record["data_file"], "file_path": str(puffin), "file_size_in_bytes": puffin.stat().st_size}
+        return {**record, "data_file": {**data, "content_offset": 4}}
+
+    manifest = root / "metadata" / "legacy-bare-deletion-vector-m0.avro"
+    lengths = {str(manifest): edit_avro(manifest, repoint)}
+    edit_avro(root / "metadata" / "snap-legacy-bare-deletion-vector.avro", relength(lengths))
+    return puffin
+
+
+def test_a_deletion_vector_in_a_puffin_file_reads_as_pyiceberg_reads_it(tmp_path: Path) -> None:
+    name, catalog, root = _dv_table(tmp_path)
+    puffin = _in_a_puffin_file(root)
+    peer = _pyiceberg_rows(name, catalog)
+    assert peer == [{"id": 1, "source": "legacy"}, {"id": 3, "source": "legacy"}]
+    live = _changes(name, catalog, tmp_path / "changes")
+    assert live == [
+        (1, "insert", 1, "legacy"),
+        (1, "insert", 2, "legacy"),
+        (1, "insert", 3, "legacy"),
+        (2, "delete", 2, "legacy"),
+    ]
+    assert api.inspect(name, catalog).rows == len(peer)
+    _compact(name, catalog)
+    assert _pyiceberg_rows(name, catalog) == peer and puffin.exists()  # expiry deletes it, not compaction
 
 
 # --- deletion vectors in the change feed ----------------------------------------------------------
