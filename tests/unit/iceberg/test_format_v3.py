@@ -9,6 +9,7 @@ documented content: rows ``id`` 1, 2, 3 (``source`` "legacy"), then a DV deletin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -23,13 +24,13 @@ from modern_iceberg import edit_avro, relength, unpack
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops import api
-from lakeops.errors import UnsupportedFeature
+from lakeops.errors import ProtocolError, UnsupportedFeature
 from lakeops.execution import TaskFailed
 from lakeops.iceberg.data_reader import read_parquet
 from lakeops.iceberg.manifest import read_manifest
 from lakeops.iceberg.manifest_list import read_manifest_list
 from lakeops.iceberg.puffin import read_deletion_vector
-from lakeops.iceberg.scan import plan_scan
+from lakeops.iceberg.scan import DeleteIndex, plan_scan
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.checkpoint import CheckpointOptions
@@ -484,3 +485,20 @@ def test_the_checkpoint_check_accepts_assigned_row_ids_and_compaction_check_coun
     compacted = api.compact(name, options)
     check = compaction_kept_rows(IcebergTarget(ref), compacted)
     assert check.passed, check.summary
+
+
+def test_two_deletion_vectors_for_one_data_file_are_refused(tmp_path: Path) -> None:
+    """ "At most one deletion vector is allowed per data file in a snapshot": a second one (here the
+    fixture's, listed again at another offset) makes the table's deletes ambiguous."""
+    name, catalog, root = _dv_table(tmp_path)
+    table = _load(name, catalog)
+    scan = plan_scan(table.storage, table.metadata, table.metadata.current_snapshot())
+    (task,) = scan.tasks
+    (dv,) = scan.delete_files
+    copy = dataclasses.replace(
+        dv,
+        entry=dv.entry.model_copy(update={"data_file": dv.entry.data_file.model_copy(update={"content_offset": 42})}),
+    )
+    index = DeleteIndex([dv, copy], {0})
+    with pytest.raises(ProtocolError, match=rf"{DATA_FILE} has 2 deletion vectors .*at most one"):
+        index.for_data_file(task.file)
