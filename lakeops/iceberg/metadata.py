@@ -323,7 +323,7 @@ class TableMetadata(BaseModel):
 
     def refused_operations(self) -> dict[str, str]:
         """Each operation lakeops refuses on this table, with the refusal it raises (for ``inspect``)."""
-        refused = {}
+        refused: dict[str, str] = {}
         for operation in TABLE_OPERATIONS:
             if operation == "commit":  # not an operation of its own: the commits above check their own
                 continue
