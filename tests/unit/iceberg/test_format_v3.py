@@ -360,6 +360,24 @@ def test_a_second_checkpoint_keeps_the_row_ids_files_were_given(tmp_path: Path) 
     assert _pyiceberg_rows(name, catalog) == _lakeops_rows(name, catalog)
 
 
+def test_compaction_of_the_upgraded_table_counts_what_its_v1_list_left_unknown(tmp_path: Path) -> None:
+    """The upgrade's snapshot lists its manifests with null counts (a v1 manifest list): the manifest
+    the compaction keeps is counted from its entries to be assigned its row ids."""
+    name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
+    rows = _pyiceberg_rows(name, catalog)
+    _compact(name, catalog)
+    table = _load(name, catalog)
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot is not None and (snapshot.first_row_id, snapshot.added_rows, table.metadata.next_row_id) == (
+        0,
+        4,
+        4,
+    )
+    manifests = read_manifest_list(table.storage, snapshot.manifest_list or "")
+    assert all(m.added_files_count is not None and m.existing_rows_count is not None for m in manifests)
+    assert _pyiceberg_rows(name, catalog) == rows == _lakeops_rows(name, catalog)
+
+
 def test_expiry_keeps_the_live_deletion_vector_and_the_v3_fields(tmp_path: Path) -> None:
     name, catalog, root = _dv_table(tmp_path)
     options = ExpiryOptions(older_than="0d", retain_last=1, force=True, **catalog.model_dump())
