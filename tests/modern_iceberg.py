@@ -15,6 +15,7 @@ import io
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,19 +63,24 @@ def _relocated(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _rewrite_avro(path: Path, old: str, new: str, lengths: dict[str, int]) -> None:
+def edit_avro(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """Re-encode the Avro file at ``path`` with ``edit`` applied to each record, the same schema, codec
+    and key-value metadata; returns the new length."""
     with path.open("rb") as f:
         reader = fastavro.reader(f)
         schema = json.loads(reader.metadata["avro.schema"])
         codec = reader.metadata.get("avro.codec", "null")
         metadata = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
-        records = [_relocated(r, old, new) for r in reader]
-    for record in records:
-        if record.get("manifest_path") in lengths:
-            record["manifest_length"] = lengths[record["manifest_path"]]
+        records = [edit(r) for r in reader]  # type: ignore[arg-type]
     out = io.BytesIO()
     fastavro.writer(out, fastavro.parse_schema(schema), records, metadata=metadata, codec=codec)
     path.write_bytes(out.getvalue())
+    return len(out.getvalue())
+
+
+def relength(lengths: dict[str, int]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An edit giving the manifest-list records of the manifests in ``lengths`` their new length."""
+    return lambda r: {**r, "manifest_length": lengths[r["manifest_path"]]} if r.get("manifest_path") in lengths else r
 
 
 def unpack(name: str, tmp_path: Path, *, current: str | None = None) -> tuple[str, CatalogOptions]:
@@ -87,8 +93,7 @@ def unpack(name: str, tmp_path: Path, *, current: str | None = None) -> tuple[st
     lengths: dict[str, int] = {}
     avro = sorted(root.rglob("*.avro"), key=lambda p: p.name.startswith("snap-"))  # manifests, then lists
     for path in avro:
-        _rewrite_avro(path, old, new, lengths)
-        lengths[str(path)] = path.stat().st_size
+        lengths[str(path)] = edit_avro(path, lambda r: relength(lengths)(_relocated(r, old, new)))
     for path in root.rglob("*.metadata.json"):
         path.write_text(path.read_text().replace(old, new))
     catalog_name, namespace, table, location = CATALOG_ROWS[name]

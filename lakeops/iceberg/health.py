@@ -51,8 +51,6 @@ class IcebergHealth(BaseModel):
     snapshots_since_manifest_rewrite: int
     metadata_log_entries: int
     partition_fields: list[str]
-    #: The operations lakeops runs on this table's format version (the others are refused by name).
-    operations: list[str]
 
 
 def snapshot_at(metadata: TableMetadata, timestamp: datetime) -> Snapshot:
@@ -114,5 +112,4 @@ def table_health(table: IcebergTable, *, snapshot: Snapshot | None = None) -> Ic
         snapshots_since_manifest_rewrite=_since_manifest_rewrite(metadata, snapshot),
         metadata_log_entries=len(metadata.metadata_log),
         partition_fields=[f.name for f in metadata.default_spec().fields],
-        operations=list(metadata.supported_operations()),
     )

@@ -68,6 +68,7 @@ __all__ = [
     "manifests_of",
     "read_manifest",
     "read_manifest_metadata",
+    "with_counts",
     "write_manifest",
 ]
 
@@ -403,6 +404,9 @@ def read_manifest_metadata(storage: Storage, path: str) -> ManifestMetadata:
     return ManifestMetadata.from_avro_metadata(read_avro(storage, path, what).metadata, what)
 
 
+_COUNT_FIELDS = tuple(f"{s.name.lower()}_{unit}_count" for s in EntryStatus for unit in ("files", "rows"))
+
+
 def _counts(entries: Iterable[ManifestEntry]) -> dict[str, int]:
     """The manifest list's file and row counts per status."""
     counts = {f"{s.name.lower()}_{unit}_count": 0 for s in EntryStatus for unit in ("files", "rows")}
@@ -463,6 +467,18 @@ def inline_manifest_file(storage: Storage, path: str, *, snapshot_id: int) -> Ma
     partition_type = _partition_type(avro, what)
     entries = list(_entries(avro, partition_type, manifest, include_deleted=True, what=what))
     return manifest.model_copy(update={**_counts(entries), "partitions": _summaries(partition_type, entries)})
+
+
+def with_counts(storage: Storage, manifests: Iterable[ManifestFile]) -> list[ManifestFile]:
+    """The manifests, those a v1 manifest list left without file or row counts ("when null this is
+    assumed to be non-zero") counted from their entries: a v2 or v3 list requires the counts, and
+    row ids are assigned by them ("First Row ID Assignment")."""
+    counted = []
+    for manifest in manifests:
+        if any(getattr(manifest, name) is None for name in _COUNT_FIELDS):
+            manifest = manifest.model_copy(update=_counts(read_manifest(storage, manifest, include_deleted=True)))
+        counted.append(manifest)
+    return counted
 
 
 def manifests_of(storage: Storage, snapshot: Snapshot) -> list[ManifestFile]:

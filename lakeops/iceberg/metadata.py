@@ -321,6 +321,18 @@ class TableMetadata(BaseModel):
         """The operations lakeops runs on this table (``inspect`` reports them)."""
         return [op for op in TABLE_OPERATIONS if op != "commit" and self._refusal(op) is None]
 
+    def refused_operations(self) -> dict[str, str]:
+        """Each operation lakeops refuses on this table, with the refusal it raises (for ``inspect``)."""
+        refused: dict[str, str] = {}
+        for operation in TABLE_OPERATIONS:
+            if operation == "commit":  # not an operation of its own: the commits above check their own
+                continue
+            try:
+                self.check_writable(operation)
+            except UnsupportedFeature as exc:
+                refused[operation] = str(exc)
+        return refused
+
     def check_writable(self, operation: TableOperation) -> None:
         """Refuse ``operation`` where it cannot follow the table's rules yet: a format version's
         (naming the version and the missing feature) or a column type's (naming the column)."""

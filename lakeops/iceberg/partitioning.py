@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lakeops.errors import ProtocolError
 from lakeops.iceberg.types import IcebergType, NestedField, Schema, StructType
@@ -35,6 +35,20 @@ _FROZEN = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 PARTITION_DATA_ID_START = 1000
 
 
+def _single_source(data: Any) -> Any:
+    """v3 partition and sort fields may name their source as ``source-ids`` (Appendix C: "only
+    ``source-ids`` is written" for a multi-argument transform). A one-element list is the single
+    argument, read (and written back, as the spec asks) as ``source-id``; every transform lakeops
+    knows takes one argument, so more are refused by name."""
+    if not isinstance(data, dict) or "source-ids" not in data:
+        return data
+    data = dict(data)
+    ids = data.pop("source-ids")
+    if not isinstance(ids, list) or len(ids) != 1 or data.get("source-id", ids[0]) != ids[0]:
+        raise ValueError(f"source-ids {ids!r}: multi-argument transforms are not supported")
+    return {**data, "source-id": ids[0]}
+
+
 class PartitionField(BaseModel):
     model_config = _FROZEN
 
@@ -42,6 +56,8 @@ class PartitionField(BaseModel):
     field_id: int = Field(alias="field-id")
     name: str
     transform: str
+
+    _one_source = model_validator(mode="before")(_single_source)
 
 
 class PartitionSpec(BaseModel):
@@ -113,6 +129,8 @@ class SortField(BaseModel):
     source_id: int = Field(alias="source-id")
     direction: Literal["asc", "desc"]
     null_order: Literal["nulls-first", "nulls-last"] = Field(alias="null-order")
+
+    _one_source = model_validator(mode="before")(_single_source)
 
 
 class SortOrder(BaseModel):

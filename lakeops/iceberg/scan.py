@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeops.errors import InvalidArgument
+from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.iceberg.deletes import FILE_PATH_ID
 from lakeops.iceberg.manifest import EntryStatus, FileContent, ManifestEntry, manifests_of, read_manifest
 from lakeops.iceberg.manifest_list import ManifestFile
@@ -248,6 +248,12 @@ class DeleteIndex:
         positional = self._positional.get(data.partition_key, [])
         start = bisect.bisect_left(positional, seq, key=lambda item: item[0])  # delete seq >= data seq
         found.extend(d for _, d in positional[start:] if may_reference(d, data.path))
+        vectors = [d for d in found if d.entry.data_file.deletion_vector() is not None]
+        if len(vectors) > 1:  # "Deletion Vectors": at most one per data file in a snapshot
+            raise ProtocolError(
+                f"{data.path} has {len(vectors)} deletion vectors ({', '.join(sorted(d.path for d in vectors))}); "
+                "a data file may have at most one"
+            )
         for bucket in (self._equality.get(data.partition_key, []), self._global):
             start = bisect.bisect_right(bucket, seq, key=lambda item: item[0])  # delete seq > data seq
             found.extend(d for _, d in bucket[start:])

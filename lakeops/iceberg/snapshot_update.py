@@ -35,6 +35,7 @@ from lakeops.iceberg.manifest import (
     ManifestEntry,
     manifests_of,
     read_manifest,
+    with_counts,
     write_manifest,
 )
 from lakeops.iceberg.manifest_list import ManifestFile, assign_first_row_ids, write_manifest_list
@@ -77,16 +78,19 @@ def metadata_dir(metadata: TableMetadata) -> str:
     return metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
 
 
-def assign_row_ids(base: TableMetadata, manifests: Sequence[ManifestFile]) -> tuple[list[ManifestFile], dict[str, int]]:
+def assign_row_ids(
+    base: TableMetadata, storage: Storage, manifests: Sequence[ManifestFile]
+) -> tuple[list[ManifestFile], dict[str, int]]:
     """Row lineage of a new snapshot of a v3 table (https://iceberg.apache.org/spec/#snapshot-row-ids):
     its ``first-row-id`` is the table's ``next-row-id`` (0 if an upgrade left it unset), from which the
-    data manifests without a ``first_row_id`` are assigned theirs ("First Row ID Assignment"), and
-    ``added-rows`` counts the ids assigned. Returns the manifests and the snapshot's fields (none
-    before v3); :func:`add_snapshot` advances ``next-row-id``."""
+    data manifests without a ``first_row_id`` are assigned theirs ("First Row ID Assignment", counted
+    first where a v1 list left the counts unknown), and ``added-rows`` counts the ids assigned.
+    Returns the manifests and the snapshot's fields (none before v3); :func:`add_snapshot` advances
+    ``next-row-id``."""
     if base.format_version < 3:
         return list(manifests), {}
     first = base.next_row_id or 0
-    assigned, added = assign_first_row_ids(manifests, first)
+    assigned, added = assign_first_row_ids(with_counts(storage, manifests), first)
     return assigned, {"first-row-id": first, "added-rows": added}
 
 
@@ -258,7 +262,7 @@ class ReplaceFiles:
         sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
         directory = metadata_dir(base)
         manifests, lineage = assign_row_ids(
-            base, [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
+            base, storage, [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
         )
         manifest_list = f"{directory}/snap-{snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)

@@ -78,15 +78,17 @@ class InspectReport(InspectionReport):
     small_manifests: int | None = None
     snapshots_since_manifest_rewrite: int | None = None
     metadata_log_entries: int | None = None
-    #: The operations lakeops runs on this Iceberg format version; the others refuse it by name.
-    operations: list[str] | None = None
 
     def summary_lines(self) -> list[tuple[str, str]]:
-        """The numbers, then (Delta) one line per feature with the operations that honour it."""
+        """The numbers, then (Delta) one line per feature with the operations that honour it, and the
+        operations lakeops runs or refuses (why)."""
         lines = super().summary_lines()
         if self.supported_operations is not None:
-            lines.append(("features", ", ".join(self.features) or "none"))
-            lines += [(f"feature {name}", ", ".join(ops) or "unknown") for name, ops in self.feature_operations.items()]
+            if self.format == "delta":
+                lines.append(("features", ", ".join(self.features) or "none"))
+                lines += [
+                    (f"feature {name}", ", ".join(ops) or "unknown") for name, ops in self.feature_operations.items()
+                ]
             lines.append(("supported operations", ", ".join(self.supported_operations) or "none"))
             lines += [(f"refused {op}", why) for op, why in self.refused_operations.items()]
         return lines
@@ -184,7 +186,8 @@ def _inspect_iceberg(
         small_manifests=health.small_manifests,
         snapshots_since_manifest_rewrite=health.snapshots_since_manifest_rewrite,
         metadata_log_entries=health.metadata_log_entries,
-        operations=health.operations,
+        supported_operations=list(metadata.supported_operations()),
+        refused_operations=metadata.refused_operations(),
         duration_s=time.monotonic() - started,
     )
 

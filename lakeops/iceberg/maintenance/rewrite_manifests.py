@@ -470,7 +470,7 @@ class RewriteManifests:
             self.snapshot_id = new_snapshot_id(base)
         added = [m.model_copy(update={"added_snapshot_id": self.snapshot_id}) for m in self.added]
         sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
-        manifests, lineage = assign_row_ids(base, [*added, *kept])
+        manifests, lineage = assign_row_ids(base, current.storage, [*added, *kept])
         manifest_list = f"{metadata_dir(base)}/snap-{self.snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)
         write_manifest_list(

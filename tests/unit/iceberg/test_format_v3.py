@@ -9,25 +9,28 @@ documented content: rows ``id`` 1, 2, 3 (``source`` "legacy"), then a DV deletin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import struct
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from modern_iceberg import unpack
+from modern_iceberg import edit_avro, relength, unpack
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops import api
-from lakeops.errors import UnsupportedFeature
+from lakeops.errors import ProtocolError, UnsupportedFeature
 from lakeops.execution import TaskFailed
 from lakeops.iceberg.data_reader import read_parquet
 from lakeops.iceberg.manifest import read_manifest
 from lakeops.iceberg.manifest_list import read_manifest_list
 from lakeops.iceberg.puffin import read_deletion_vector
-from lakeops.iceberg.scan import plan_scan
+from lakeops.iceberg.scan import DeleteIndex, plan_scan
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.checkpoint import CheckpointOptions
@@ -87,7 +90,7 @@ def test_inspect_reads_v3_with_its_deletion_vector(tmp_path: Path) -> None:
     report = api.inspect(name, catalog)
     assert (report.format_version, report.snapshots, report.live_files) == (3, 2, 1)
     assert (report.position_delete_files, report.deletion_vectors, report.rows) == (1, 1, 2)
-    assert report.operations == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
+    assert report.supported_operations == ["read", "compact", "checkpoint", "expire", "orphans", "cdc"]
     table = _load(name, catalog)
     assert table.metadata.next_row_id == 3
 
@@ -156,6 +159,57 @@ def test_first_row_id_is_inherited_in_manifest_order(tmp_path: Path) -> None:
     ]
 
 
+def _in_a_puffin_file(root: Path) -> Path:
+    """Move the fixture's bare DV blob into a complete Puffin file ("File structure": magic, blob,
+    footer of magic, JSON payload, its length, flags, magic) at offset 4, and point the delete
+    manifest at it: the layout Java and PyIceberg write, which PyIceberg can read."""
+    blob = (root / "data" / "legacy-bare-deletion-vector.puffin").read_bytes()
+    data_file = str(root / "data" / DATA_FILE)
+    footer = {
+        "blobs": [
+            {
+                "type": "deletion-vector-v1",
+                "fields": [2147483645],
+                "snapshot-id": -1,
+                "sequence-number": -1,
+                "offset": 4,
+                "length": len(blob),
+                "properties": {"referenced-data-file": data_file, "cardinality": "1"},
+            }
+        ],
+        "properties": {"created-by": "lakeops tests"},
+    }
+    payload = json.dumps(footer).encode()
+    puffin = root / "data" / "deletion-vectors.puffin"
+    puffin.write_bytes(b"PFA1" + blob + b"PFA1" + payload + struct.pack("<i", len(payload)) + bytes(4) + b"PFA1")
+
+    def repoint(record: dict[str, Any]) -> dict[str, Any]:
+        data = {**record["data_file"], "file_path": str(puffin), "file_size_in_bytes": puffin.stat().st_size}
+        return {**record, "data_file": {**data, "content_offset": 4}}
+
+    manifest = root / "metadata" / "legacy-bare-deletion-vector-m0.avro"
+    lengths = {str(manifest): edit_avro(manifest, repoint)}
+    edit_avro(root / "metadata" / "snap-legacy-bare-deletion-vector.avro", relength(lengths))
+    return puffin
+
+
+def test_a_deletion_vector_in_a_puffin_file_reads_as_pyiceberg_reads_it(tmp_path: Path) -> None:
+    name, catalog, root = _dv_table(tmp_path)
+    puffin = _in_a_puffin_file(root)
+    peer = _pyiceberg_rows(name, catalog)
+    assert peer == [{"id": 1, "source": "legacy"}, {"id": 3, "source": "legacy"}]
+    live = _changes(name, catalog, tmp_path / "changes")
+    assert live == [
+        (1, "insert", 1, "legacy"),
+        (1, "insert", 2, "legacy"),
+        (1, "insert", 3, "legacy"),
+        (2, "delete", 2, "legacy"),
+    ]
+    assert api.inspect(name, catalog).rows == len(peer)
+    _compact(name, catalog)
+    assert _pyiceberg_rows(name, catalog) == peer and puffin.exists()  # expiry deletes it, not compaction
+
+
 # --- deletion vectors in the change feed ----------------------------------------------------------
 
 
@@ -190,7 +244,7 @@ def test_initial_defaults_fill_columns_added_after_a_file_was_written(tmp_path: 
 def test_a_v1_table_upgraded_to_v3_reads_as_pyiceberg_reads_it(tmp_path: Path) -> None:
     name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
     report = api.inspect(name, catalog)
-    assert (report.format_version, report.rows, report.operations) == (
+    assert (report.format_version, report.rows, report.supported_operations) == (
         3,
         4,
         ["read", "compact", "checkpoint", "expire", "orphans", "cdc"],
@@ -306,6 +360,24 @@ def test_a_second_checkpoint_keeps_the_row_ids_files_were_given(tmp_path: Path) 
     assert _pyiceberg_rows(name, catalog) == _lakeops_rows(name, catalog)
 
 
+def test_compaction_of_the_upgraded_table_counts_what_its_v1_list_left_unknown(tmp_path: Path) -> None:
+    """The upgrade's snapshot lists its manifests with null counts (a v1 manifest list): the manifest
+    the compaction keeps is counted from its entries to be assigned its row ids."""
+    name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
+    rows = _pyiceberg_rows(name, catalog)
+    _compact(name, catalog)
+    table = _load(name, catalog)
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot is not None and (snapshot.first_row_id, snapshot.added_rows, table.metadata.next_row_id) == (
+        0,
+        4,
+        4,
+    )
+    manifests = read_manifest_list(table.storage, snapshot.manifest_list or "")
+    assert all(m.added_files_count is not None and m.existing_rows_count is not None for m in manifests)
+    assert _pyiceberg_rows(name, catalog) == rows == _lakeops_rows(name, catalog)
+
+
 def test_expiry_keeps_the_live_deletion_vector_and_the_v3_fields(tmp_path: Path) -> None:
     name, catalog, root = _dv_table(tmp_path)
     options = ExpiryOptions(older_than="0d", retain_last=1, force=True, **catalog.model_dump())
@@ -383,7 +455,10 @@ def _add_columns(name: str, catalog: CatalogOptions, types: dict[str, str]) -> d
 def test_new_types_are_passed_through_and_refused_where_rows_are_decoded(tmp_path: Path) -> None:
     name, catalog, root = _dv_table(tmp_path)
     schema = _add_columns(name, catalog, NEW_TYPES)
-    assert api.inspect(name, catalog).operations == ["read", "checkpoint", "expire", "orphans"]
+    inspected = api.inspect(name, catalog)
+    assert inspected.supported_operations == ["read", "checkpoint", "expire", "orphans"]
+    assert sorted(inspected.refused_operations) == ["cdc", "compact"]
+    assert "columns of type variant" in inspected.refused_operations["compact"]
     refused = r"lakeops {} does not support columns of type variant yet \(v is variant"
     with pytest.raises(UnsupportedFeature, match=refused.format("compact")):
         _compact(name, catalog)
@@ -428,3 +503,20 @@ def test_the_checkpoint_check_accepts_assigned_row_ids_and_compaction_check_coun
     compacted = api.compact(name, options)
     check = compaction_kept_rows(IcebergTarget(ref), compacted)
     assert check.passed, check.summary
+
+
+def test_two_deletion_vectors_for_one_data_file_are_refused(tmp_path: Path) -> None:
+    """ "At most one deletion vector is allowed per data file in a snapshot": a second one (here the
+    fixture's, listed again at another offset) makes the table's deletes ambiguous."""
+    name, catalog, root = _dv_table(tmp_path)
+    table = _load(name, catalog)
+    scan = plan_scan(table.storage, table.metadata, table.metadata.current_snapshot())
+    (task,) = scan.tasks
+    (dv,) = scan.delete_files
+    copy = dataclasses.replace(
+        dv,
+        entry=dv.entry.model_copy(update={"data_file": dv.entry.data_file.model_copy(update={"content_offset": 42})}),
+    )
+    index = DeleteIndex([dv, copy], {0})
+    with pytest.raises(ProtocolError, match=rf"{DATA_FILE} has 2 deletion vectors .*at most one"):
+        index.for_data_file(task.file)

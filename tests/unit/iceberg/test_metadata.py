@@ -166,3 +166,25 @@ def test_gzip_metadata_and_missing_snapshot() -> None:
         metadata.snapshot_by_id(42)
     with pytest.raises(VersionNotFound, match="no branch or tag named 'dev'"):
         metadata.snapshot_for_ref("dev")
+
+
+def test_v3_source_ids_of_one_column_read_as_source_id_and_more_are_refused() -> None:
+    """Appendix C: v3 partition and sort fields may give their source as ``source-ids``; a single
+    one is written back as ``source-id`` (what the spec asks for single-argument transforms)."""
+    spec = {
+        "spec-id": 0,
+        "fields": [{"source-ids": [1], "field-id": 1000, "name": "x_bucket", "transform": "bucket[4]"}],
+    }
+    doc = minimal_metadata(3, specs=[spec])
+    doc["sort-orders"] = [
+        {
+            "order-id": 1,
+            "fields": [{"source-ids": [1], "transform": "identity", "direction": "asc", "null-order": "nulls-first"}],
+        }
+    ]
+    metadata = parse_metadata(json.dumps(doc).encode(), "/t/metadata/v3.metadata.json")
+    assert metadata.default_spec().fields[0].source_id == metadata.sort_order_by_id(1).fields[0].source_id == 1
+    assert json.loads(serialize_metadata(metadata))["partition-specs"][0]["fields"][0]["source-id"] == 1
+    spec["fields"][0]["source-ids"] = [1, 1]
+    with pytest.raises(ProtocolError, match=r"source-ids \[1, 1\]: multi-argument transforms are not supported"):
+        parse_metadata(json.dumps(minimal_metadata(3, specs=[spec])).encode(), "/t/metadata/v3.metadata.json")
