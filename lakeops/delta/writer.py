@@ -168,8 +168,11 @@ class DataFileWriter:
         mode: ColumnMappingMode = "none",
         partition_columns: Sequence[str] = (),
         configuration: dict[str, str] | None = None,
+        hidden_columns: Sequence[str] = (),
     ) -> None:
         self.schema = schema
+        #: ``int64`` columns outside the schema written as given (row tracking's materialised columns).
+        self.hidden_columns = list(hidden_columns)
         self.mode = mode
         self.partition_columns = list(partition_columns)
         self.configuration = configuration or {}
@@ -189,7 +192,12 @@ class DataFileWriter:
         """Buffer logical rows (columns by logical name, cast and checked against the schema)."""
         if not table.num_rows:
             return
-        physical = logical_to_physical(table, self.schema, self.mode, partition_columns=self.partition_columns)
+        hidden = [table.column(name).cast(pa.int64()) for name in self.hidden_columns]
+        physical = logical_to_physical(
+            table.drop_columns(self.hidden_columns), self.schema, self.mode, partition_columns=self.partition_columns
+        )
+        for name, values in zip(self.hidden_columns, hidden, strict=True):
+            physical = physical.append_column(pa.field(name, pa.int64()), values)
         self.pending.append(physical)
         self.pending_rows += physical.num_rows
         self.pending_bytes += physical.nbytes
@@ -203,6 +211,8 @@ class DataFileWriter:
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         if self.writer is None:
             schema = physical_arrow_schema(self.schema, self.mode, partition_columns=self.partition_columns)
+            for name in self.hidden_columns:
+                schema = schema.append(pa.field(name, pa.int64()))
             self.writer = pq.ParquetWriter(self.sink, schema, compression="zstd", write_statistics=True)
         self.writer.write_table(group, row_group_size=group.num_rows)
         self.rows += group.num_rows
