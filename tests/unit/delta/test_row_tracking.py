@@ -1,0 +1,227 @@
+"""Row tracking on tables built by the specification
+(https://github.com/delta-io/delta/blob/master/PROTOCOL.md#row-tracking): delta-rs writes the data, the
+test enables the feature by hand as "Writer Requirements for Row Tracking" describes (protocol, metadata
+with the materialised column names, every live ``add`` recommitted with ``baseRowId`` and
+``defaultRowCommitVersion``, the high-water mark domain). After lakeops compacts, delta-rs reads the
+same rows and each row's stable row id and row commit version — computed here from the log and the
+data files per "Reader Requirements for Row Tracking", not by lakeops — are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakeops import api
+from lakeops.delta.maintenance.compaction import CompactionOptions as DeltaCompactionOptions
+from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.delta.writer import read_target
+from lakeops.errors import CommitConflict, UnsupportedFeature
+from lakeops.ops import compaction
+from lakeops.ops.compaction import CompactionOptions
+from lakeops.storage import StorageOptions, open_storage
+
+ROW_ID = "_row-id-col-test"
+ROW_VERSION = "_row-commit-version-col-test"
+TRACKING = {
+    "delta.enableRowTracking": "true",
+    "delta.rowTracking.materializedRowIdColumnName": ROW_ID,
+    "delta.rowTracking.materializedRowCommitVersionColumnName": ROW_VERSION,
+}
+#: Writer 7 lists the legacy writer-2 features delta-rs's table had, plus row tracking and what it needs.
+PROTOCOL = {
+    "minReaderVersion": 1,
+    "minWriterVersion": 7,
+    "writerFeatures": ["appendOnly", "invariants", "domainMetadata", "rowTracking"],
+}
+
+
+def _log(location: str) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Every commit of the log, as (version, actions)."""
+    log = Path(location) / "_delta_log"
+    return [
+        (int(p.name[:20]), [json.loads(line) for line in p.read_text().splitlines() if line.strip()])
+        for p in sorted(log.glob("*.json"))
+    ]
+
+
+def _live_adds(location: str) -> dict[str, dict[str, Any]]:
+    """Action reconciliation over the JSON commits (these tables have no checkpoint)."""
+    live: dict[str, dict[str, Any]] = {}
+    for _, actions in _log(location):
+        for action in actions:
+            if "add" in action:
+                live[action["add"]["path"]] = action["add"]
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    return live
+
+
+def _metadata(location: str) -> dict[str, Any]:
+    return [a["metaData"] for _, actions in _log(location) for a in actions if "metaData" in a][-1]
+
+
+def _commit(location: str, *actions: dict[str, Any]) -> int:
+    """Another writer's commit at the next version."""
+    version = _log(location)[-1][0] + 1
+    lines = [{"commitInfo": {"operation": "TEST", "txnId": f"test-{version}"}}, *actions]
+    path = Path(location) / "_delta_log" / f"{version:020d}.json"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return version
+
+
+def _mark(high: int) -> dict[str, Any]:
+    return {"domainMetadata": {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": high})}}
+
+
+def _tracked_table(tmp_path: Path, configuration: dict[str, str]) -> str:
+    """Three delta-rs appends of four rows (ids 0..11), then one commit enabling row tracking with
+    ``configuration``: every live file recommitted with consecutive ``baseRowId``s from 0."""
+    location = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(location, pa.table({"id": pa.array(range(i * 4, i * 4 + 4), pa.int64())}), mode="append")
+    version = _log(location)[-1][0] + 1
+    metadata = _metadata(location)
+    metadata["configuration"] = {**metadata["configuration"], **configuration}
+    adds, base = [], 0
+    for add in _live_adds(location).values():  # in commit order: ids 0..11 get row ids 0..11
+        adds.append({"add": {**add, "dataChange": False, "baseRowId": base, "defaultRowCommitVersion": version}})
+        base += json.loads(add["stats"])["numRecords"]
+    assert _commit(location, {"protocol": PROTOCOL}, {"metaData": metadata}, *adds, _mark(base - 1)) == version
+    return location
+
+
+def _append(location: str, ids: range, base_row_id: int) -> int:
+    """Another writer's append (a file written with pyarrow) numbered from ``base_row_id``."""
+    name = f"part-append-{ids.start}.parquet"
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), Path(location) / name)
+    version = _log(location)[-1][0] + 1
+    add = {
+        "path": name,
+        "partitionValues": {},
+        "size": (Path(location) / name).stat().st_size,
+        "modificationTime": 0,
+        "dataChange": True,
+        "stats": json.dumps({"numRecords": len(ids)}),
+        "baseRowId": base_row_id,
+        "defaultRowCommitVersion": version,
+    }
+    return _commit(location, {"add": add}, _mark(base_row_id + len(ids) - 1))
+
+
+def _stable(location: str) -> dict[int, tuple[int, int]]:
+    """Each row's (stable row id, stable row commit version) by its ``id``, from the log and the data
+    files: the materialised value where non-null, else baseRowId + physical position and
+    defaultRowCommitVersion."""
+    stable: dict[int, tuple[int, int]] = {}
+    for add in _live_adds(location).values():
+        data = pq.read_table(Path(location) / add["path"])
+        for position, row in enumerate(data.to_pylist()):
+            row_id = row.get(ROW_ID)
+            version = row.get(ROW_VERSION)
+            stable[row["id"]] = (
+                add["baseRowId"] + position if row_id is None else row_id,
+                add["defaultRowCommitVersion"] if version is None else version,
+            )
+    return stable
+
+
+def _ids(location: str) -> list[int]:
+    return sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist())
+
+
+def _last_commit(location: str) -> tuple[int, list[dict[str, Any]]]:
+    return _log(location)[-1]
+
+
+def test_compaction_assigns_fresh_row_ids_and_preserves_stable_ones(tmp_path: Path) -> None:
+    location = _tracked_table(tmp_path, TRACKING)
+    assert _ids(location) == list(range(12))  # delta-rs reads the table built by the spec
+    before = _stable(location)
+    assert before == {i: (i, 3) for i in range(12)}
+    removed = {p: (a["baseRowId"], a["defaultRowCommitVersion"]) for p, a in _live_adds(location).items()}
+
+    report = api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert report.committed_version == 4
+    assert _ids(location) == list(range(12))
+    assert _stable(location) == before
+    version, actions = _last_commit(location)
+    (add,) = [a["add"] for a in actions if "add" in a]
+    assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)  # above the mark 11, at its version
+    assert [a["domainMetadata"] for a in actions if "domainMetadata" in a] == [
+        {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": 23}), "removed": False}
+    ]
+    assert {a["remove"]["path"]: (a["remove"]["baseRowId"], a["remove"]["defaultRowCommitVersion"]) for a in actions if "remove" in a} == removed
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}
+    columns = pq.read_schema(Path(location) / add["path"]).names
+    assert columns == ["id", ROW_ID, ROW_VERSION]
+
+
+def test_a_second_compaction_over_a_concurrent_append_keeps_every_stable_id(tmp_path: Path) -> None:
+    """Materialised and default ids mixed in one rewrite; an append landing first raises the mark, and
+    the rewrite is renumbered above it at the version it lands at instead of conflicting."""
+    location = _tracked_table(tmp_path, TRACKING)
+    api.compact(location, CompactionOptions(min_input_files=2))  # version 4, mark 23
+    _append(location, range(100, 104), 24)  # version 5, mark 27
+    before = _stable(location)
+    snapshot = load_snapshot(open_storage(location), location)
+    plan = plan_compaction(snapshot, DeltaCompactionOptions(min_input_files=2), StorageOptions())
+    results = [rewrite_group(g) for g in plan.groups]
+    _append(location, range(200, 202), 28)  # version 6 lands first, mark 29
+
+    report = compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+
+    assert report.committed_version == 7
+    assert _ids(location) == [*range(12), *range(100, 104), 200, 201]
+    assert _stable(location) == {**before, 200: (28, 6), 201: (29, 6)}
+    _, actions = _last_commit(location)
+    (add,) = [a["add"] for a in actions if "add" in a]
+    assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (30, 7)
+    marks = [json.loads(a["domainMetadata"]["configuration"]) for a in actions if "domainMetadata" in a]
+    assert marks == [{"rowIdHighWaterMark": 45}]  # 16 rows from 30
+    fresh = [add["baseRowId"] + i for i in range(16)] + [28, 29]
+    assert len(set(fresh)) == len(fresh)  # fresh ids stay unique in the version
+
+
+def test_supported_but_not_enabled_assigns_fresh_ids_without_preserving(tmp_path: Path) -> None:
+    """Supported only: fresh ids and versions are assigned, nothing is materialised, and the commit
+    says the stable ids were not preserved."""
+    location = _tracked_table(tmp_path, {})
+
+    api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert _ids(location) == list(range(12))
+    _, actions = _last_commit(location)
+    (add,) = [a["add"] for a in actions if "add" in a]
+    assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)
+    assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {"delta.rowTracking.preserved": "false"}
+    assert pq.read_schema(Path(location) / add["path"]).names == ["id"]
+
+
+def test_a_version_adding_row_tracking_under_a_compaction_aborts_it(tmp_path: Path) -> None:
+    location = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(location, pa.table({"id": [i]}), mode="append")
+    snapshot = load_snapshot(open_storage(location), location)
+    plan = plan_compaction(snapshot, DeltaCompactionOptions(min_input_files=2), StorageOptions())
+    results = [rewrite_group(g) for g in plan.groups]
+    _commit(location, {"protocol": PROTOCOL})
+
+    with pytest.raises(CommitConflict, match="version 3 added row tracking"):
+        compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+    assert _ids(location) == [0, 1, 2]
+
+
+def test_appending_to_a_row_tracking_table_is_refused_by_name(tmp_path: Path) -> None:
+    location = _tracked_table(tmp_path, TRACKING)
+    with pytest.raises(UnsupportedFeature, match="rowTracking is not supported by lakeops write yet .*row ids"):
+        read_target(open_storage(location), location)
