@@ -16,9 +16,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_rs_sql import delta_rs_rows
 from deltalake import DeltaTable, write_deltalake
+from pyroaring import BitMap64
 
 from lakeops import api
+from lakeops.delta.deletion_vectors import inline_dv_descriptor
 from lakeops.delta.maintenance.compaction import CompactionOptions as DeltaCompactionOptions
 from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
 from lakeops.delta.snapshot import load_snapshot
@@ -225,3 +228,51 @@ def test_appending_to_a_row_tracking_table_is_refused_by_name(tmp_path: Path) ->
     location = _tracked_table(tmp_path, TRACKING)
     with pytest.raises(UnsupportedFeature, match="rowTracking is not supported by lakeops write yet .*row ids"):
         read_target(open_storage(location), location)
+
+
+def test_positions_count_rows_a_deletion_vector_hides(tmp_path: Path) -> None:
+    """A row's default row id is baseRowId plus its physical position, deleted rows included: after
+    a DV hides ids 5 and 6 (positions 1 and 2 of the second file), id 7 keeps row id 7, not 5."""
+    location = _tracked_table(tmp_path, TRACKING)
+    second = list(_live_adds(location).values())[1]
+    dv = inline_dv_descriptor(BitMap64([1, 2])).to_json_dict()
+    protocol = {
+        **PROTOCOL,
+        "minReaderVersion": 3,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": [*PROTOCOL["writerFeatures"], "deletionVectors"],
+    }
+    remove = {k: second[k] for k in ("path", "partitionValues", "size", "baseRowId", "defaultRowCommitVersion")}
+    _commit(
+        location,
+        {"protocol": protocol},
+        {"remove": {**remove, "dataChange": True, "deletionTimestamp": 0}},
+        {"add": {**second, "dataChange": True, "deletionVector": dv}},
+    )
+    alive = [i for i in range(12) if i not in (5, 6)]
+    assert sorted(delta_rs_rows(location)["id"].to_pylist()) == alive
+
+    api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert sorted(delta_rs_rows(location)["id"].to_pylist()) == alive
+    assert _stable(location) == {i: (i, 3) for i in alive}
+    assert not any("deletionVector" in a for a in _live_adds(location).values())
+
+
+def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: Path) -> None:
+    """Both features, as the Databricks tables have them: clustering reorders rows across files, and
+    each row's materialised stable id and commit version travel with it."""
+    location = _tracked_table(tmp_path, TRACKING)
+    _append(location, range(-4, 0), 12)  # version 4: ids below the others, so clustering moves rows
+    before = _stable(location)
+    protocol = {**PROTOCOL, "writerFeatures": [*PROTOCOL["writerFeatures"], "clustering"]}
+    clustering = json.dumps({"clusteringColumns": [["id"]]})
+    _commit(location, {"protocol": protocol}, {"domainMetadata": {"domain": "delta.clustering", "configuration": clustering}})
+
+    api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert _ids(location) == list(range(-4, 12))
+    assert _stable(location) == before
+    (add,) = _live_adds(location).values()
+    assert add["clusteringProvider"] == "lakeops-zorder"
+    assert pq.read_table(Path(location) / add["path"])["id"].to_pylist() == list(range(-4, 12))
