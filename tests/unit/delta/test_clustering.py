@@ -56,7 +56,11 @@ def _clustered_table(tmp_path: Path) -> tuple[str, str]:
     location = str(tmp_path / "t")
     for append in range(8):
         ys = list(range(append, 64, 8))
-        write_deltalake(location, pa.table({"x": pa.array([y * 10 for y in ys], pa.int64()), "y": pa.array(ys, pa.int64())}), mode="append")
+        write_deltalake(
+            location,
+            pa.table({"x": pa.array([y * 10 for y in ys], pa.int64()), "y": pa.array(ys, pa.int64())}),
+            mode="append",
+        )
     first = next(iter(_live_adds(location).values()))
     version = len(_commits(location))
     lines = [
@@ -113,12 +117,19 @@ def test_clustering_columns_are_physical_names_under_column_mapping() -> None:
         {
             "type": "struct",
             "fields": [
-                {"name": name, "type": "long", "nullable": True, "metadata": {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{i}"}}
+                {
+                    "name": name,
+                    "type": "long",
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{i}"},
+                }
                 for i, name in enumerate(["a", "b", "c"], start=1)
             ],
         }
     )
-    domain = DomainMetadata(domain="delta.clustering", configuration=json.dumps({"clusteringColumns": ["col-3", "col-1"]}))
+    domain = DomainMetadata(
+        domain="delta.clustering", configuration=json.dumps({"clusteringColumns": ["col-3", "col-1"]})
+    )
     assert clustering_columns({"delta.clustering": domain}, schema, "name", "t") == ["c", "a"]
     nested = DomainMetadata(domain="delta.clustering", configuration=json.dumps({"clusteringColumns": [["s", "f"]]}))
     with pytest.raises(UnsupportedFeature, match="clustering on nested column s.f"):

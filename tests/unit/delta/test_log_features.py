@@ -34,7 +34,7 @@ from lakeops.delta.maintenance.checkpoint import CheckpointOptions as DeltaCheck
 from lakeops.delta.maintenance.checkpoint import CheckpointPlan, finalize_checkpoint, plan_checkpoint, write_part
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
-from lakeops.errors import CommitConflict, CorruptFile, UnsupportedFeature
+from lakeops.errors import CommitConflict, CorruptFile
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions

@@ -81,7 +81,9 @@ def _commit(location: str, *actions: dict[str, Any]) -> int:
 
 
 def _mark(high: int) -> dict[str, Any]:
-    return {"domainMetadata": {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": high})}}
+    return {
+        "domainMetadata": {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": high})}
+    }
 
 
 def _tracked_table(tmp_path: Path, configuration: dict[str, str]) -> str:
@@ -162,7 +164,11 @@ def test_compaction_assigns_fresh_row_ids_and_preserves_stable_ones(tmp_path: Pa
     assert [a["domainMetadata"] for a in actions if "domainMetadata" in a] == [
         {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": 23}), "removed": False}
     ]
-    assert {a["remove"]["path"]: (a["remove"]["baseRowId"], a["remove"]["defaultRowCommitVersion"]) for a in actions if "remove" in a} == removed
+    assert {
+        a["remove"]["path"]: (a["remove"]["baseRowId"], a["remove"]["defaultRowCommitVersion"])
+        for a in actions
+        if "remove" in a
+    } == removed
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
     assert info["tags"] == {"delta.rowTracking.preserved": "true"}
     columns = pq.read_schema(Path(location) / add["path"]).names
@@ -206,7 +212,9 @@ def test_supported_but_not_enabled_assigns_fresh_ids_without_preserving(tmp_path
     _, actions = _last_commit(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)
-    assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {"delta.rowTracking.preserved": "false"}
+    assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {
+        "delta.rowTracking.preserved": "false"
+    }
     assert pq.read_schema(Path(location) / add["path"]).names == ["id"]
 
 
@@ -267,7 +275,11 @@ def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: P
     before = _stable(location)
     protocol = {**PROTOCOL, "writerFeatures": [*PROTOCOL["writerFeatures"], "clustering"]}
     clustering = json.dumps({"clusteringColumns": [["id"]]})
-    _commit(location, {"protocol": protocol}, {"domainMetadata": {"domain": "delta.clustering", "configuration": clustering}})
+    _commit(
+        location,
+        {"protocol": protocol},
+        {"domainMetadata": {"domain": "delta.clustering", "configuration": clustering}},
+    )
 
     api.compact(location, CompactionOptions(min_input_files=2))
 
