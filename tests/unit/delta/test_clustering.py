@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
+from delta_json_log import commit_next, live_adds, log_commits
 from deltalake import DeltaTable, write_deltalake
 
 from lakeops import api
@@ -33,22 +33,6 @@ PROTOCOL = {
 DOMAIN = {"domain": "delta.clustering", "configuration": json.dumps({"clusteringColumns": [["y"]]}), "removed": False}
 
 
-def _commits(location: str) -> list[list[dict[str, Any]]]:
-    log = Path(location) / "_delta_log"
-    return [[json.loads(line) for line in p.read_text().splitlines() if line] for p in sorted(log.glob("*.json"))]
-
-
-def _live_adds(location: str) -> dict[str, dict[str, Any]]:
-    live: dict[str, dict[str, Any]] = {}
-    for actions in _commits(location):
-        for action in actions:
-            if "add" in action:
-                live[action["add"]["path"]] = action["add"]
-            elif "remove" in action:
-                live.pop(action["remove"]["path"], None)
-    return live
-
-
 def _clustered_table(tmp_path: Path) -> tuple[str, str]:
     """Eight delta-rs appends of rows scattered over y in 0..63, then a commit making the table
     clustered by ``y``, in which the first file is recommitted as clustered by another implementation
@@ -61,15 +45,13 @@ def _clustered_table(tmp_path: Path) -> tuple[str, str]:
             pa.table({"x": pa.array([y * 10 for y in ys], pa.int64()), "y": pa.array(ys, pa.int64())}),
             mode="append",
         )
-    first = next(iter(_live_adds(location).values()))
-    version = len(_commits(location))
-    lines = [
-        {"commitInfo": {"operation": "CLUSTER BY", "txnId": "test"}},
+    first = next(iter(live_adds(location).values()))
+    commit_next(
+        location,
         {"protocol": PROTOCOL},
         {"domainMetadata": DOMAIN},
         {"add": {**first, "dataChange": False, "clusteringProvider": "liquid"}},
-    ]
-    (Path(location) / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in lines))
+    )
     return location, first["path"]
 
 
@@ -87,13 +69,13 @@ def test_compaction_clusters_by_the_clustering_columns(tmp_path: Path) -> None:
 
     assert report.committed_version == 9
     assert _rows(location) == rows
-    live = _live_adds(location)
+    live = live_adds(location)
     assert live[liquid].get("clusteringProvider") == "liquid"  # another implementation's: left alone
     ours = [a for path, a in live.items() if path != liquid]
     assert len(ours) > 1 and all(a["clusteringProvider"] == "lakeops-zorder" for a in ours)
     ranges = sorted((json.loads(a["stats"])["minValues"]["y"], json.loads(a["stats"])["maxValues"]["y"]) for a in ours)
     assert all(high < low for (_, high), (low, _) in zip(ranges, ranges[1:], strict=False))  # disjoint y ranges
-    info = _commits(location)[-1][0]["commitInfo"]
+    info = log_commits(location)[-1][1][0]["commitInfo"]
     assert info["operationParameters"]["clusterBy"] == '["y"]'
     snapshot = load_snapshot(open_storage(location), location)
     assert snapshot.domains["delta.clustering"].configuration == DOMAIN["configuration"]
@@ -108,7 +90,7 @@ def test_a_users_order_is_refused_on_a_clustered_table(tmp_path: Path, option: d
     flag = "--zorder-by" if "zorder_by" in option else "--sort-by"
     with pytest.raises(UnsupportedFeature, match=f"table feature clustering: {flag} is refused on a clustered table"):
         api.compact(location, CompactionOptions(min_input_files=2, **option))
-    assert len(_commits(location)) == 9
+    assert len(log_commits(location)) == 9
 
 
 def test_clustering_columns_are_physical_names_under_column_mapping() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_json_log import commit_next, live_adds, log_commits
 from delta_rs_sql import delta_rs_rows
 from deltalake import DeltaTable, write_deltalake
 from pyroaring import BitMap64
@@ -46,38 +47,8 @@ PROTOCOL = {
 }
 
 
-def _log(location: str) -> list[tuple[int, list[dict[str, Any]]]]:
-    """Every commit of the log, as (version, actions)."""
-    log = Path(location) / "_delta_log"
-    return [
-        (int(p.name[:20]), [json.loads(line) for line in p.read_text().splitlines() if line.strip()])
-        for p in sorted(log.glob("*.json"))
-    ]
-
-
-def _live_adds(location: str) -> dict[str, dict[str, Any]]:
-    """Action reconciliation over the JSON commits (these tables have no checkpoint)."""
-    live: dict[str, dict[str, Any]] = {}
-    for _, actions in _log(location):
-        for action in actions:
-            if "add" in action:
-                live[action["add"]["path"]] = action["add"]
-            elif "remove" in action:
-                live.pop(action["remove"]["path"], None)
-    return live
-
-
 def _metadata(location: str) -> dict[str, Any]:
-    return [a["metaData"] for _, actions in _log(location) for a in actions if "metaData" in a][-1]
-
-
-def _commit(location: str, *actions: dict[str, Any]) -> int:
-    """Another writer's commit at the next version."""
-    version = _log(location)[-1][0] + 1
-    lines = [{"commitInfo": {"operation": "TEST", "txnId": f"test-{version}"}}, *actions]
-    path = Path(location) / "_delta_log" / f"{version:020d}.json"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return version
+    return [a["metaData"] for _, actions in log_commits(location) for a in actions if "metaData" in a][-1]
 
 
 def _mark(high: int) -> dict[str, Any]:
@@ -92,14 +63,14 @@ def _tracked_table(tmp_path: Path, configuration: dict[str, str]) -> str:
     location = str(tmp_path / "t")
     for i in range(3):
         write_deltalake(location, pa.table({"id": pa.array(range(i * 4, i * 4 + 4), pa.int64())}), mode="append")
-    version = _log(location)[-1][0] + 1
+    version = log_commits(location)[-1][0] + 1
     metadata = _metadata(location)
     metadata["configuration"] = {**metadata["configuration"], **configuration}
     adds, base = [], 0
-    for add in _live_adds(location).values():  # in commit order: ids 0..11 get row ids 0..11
+    for add in live_adds(location).values():  # in commit order: ids 0..11 get row ids 0..11
         adds.append({"add": {**add, "dataChange": False, "baseRowId": base, "defaultRowCommitVersion": version}})
         base += json.loads(add["stats"])["numRecords"]
-    assert _commit(location, {"protocol": PROTOCOL}, {"metaData": metadata}, *adds, _mark(base - 1)) == version
+    assert commit_next(location, {"protocol": PROTOCOL}, {"metaData": metadata}, *adds, _mark(base - 1)) == version
     return location
 
 
@@ -107,7 +78,7 @@ def _append(location: str, ids: range, base_row_id: int) -> int:
     """Another writer's append (a file written with pyarrow) numbered from ``base_row_id``."""
     name = f"part-append-{ids.start}.parquet"
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), Path(location) / name)
-    version = _log(location)[-1][0] + 1
+    version = log_commits(location)[-1][0] + 1
     add = {
         "path": name,
         "partitionValues": {},
@@ -118,7 +89,7 @@ def _append(location: str, ids: range, base_row_id: int) -> int:
         "baseRowId": base_row_id,
         "defaultRowCommitVersion": version,
     }
-    return _commit(location, {"add": add}, _mark(base_row_id + len(ids) - 1))
+    return commit_next(location, {"add": add}, _mark(base_row_id + len(ids) - 1))
 
 
 def _stable(location: str) -> dict[int, tuple[int, int]]:
@@ -126,7 +97,7 @@ def _stable(location: str) -> dict[int, tuple[int, int]]:
     files: the materialised value where non-null, else baseRowId + physical position and
     defaultRowCommitVersion."""
     stable: dict[int, tuple[int, int]] = {}
-    for add in _live_adds(location).values():
+    for add in live_adds(location).values():
         data = pq.read_table(Path(location) / add["path"])
         for position, row in enumerate(data.to_pylist()):
             row_id = row.get(ROW_ID)
@@ -142,8 +113,8 @@ def _ids(location: str) -> list[int]:
     return sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist())
 
 
-def _last_commit(location: str) -> tuple[int, list[dict[str, Any]]]:
-    return _log(location)[-1]
+def _lastcommit_next(location: str) -> tuple[int, list[dict[str, Any]]]:
+    return log_commits(location)[-1]
 
 
 def test_compaction_assigns_fresh_row_ids_and_preserves_stable_ones(tmp_path: Path) -> None:
@@ -151,14 +122,14 @@ def test_compaction_assigns_fresh_row_ids_and_preserves_stable_ones(tmp_path: Pa
     assert _ids(location) == list(range(12))  # delta-rs reads the table built by the spec
     before = _stable(location)
     assert before == {i: (i, 3) for i in range(12)}
-    removed = {p: (a["baseRowId"], a["defaultRowCommitVersion"]) for p, a in _live_adds(location).items()}
+    removed = {p: (a["baseRowId"], a["defaultRowCommitVersion"]) for p, a in live_adds(location).items()}
 
     report = api.compact(location, CompactionOptions(min_input_files=2))
 
     assert report.committed_version == 4
     assert _ids(location) == list(range(12))
     assert _stable(location) == before
-    version, actions = _last_commit(location)
+    version, actions = _lastcommit_next(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)  # above the mark 11, at its version
     assert [a["domainMetadata"] for a in actions if "domainMetadata" in a] == [
@@ -192,7 +163,7 @@ def test_a_second_compaction_over_a_concurrent_append_keeps_every_stable_id(tmp_
     assert report.committed_version == 7
     assert _ids(location) == [*range(12), *range(100, 104), 200, 201]
     assert _stable(location) == {**before, 200: (28, 6), 201: (29, 6)}
-    _, actions = _last_commit(location)
+    _, actions = _lastcommit_next(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (30, 7)
     marks = [json.loads(a["domainMetadata"]["configuration"]) for a in actions if "domainMetadata" in a]
@@ -209,7 +180,7 @@ def test_supported_but_not_enabled_assigns_fresh_ids_without_preserving(tmp_path
     api.compact(location, CompactionOptions(min_input_files=2))
 
     assert _ids(location) == list(range(12))
-    _, actions = _last_commit(location)
+    _, actions = _lastcommit_next(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)
     assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {
@@ -225,7 +196,7 @@ def test_a_version_adding_row_tracking_under_a_compaction_aborts_it(tmp_path: Pa
     snapshot = load_snapshot(open_storage(location), location)
     plan = plan_compaction(snapshot, DeltaCompactionOptions(min_input_files=2), StorageOptions())
     results = [rewrite_group(g) for g in plan.groups]
-    _commit(location, {"protocol": PROTOCOL})
+    commit_next(location, {"protocol": PROTOCOL})
 
     with pytest.raises(CommitConflict, match="version 3 added row tracking"):
         compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
@@ -242,7 +213,7 @@ def test_positions_count_rows_a_deletion_vector_hides(tmp_path: Path) -> None:
     """A row's default row id is baseRowId plus its physical position, deleted rows included: after
     a DV hides ids 5 and 6 (positions 1 and 2 of the second file), id 7 keeps row id 7, not 5."""
     location = _tracked_table(tmp_path, TRACKING)
-    second = list(_live_adds(location).values())[1]
+    second = list(live_adds(location).values())[1]
     dv = inline_dv_descriptor(BitMap64([1, 2])).to_json_dict()
     protocol = {
         **PROTOCOL,
@@ -251,7 +222,7 @@ def test_positions_count_rows_a_deletion_vector_hides(tmp_path: Path) -> None:
         "writerFeatures": [*PROTOCOL["writerFeatures"], "deletionVectors"],
     }
     remove = {k: second[k] for k in ("path", "partitionValues", "size", "baseRowId", "defaultRowCommitVersion")}
-    _commit(
+    commit_next(
         location,
         {"protocol": protocol},
         {"remove": {**remove, "dataChange": True, "deletionTimestamp": 0}},
@@ -264,7 +235,7 @@ def test_positions_count_rows_a_deletion_vector_hides(tmp_path: Path) -> None:
 
     assert sorted(delta_rs_rows(location)["id"].to_pylist()) == alive
     assert _stable(location) == {i: (i, 3) for i in alive}
-    assert not any("deletionVector" in a for a in _live_adds(location).values())
+    assert not any("deletionVector" in a for a in live_adds(location).values())
 
 
 def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: Path) -> None:
@@ -275,7 +246,7 @@ def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: P
     before = _stable(location)
     protocol = {**PROTOCOL, "writerFeatures": [*PROTOCOL["writerFeatures"], "clustering"]}
     clustering = json.dumps({"clusteringColumns": [["id"]]})
-    _commit(
+    commit_next(
         location,
         {"protocol": protocol},
         {"domainMetadata": {"domain": "delta.clustering", "configuration": clustering}},
@@ -285,6 +256,6 @@ def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: P
 
     assert _ids(location) == list(range(-4, 12))
     assert _stable(location) == before
-    (add,) = _live_adds(location).values()
+    (add,) = live_adds(location).values()
     assert add["clusteringProvider"] == "lakeops-zorder"
     assert pq.read_table(Path(location) / add["path"])["id"].to_pylist() == list(range(-4, 12))
