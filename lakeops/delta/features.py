@@ -75,13 +75,8 @@ FEATURES: dict[str, FeatureSupport] = {
     # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#row-tracking: every commit lakeops lands
     # that adds files numbers them above the ``delta.rowTracking`` high-water mark at the version it
     # lands at; compaction materialises copied rows' stable row ids and commit versions when tracking
-    # is enabled (lakeops.delta.row_tracking). Appends (a change table's) do not number rows yet.
-    "rowTracking": FeatureSupport(
-        reader=False,
-        writer=True,
-        operations=ALL_OPERATIONS - {"write"},
-        why="appends to an existing table do not assign row ids yet",
-    ),
+    # is enabled (lakeops.delta.row_tracking); appends (a change table's) number their new rows.
+    "rowTracking": FeatureSupport(reader=False, writer=True),
     # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#clustered-table: compaction clusters by
     # the ``delta.clustering`` columns in Z-order, only files unclustered or clustered by lakeops;
     # appends add unclustered files with full statistics (lakeops.delta.clustering).

@@ -25,9 +25,10 @@ from lakeops import api
 from lakeops.delta.deletion_vectors import inline_dv_descriptor
 from lakeops.delta.maintenance.compaction import CompactionOptions as DeltaCompactionOptions
 from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
+from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.delta.writer import read_target
-from lakeops.errors import CommitConflict, UnsupportedFeature
+from lakeops.delta.writer import DataFileWriter, append_files, read_target
+from lakeops.errors import CommitConflict
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
@@ -113,7 +114,7 @@ def _ids(location: str) -> list[int]:
     return sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist())
 
 
-def _lastcommit_next(location: str) -> tuple[int, list[dict[str, Any]]]:
+def _last_commit(location: str) -> tuple[int, list[dict[str, Any]]]:
     return log_commits(location)[-1]
 
 
@@ -129,7 +130,7 @@ def test_compaction_assigns_fresh_row_ids_and_preserves_stable_ones(tmp_path: Pa
     assert report.committed_version == 4
     assert _ids(location) == list(range(12))
     assert _stable(location) == before
-    version, actions = _lastcommit_next(location)
+    version, actions = _last_commit(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)  # above the mark 11, at its version
     assert [a["domainMetadata"] for a in actions if "domainMetadata" in a] == [
@@ -163,7 +164,7 @@ def test_a_second_compaction_over_a_concurrent_append_keeps_every_stable_id(tmp_
     assert report.committed_version == 7
     assert _ids(location) == [*range(12), *range(100, 104), 200, 201]
     assert _stable(location) == {**before, 200: (28, 6), 201: (29, 6)}
-    _, actions = _lastcommit_next(location)
+    _, actions = _last_commit(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (30, 7)
     marks = [json.loads(a["domainMetadata"]["configuration"]) for a in actions if "domainMetadata" in a]
@@ -180,7 +181,7 @@ def test_supported_but_not_enabled_assigns_fresh_ids_without_preserving(tmp_path
     api.compact(location, CompactionOptions(min_input_files=2))
 
     assert _ids(location) == list(range(12))
-    _, actions = _lastcommit_next(location)
+    _, actions = _last_commit(location)
     (add,) = [a["add"] for a in actions if "add" in a]
     assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (12, 4)
     assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {
@@ -203,10 +204,37 @@ def test_a_version_adding_row_tracking_under_a_compaction_aborts_it(tmp_path: Pa
     assert _ids(location) == [0, 1, 2]
 
 
-def test_appending_to_a_row_tracking_table_is_refused_by_name(tmp_path: Path) -> None:
+def test_an_append_numbers_its_rows_above_a_concurrent_appends(tmp_path: Path) -> None:
+    """A change table's append (:func:`append_files`) on a table that tracks rows: planned on version
+    3, it lands after another writer's append at version 5, numbered above that one's mark."""
     location = _tracked_table(tmp_path, TRACKING)
-    with pytest.raises(UnsupportedFeature, match="rowTracking is not supported by lakeops write yet .*row ids"):
-        read_target(open_storage(location), location)
+    storage = open_storage(location)
+    target = read_target(storage, location)
+    assert target.version == 3 and target.metadata is not None
+    writer = DataFileWriter(parse_schema(target.metadata.schema_string))
+    writer.write(pa.table({"id": pa.array([50, 51, 52], pa.int64())}))
+    written = writer.finish(storage, location)
+    assert written is not None
+    _append(location, range(200, 202), 12)  # version 4, mark 13
+
+    result = append_files(storage, target, metadata=target.metadata, files=[written], txn=None, operation_parameters={})
+
+    assert result.version == 5
+    assert _ids(location) == [*range(12), 50, 51, 52, 200, 201]
+    assert _stable(location) == {
+        **{i: (i, 3) for i in range(12)},
+        200: (12, 4),
+        201: (13, 4),
+        50: (14, 5),
+        51: (15, 5),
+        52: (16, 5),
+    }
+    _, actions = _last_commit(location)
+    marks = [json.loads(a["domainMetadata"]["configuration"]) for a in actions if "domainMetadata" in a]
+    assert marks == [{"rowIdHighWaterMark": 16}]
+    assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {
+        "delta.rowTracking.preserved": "true"
+    }
 
 
 def test_positions_count_rows_a_deletion_vector_hides(tmp_path: Path) -> None:
