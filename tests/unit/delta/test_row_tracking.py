@@ -145,6 +145,7 @@ def test_compaction_assigns_fresh_row_ids_and_preserves_stable_ones(tmp_path: Pa
     assert info["tags"] == {"delta.rowTracking.preserved": "true"}
     columns = pq.read_schema(Path(location) / add["path"]).names
     assert columns == ["id", ROW_ID, ROW_VERSION]
+    assert list(json.loads(add["stats"])["minValues"]) == ["id"]  # hidden columns are not the schema's
 
 
 def test_a_second_compaction_over_a_concurrent_append_keeps_every_stable_id(tmp_path: Path) -> None:
