@@ -28,7 +28,7 @@ from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import DataFileWriter, append_files, read_target
-from lakeops.errors import CommitConflict
+from lakeops.errors import CommitConflict, ProtocolError
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
@@ -288,3 +288,24 @@ def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: P
     (add,) = live_adds(location).values()
     assert add["clusteringProvider"] == "lakeops-zorder"
     assert pq.read_table(Path(location) / add["path"])["id"].to_pylist() == list(range(-4, 12))
+
+
+def test_suspended_row_tracking_assigns_nothing(tmp_path: Path) -> None:
+    """``delta.rowTrackingSuspended=true``: writers should not assign row ids or commit versions."""
+    location = _tracked_table(tmp_path, {"delta.rowTrackingSuspended": "true"})
+
+    api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert _ids(location) == list(range(12))
+    _, actions = _last_commit(location)
+    (add,) = [a["add"] for a in actions if "add" in a]
+    assert "baseRowId" not in add and "defaultRowCommitVersion" not in add
+    assert not any("domainMetadata" in a for a in actions)
+    assert "tags" not in next(a["commitInfo"] for a in actions if "commitInfo" in a)
+
+
+def test_enabled_without_materialised_column_names_is_refused(tmp_path: Path) -> None:
+    location = _tracked_table(tmp_path, {"delta.enableRowTracking": "true"})
+    with pytest.raises(ProtocolError, match="materializedRowIdColumnName or .* is not set"):
+        api.compact(location, CompactionOptions(min_input_files=2))
+    assert len(log_commits(location)) == 4
