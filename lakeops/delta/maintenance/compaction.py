@@ -608,7 +608,7 @@ class _OptimizeCommit:
         if winner.metadata is not None and (reason := self._metadata_conflict(winner)) is not None:
             return reason
         if winner.protocol is not None and self._row_ids is None and "rowTracking" in enabled_features(winner.protocol):
-            return f"version {winner.version} added row tracking, which the rewrite's files were not numbered for"
+            return f"version {winner.version} enables row tracking, which the rewrite's files were not numbered for"
         if self._row_ids is not None:
             self._row_ids.rebase(winner)
         touched: dict[int, str] = {}

@@ -200,7 +200,7 @@ def test_a_version_adding_row_tracking_under_a_compaction_aborts_it(tmp_path: Pa
     results = [rewrite_group(g) for g in plan.groups]
     commit_next(location, {"protocol": PROTOCOL})
 
-    with pytest.raises(CommitConflict, match="version 3 added row tracking"):
+    with pytest.raises(CommitConflict, match="version 3 enables row tracking"):
         compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
     assert _ids(location) == [0, 1, 2]
 
