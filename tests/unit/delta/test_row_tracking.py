@@ -30,6 +30,7 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import DataFileWriter, append_files, read_target
 from lakeops.errors import CommitConflict, ProtocolError
 from lakeops.ops import compaction
+from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
 
@@ -236,6 +237,34 @@ def test_an_append_numbers_its_rows_above_a_concurrent_appends(tmp_path: Path) -
     assert next(a["commitInfo"] for a in actions if "commitInfo" in a)["tags"] == {
         "delta.rowTracking.preserved": "true"
     }
+
+
+def test_cdc_appending_to_a_change_table_that_tracks_rows_numbers_them(tmp_path: Path) -> None:
+    """End to end: lakeops cdc creates a change table (no row tracking), someone enables row tracking
+    on it by the spec, and the next cdc run's append numbers its rows above the mark."""
+    source, output = str(tmp_path / "source"), str(tmp_path / "changes")
+    cdf = {"delta.enableChangeDataFeed": "true"}
+    write_deltalake(source, pa.table({"id": pa.array([1, 2, 3], pa.int64())}), configuration=cdf)
+    api.cdc(source, CdcOptions(from_version=0, output=output))
+    (first,) = live_adds(output).values()
+    assert "baseRowId" not in first  # lakeops's change table does not track rows
+    metadata = _metadata(output)
+    metadata["configuration"] = {**metadata["configuration"], **TRACKING}
+    recommitted = {**first, "dataChange": False, "baseRowId": 0, "defaultRowCommitVersion": 1}
+    commit_next(output, {"protocol": PROTOCOL}, {"metaData": metadata}, {"add": recommitted}, _mark(2))
+    write_deltalake(source, pa.table({"id": pa.array([4, 5], pa.int64())}), mode="append")
+
+    report = api.cdc(source, CdcOptions(from_version=1, output=output))
+
+    assert report.committed_version == 2
+    changes = DeltaTable(output).to_pyarrow_table()
+    assert sorted(changes["id"].to_pylist()) == [1, 2, 3, 4, 5]
+    _, actions = _last_commit(output)
+    (add,) = [a["add"] for a in actions if "add" in a]
+    assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (3, 2)
+    assert [json.loads(a["domainMetadata"]["configuration"]) for a in actions if "domainMetadata" in a] == [
+        {"rowIdHighWaterMark": 4}
+    ]
 
 
 def test_positions_count_rows_a_deletion_vector_hides(tmp_path: Path) -> None:
