@@ -149,10 +149,14 @@ def commit_pending(
     timeout_s: float | None = None,
     is_blind_append: bool = False,
     in_commit_timestamps: bool = False,
+    rebased_domains: frozenset[str] = frozenset(),
+    tags: dict[str, str] | None = None,
 ) -> CommitResult:
     """Commit ``pending`` as the next version after ``read_version``, rebasing it over versions that
     land first; at most ``max_attempts`` puts within ``timeout_s`` (None: no time bound). See the
-    module docstring. ``in_commit_timestamps``: the table has them enabled, so the commit carries one
+    module docstring. ``rebased_domains``: domains ``pending`` re-derives in its rebase (the row-id
+    high-water mark), which a winner writing them too does not conflict with; ``tags``: the
+    ``commitInfo.tags``. ``in_commit_timestamps``: the table has them enabled, so the commit carries one
     (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#writer-requirements-for-in-commit-timestamps:
     ``commitInfo`` first, ``inCommitTimestamp`` the later of now and one past the previous commit's)."""
     txn_id = str(uuid.uuid4())
@@ -178,6 +182,8 @@ def commit_pending(
         }
         if read_version >= 0:  # a commit creating the table read no version
             provenance["readVersion"] = read_version
+        if tags:
+            provenance["tags"] = tags
         if in_commit_timestamps:
             provenance["inCommitTimestamp"] = max(now_ms, previous_ict + 1 if previous_ict is not None else now_ms)
         info = CommitInfo.model_validate(provenance)
@@ -214,7 +220,7 @@ def commit_pending(
             if _txn_id(winner) == txn_id:
                 return CommitResult(version, attempt, txn_id)
             _check_protocol(winner, table_root, operation, read_version)
-            _check_domains(winner, pending.actions(), table_root, operation, read_version)
+            _check_domains(winner, pending.actions(), table_root, operation, read_version, rebased_domains)
             if winner.commit_info is not None and winner.commit_info.in_commit_timestamp is not None:
                 previous_ict = winner.commit_info.in_commit_timestamp
             if winner.metadata is not None:
@@ -258,11 +264,17 @@ def _check_protocol(winner: CommitActions, table_root: str, operation: str, read
 
 
 def _check_domains(
-    winner: CommitActions, ours: Sequence[ActionModel], table_root: str, operation: str, read_version: int
+    winner: CommitActions,
+    ours: Sequence[ActionModel],
+    table_root: str,
+    operation: str,
+    read_version: int,
+    rebased: frozenset[str],
 ) -> None:
     """Two overlapping transactions conflict when both hold a ``domainMetadata`` action for the same
-    domain (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#domain-metadata)."""
-    changed = {d.domain for d in winner.domains}
+    domain (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#domain-metadata), unless ours is
+    re-derived from the winner's on rebase (``rebased``)."""
+    changed = {d.domain for d in winner.domains} - rebased
     clash = sorted(changed & {a.domain for a in ours if isinstance(a, DomainMetadata)})
     if clash:
         raise CommitConflict(

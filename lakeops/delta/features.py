@@ -72,6 +72,15 @@ FEATURES: dict[str, FeatureSupport] = {
     # Domains are replayed, kept in every checkpoint, and a commit conflicts with a concurrent one
     # changing a domain it writes.
     "domainMetadata": FeatureSupport(reader=False, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#row-tracking: every commit lakeops lands
+    # that adds files numbers them above the ``delta.rowTracking`` high-water mark at the version it
+    # lands at; compaction materialises copied rows' stable row ids and commit versions when tracking
+    # is enabled (lakeops.delta.row_tracking); appends (a change table's) number their new rows.
+    "rowTracking": FeatureSupport(reader=False, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#clustered-table: compaction clusters by
+    # the ``delta.clustering`` columns in Z-order, only files unclustered or clustered by lakeops;
+    # appends add unclustered files with full statistics (lakeops.delta.clustering).
+    "clustering": FeatureSupport(reader=False, writer=True),
 }
 
 READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)

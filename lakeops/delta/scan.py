@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from lakeops.delta.actions import Add
 from lakeops.delta.deletion_vectors import read_deletion_vector_rows
 from lakeops.delta.partitions import parse_partition_value, partition_arrow_type, partition_arrow_value
+from lakeops.delta.row_tracking import MaterializedColumns, stable_row_columns
 from lakeops.delta.schema import (
     ColumnMappingMode,
     StructType,
@@ -44,13 +45,19 @@ def read_logical_file(
     schema: StructType,
     mode: ColumnMappingMode,
     partition_columns: list[str],
+    materialized: MaterializedColumns | None = None,
 ) -> pa.Table:
-    """One logical file's live rows in the logical schema, without partition columns."""
+    """One logical file's live rows in the logical schema, without partition columns; with
+    ``materialized``, also each row's stable row id and row commit version in those hidden columns
+    (counted on the physical rows, before the deletion vector drops any)."""
     try:
         data = pq.read_table(pa.BufferReader(storage.read(location)))
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptFile(f"{location}: data file is not readable parquet ({exc})") from exc
     table = read_data_file_as_logical(data, schema, mode, partition_columns=partition_columns, file_path=location)
+    if materialized is not None:
+        for name, values in zip(materialized.names, stable_row_columns(data, add, materialized, location), strict=True):
+            table = table.append_column(pa.field(name, pa.int64()), values)
     if add.deletion_vector is not None:
         deleted = read_deletion_vector_rows(add.deletion_vector, storage, table_root, data_file=location)
         if len(deleted) and int(deleted[-1]) >= data.num_rows:

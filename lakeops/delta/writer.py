@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
+from lakeops.delta import row_tracking
 from lakeops.delta.actions import ActionModel, Add, Metadata, Protocol, Txn
-from lakeops.delta.commit import CommitResult, ConflictRule, commit
+from lakeops.delta.commit import CommitResult, ConflictRule, commit_pending
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable
@@ -168,8 +169,11 @@ class DataFileWriter:
         mode: ColumnMappingMode = "none",
         partition_columns: Sequence[str] = (),
         configuration: dict[str, str] | None = None,
+        hidden_columns: Sequence[str] = (),
     ) -> None:
         self.schema = schema
+        #: ``int64`` columns outside the schema written as given (row tracking's materialised columns).
+        self.hidden_columns = list(hidden_columns)
         self.mode = mode
         self.partition_columns = list(partition_columns)
         self.configuration = configuration or {}
@@ -189,7 +193,12 @@ class DataFileWriter:
         """Buffer logical rows (columns by logical name, cast and checked against the schema)."""
         if not table.num_rows:
             return
-        physical = logical_to_physical(table, self.schema, self.mode, partition_columns=self.partition_columns)
+        hidden = [table.column(name).cast(pa.int64()) for name in self.hidden_columns]
+        physical = logical_to_physical(
+            table.drop_columns(self.hidden_columns), self.schema, self.mode, partition_columns=self.partition_columns
+        )
+        for name, values in zip(self.hidden_columns, hidden, strict=True):
+            physical = physical.append_column(pa.field(name, pa.int64()), values)
         self.pending.append(physical)
         self.pending_rows += physical.num_rows
         self.pending_bytes += physical.nbytes
@@ -203,6 +212,8 @@ class DataFileWriter:
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         if self.writer is None:
             schema = physical_arrow_schema(self.schema, self.mode, partition_columns=self.partition_columns)
+            for name in self.hidden_columns:
+                schema = schema.append(pa.field(name, pa.int64()))
             self.writer = pq.ParquetWriter(self.sink, schema, compression="zstd", write_statistics=True)
         self.writer.write_table(group, row_group_size=group.num_rows)
         self.rows += group.num_rows
@@ -268,6 +279,46 @@ def txn_conflicts(app_id: str | None) -> ConflictRule:
     return rule
 
 
+@dataclass
+class _Append:
+    """An append's pending commit: its ``add``s numbered for the version each attempt lands at when
+    the table tracks rows ("Writer Requirements for Row Tracking")."""
+
+    fixed: list[ActionModel]
+    written: list[WrittenFile]
+    metrics: dict[str, object]
+    rule: ConflictRule
+    row_ids: row_tracking.RowIdAssignment | None
+
+    def actions(self) -> Sequence[ActionModel]:
+        adds = [Add.model_validate(f.add) for f in self.written]
+        if self.row_ids is None:
+            return [*self.fixed, *adds]
+        numbered, domain = self.row_ids.assign(adds, [f.rows for f in self.written])
+        return [*self.fixed, *numbered, *([domain] if domain is not None else [])]
+
+    def operation_metrics(self) -> dict[str, object]:
+        return self.metrics
+
+    def rebase(self, winner: CommitActions) -> str | None:
+        reason = self.rule(winner)
+        if reason is None and self.row_ids is not None:
+            self.row_ids.rebase(winner)
+        return reason
+
+
+def _row_ids(storage: Storage, target: TargetTable) -> row_tracking.RowIdAssignment | None:
+    """Row-id numbering above the high-water mark of the version the append is based on, when the
+    existing table assigns row ids (a new table lakeops creates does not track rows)."""
+    if target.version is None:
+        return None
+    snapshot = load_snapshot(storage, target.root, version=target.version)
+    if not row_tracking.RowTracking.of(snapshot.protocol, snapshot.metadata, target.root).assigns:
+        return None
+    mark = row_tracking.high_water_mark(snapshot.domains, target.root)
+    return row_tracking.RowIdAssignment(target.root, mark, target.version + 1)
+
+
 def append_files(
     storage: Storage,
     target: TargetTable,
@@ -282,7 +333,9 @@ def append_files(
     ``metadata`` when it does not exist yet. An existing table must have ``metadata``'s schema.
 
     Concurrency: the commit is put-if-absent; a concurrent commit is tolerated unless
-    :func:`txn_conflicts` of ``txn``'s application says otherwise (:class:`CommitConflict`).
+    :func:`txn_conflicts` of ``txn``'s application says otherwise (:class:`CommitConflict`). On a table
+    that tracks rows the new files are numbered above the high-water mark (renumbered over a concurrent
+    append) and the commit says no row was copied (``delta.rowTracking.preserved``).
     """
     actions: list[ActionModel] = []
     if target.exists:
@@ -298,22 +351,28 @@ def append_files(
         actions += [new_table_protocol(parse_schema(metadata.schema_string)), metadata]
     if txn is not None:
         actions.append(txn)
-    adds = [Add.model_validate(f.add) for f in files]
-    actions += adds
-    return commit(
+    row_ids = _row_ids(storage, target)
+    pending = _Append(
+        actions,
+        files,
+        {
+            "numFiles": str(len(files)),
+            "numOutputRows": str(sum(f.rows for f in files)),
+            "numOutputBytes": str(sum(int(f.add["size"]) for f in files)),
+            **(operation_metrics or {}),
+        },
+        txn_conflicts(txn.app_id if txn is not None else None),
+        row_ids,
+    )
+    return commit_pending(
         storage,
         target.root,
         read_version=target.version if target.version is not None else -1,
-        actions=actions,
+        pending=pending,
         operation="WRITE",
         operation_parameters={"mode": "Append" if target.exists else "ErrorIfExists", **operation_parameters},
-        operation_metrics={
-            "numFiles": str(len(adds)),
-            "numOutputRows": str(sum(f.rows for f in files)),
-            "numOutputBytes": str(sum(a.size for a in adds)),
-            **(operation_metrics or {}),
-        },
-        conflict_rule=txn_conflicts(txn.app_id if txn is not None else None),
         is_blind_append=txn is None,
         in_commit_timestamps=target.in_commit_timestamps,
+        rebased_domains=frozenset() if row_ids is None else frozenset({row_tracking.DOMAIN}),
+        tags={} if row_ids is None else {row_tracking.PRESERVED_TAG: "true"},
     )

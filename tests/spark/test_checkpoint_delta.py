@@ -398,7 +398,12 @@ def test_an_existing_checkpoint_is_reported_and_kept_unless_forced(
 def test_unsupported_writer_features_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "t" / "_delta_log"
     log.mkdir(parents=True)
-    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["rowTracking"]}
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": [],
+        "writerFeatures": ["icebergCompatV1"],
+    }
     metadata = {
         "id": "x",
         "format": {"provider": "parquet", "options": {}},
@@ -411,7 +416,7 @@ def test_unsupported_writer_features_are_refused(tmp_path: Path, capsys: pytest.
     code = lakeops(["checkpoint", str(tmp_path / "t")])
 
     err = capsys.readouterr().err
-    assert code == 1 and "UnsupportedFeature" in err and "rowTracking" in err
+    assert code == 1 and "UnsupportedFeature" in err and "icebergCompatV1" in err
     assert sorted(os.listdir(log)) == [f"{0:020d}.json"]
 
 

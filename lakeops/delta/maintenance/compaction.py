@@ -2,7 +2,10 @@
 
 Implements the writer side of "Add File and Remove File" (``dataChange=false`` rewrites), "Deletion
 Vectors" (rows a DV hides are dropped when the file is rewritten), "Column Mapping" (new files carry
-physical names and field ids) and "Per-file Statistics" (full stats on every new file).
+physical names and field ids), "Per-file Statistics" (full stats on every new file), "Row Tracking"
+(fresh row ids for the new files, stable ones materialised: :mod:`lakeops.delta.row_tracking`) and
+"Clustered Table" (a clustered table is compacted in Z-order of its clustering columns:
+:mod:`lakeops.delta.clustering`).
 
 plan (driver) → :func:`rewrite_group` per bin (Spark task) → :func:`commit_compaction` (driver).
 
@@ -33,11 +36,12 @@ from typing import Any, ClassVar, cast
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.delta.actions import ActionModel, Add, Remove
+from lakeops.delta import clustering, row_tracking
+from lakeops.delta.actions import ActionModel, Add, DomainMetadata, Remove
 from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.commit_time import ict_enablement_version
-from lakeops.delta.features import check_writable
+from lakeops.delta.features import check_writable, enabled_features
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
@@ -51,7 +55,7 @@ from lakeops.delta.schema import (
 )
 from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import DataFileWriter, WrittenFile
-from lakeops.errors import InvalidArgument, ProtocolError
+from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 from lakeops.ordering import Curve, order_indices
 from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, write_files
 from lakeops.plan import CommitOutcome, MaintenancePlan
@@ -107,6 +111,8 @@ class Ordering(BaseModel):
     curve: Curve
     columns: list[str] = Field(min_length=1)
     run: str = ""
+    #: Set when this order clusters a clustered table: the new files' ``clusteringProvider``.
+    provider: str | None = None
 
     def tag(self) -> str:
         return json.dumps({"curve": self.curve, "columns": self.columns, "run": self.run})
@@ -148,6 +154,13 @@ class RewriteGroup(BaseModel):
     target_file_size: int
     output_dir: str
     ordering: Ordering | None = None
+    #: Row tracking is enabled: the hidden columns (row id, row commit version) that keep copied rows'
+    #: stable values.
+    materialized_columns: list[str] | None = None
+
+    @property
+    def materialized(self) -> row_tracking.MaterializedColumns | None:
+        return row_tracking.MaterializedColumns(*self.materialized_columns) if self.materialized_columns else None
 
     @property
     def bytes(self) -> int:
@@ -195,6 +208,8 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     ordering: Ordering | None = None
     #: The table dates commits by in-commit timestamps: the OPTIMIZE commit must carry one.
     in_commit_timestamps: bool = False
+    #: The table assigns row ids: the ``rowIdHighWaterMark`` read (-1: none yet); None: it does not.
+    row_id_high_water_mark: int | None = None
     commit_retries: int = DEFAULT_COMMIT_RETRIES
     commit_timeout: timedelta = DEFAULT_COMMIT_TIMEOUT
 
@@ -295,10 +310,12 @@ def plan_compaction(
         predicate.require_columns(snapshot.partition_columns, table)
     mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
     schema = parse_schema(snapshot.metadata.schema_string)
-    ordering = options.ordering
+    clustered = "clustering" in enabled_features(snapshot.protocol)
+    ordering = _clustering_order(snapshot, schema, mode, options) if clustered else options.ordering
     if ordering is not None:
         _require_orderable(schema, snapshot.partition_columns, ordering, table)
         ordering = ordering.model_copy(update={"run": uuid.uuid4().hex})
+    tracking = row_tracking.RowTracking.of(snapshot.protocol, snapshot.metadata, table)
 
     by_partition: dict[tuple[tuple[str, str | None], ...], list[SourceFile]] = defaultdict(list)
     candidates = 0
@@ -307,6 +324,8 @@ def plan_compaction(
             _typed_partition(schema, mode, snapshot.partition_columns, add.partition_values)
         ):
             continue
+        if clustered and (add.model_extra or {}).get("clusteringProvider") not in (None, clustering.PROVIDER):
+            continue  # clustered by another implementation: not ours to recluster
         dv = add.deletion_vector
         num_records = add.num_records
         deleted = dv.cardinality if dv else 0
@@ -354,6 +373,7 @@ def plan_compaction(
                     target_file_size=target,
                     output_dir=_output_dir(files[0].add["path"]),
                     ordering=ordering,
+                    materialized_columns=tracking.materialized.names if tracking.materialized else None,
                 )
             )
     return CompactionPlan(
@@ -369,14 +389,34 @@ def plan_compaction(
         groups=groups,
         ordering=ordering,
         in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
+        row_id_high_water_mark=row_tracking.high_water_mark(snapshot.domains, table) if tracking.assigns else None,
         commit_retries=DEFAULT_COMMIT_RETRIES if options.commit_retries is None else options.commit_retries,
         commit_timeout=options.commit_timeout or DEFAULT_COMMIT_TIMEOUT,
     )
 
 
+def _clustering_order(
+    snapshot: DeltaSnapshot, schema: StructType, mode: ColumnMappingMode, options: CompactionOptions
+) -> Ordering | None:
+    """A clustered table is compacted in Z-order of its clustering columns (bin-packed when it has
+    none); a user's own order is refused, as Delta refuses ``OPTIMIZE ZORDER BY`` on such a table."""
+    asked = options.ordering
+    if asked is not None:
+        flag = "--zorder-by" if asked.curve == "zorder" else "--sort-by"
+        raise UnsupportedFeature(
+            f"{snapshot.table_root}: table feature clustering: {flag} is refused on a clustered table "
+            "(compact orders it by its clustering columns)"
+        )
+    columns = clustering.clustering_columns(snapshot.domains, schema, mode, snapshot.table_root)
+    return Ordering(curve="zorder", columns=columns, provider=clustering.PROVIDER) if columns else None
+
+
 def _require_orderable(schema: StructType, partition_columns: list[str], ordering: Ordering, table: str) -> None:
     """Ordering columns are top-level, non-partition columns of a primitive type."""
-    flag = "--zorder-by" if ordering.curve == "zorder" else "--sort-by"
+    if ordering.provider is not None:
+        flag = "clustering column"
+    else:
+        flag = "--zorder-by" if ordering.curve == "zorder" else "--sort-by"
     for name in ordering.columns:
         f = schema.get(name)
         if f is None:
@@ -404,10 +444,10 @@ def iter_live_tables(group: RewriteGroup) -> Iterator[tuple[SourceFile, pa.Table
     mode = cast(ColumnMappingMode, group.column_mapping_mode)
     for source in group.files:
         add = Add.model_validate(source.add)
-        yield (
-            source,
-            read_logical_file(storage, group.table_root, source.location, add, schema, mode, group.partition_columns),
+        logical = read_logical_file(
+            storage, group.table_root, source.location, add, schema, mode, group.partition_columns, group.materialized
         )
+        yield source, logical
 
 
 def _rows_per_file(group: RewriteGroup) -> int:
@@ -429,14 +469,18 @@ class _OutputFile:
         self.writer.write(data if isinstance(data, pa.Table) else pa.Table.from_batches([data]))
 
     def finish(self) -> WrittenFile | None:
-        return self.writer.finish(
+        ordering = self.group.ordering
+        written = self.writer.finish(
             self.storage,
             self.group.table_root,
             directory=self.group.output_dir,
             partition_values=self.group.partition_values,
             data_change=False,
-            tags={ORDER_TAG: self.group.ordering.tag()} if self.group.ordering is not None else None,
+            tags={ORDER_TAG: ordering.tag()} if ordering is not None else None,
         )
+        if written is not None and ordering is not None and ordering.provider is not None:
+            written.add["clusteringProvider"] = ordering.provider
+        return written
 
     def abort(self) -> None:
         """Nothing is stored before :meth:`finish`: the buffer goes with the writer."""
@@ -457,7 +501,11 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
 
     def open_file(_: int) -> _OutputFile:
         writer = DataFileWriter(
-            schema, mode=mode, partition_columns=group.partition_columns, configuration=group.configuration
+            schema,
+            mode=mode,
+            partition_columns=group.partition_columns,
+            configuration=group.configuration,
+            hidden_columns=group.materialized_columns or (),
         )
         return _OutputFile(group, storage, writer)
 
@@ -500,6 +548,8 @@ def _remove_of(source: SourceFile, now_ms: int) -> Remove:
             "size": source.size,
             "tags": source.add.get("tags"),
             "deletionVector": source.add.get("deletionVector"),
+            # "Writer Requirements for Row Tracking": a remove carries its add's row id base and version.
+            **{name: source.add[name] for name in row_tracking.FILE_FIELDS if name in source.add},
         }
     )
 
@@ -515,25 +565,40 @@ class _OptimizeCommit:
     kept: list[RewriteGroup] = field(init=False)
     dropped: dict[int, str] = field(default_factory=dict)
     _group_of: dict[str, int] = field(init=False)
+    #: Fresh row ids for the new files, re-derived for the version each attempt lands at.
+    _row_ids: row_tracking.RowIdAssignment | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.kept = list(self.plan.groups)
         self._group_of = {f.add["path"]: g.group_id for g in self.plan.groups for f in g.files}
+        mark = self.plan.row_id_high_water_mark
+        self._row_ids = (
+            None
+            if mark is None
+            else row_tracking.RowIdAssignment(self.plan.table_root, mark, self.plan.read_version + 1)
+        )
 
     def _removes(self) -> list[Remove]:
         return [_remove_of(f, self.now_ms) for g in self.kept for f in g.files]
 
-    def _adds(self) -> list[Add]:
-        return [Add.model_validate(w.add) for g in self.kept for w in self.results[g.group_id].written]
+    def _adds(self) -> tuple[list[Add], list[DomainMetadata]]:
+        """The new files' adds, numbered when the table tracks rows, and the row-tracking domain."""
+        written = [w for g in self.kept for w in self.results[g.group_id].written]
+        adds = [Add.model_validate(w.add) for w in written]
+        if self._row_ids is None:
+            return adds, []
+        numbered, domain = self._row_ids.assign(adds, [w.rows for w in written])
+        return numbered, [domain] if domain is not None else []
 
     def actions(self) -> Sequence[ActionModel]:
-        return [*self._removes(), *self._adds()]
+        adds, domains = self._adds()
+        return [*self._removes(), *adds, *domains]
 
     def operation_metrics(self) -> dict[str, object]:
         """In the shape Delta's OPTIMIZE reports them, for the groups still in the commit."""
         removes = self._removes()
         return {
-            **file_actions_summary(self._adds(), removes),
+            **file_actions_summary(self._adds()[0], removes),
             "numBatches": len(self.kept),
             "numPartitionsOptimized": len({tuple(sorted(g.partition_values.items())) for g in self.kept}),
             "numDeletionVectorsRemoved": sum(1 for r in removes if r.deletion_vector is not None),
@@ -542,6 +607,10 @@ class _OptimizeCommit:
     def rebase(self, winner: CommitActions) -> str | None:
         if winner.metadata is not None and (reason := self._metadata_conflict(winner)) is not None:
             return reason
+        if winner.protocol is not None and self._row_ids is None and "rowTracking" in enabled_features(winner.protocol):
+            return f"version {winner.version} enables row tracking, which the rewrite's files were not numbered for"
+        if self._row_ids is not None:
+            self._row_ids.rebase(winner)
         touched: dict[int, str] = {}
         changed = {a.path for a in winner.adds}
         for remove in winner.removes:
@@ -570,6 +639,9 @@ class _OptimizeCommit:
             return f"version {winner.version} changed the partition columns"
         if new.configuration.get(COLUMN_MAPPING_MODE_KEY) != group.configuration.get(COLUMN_MAPPING_MODE_KEY):
             return f"version {winner.version} changed the column mapping mode"
+        changed = [k for k in row_tracking.PROPERTIES if new.configuration.get(k) != group.configuration.get(k)]
+        if changed:
+            return f"version {winner.version} changed row tracking ({', '.join(changed)})"
         return None
 
 
@@ -601,16 +673,30 @@ def commit_compaction(
         max_attempts=plan.commit_retries + 1,
         timeout_s=plan.commit_timeout.total_seconds(),
         in_commit_timestamps=plan.in_commit_timestamps,
+        rebased_domains=frozenset() if plan.row_id_high_water_mark is None else frozenset({row_tracking.DOMAIN}),
+        tags=_row_tracking_tags(plan),
     )
     position = {g.group_id: i for i, g in enumerate(plan.groups)}
     dropped = {position[group]: why for group, why in pending.dropped.items()}
     return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped)
 
 
+def _row_tracking_tags(plan: CompactionPlan) -> dict[str, str]:
+    """``delta.rowTracking.preserved``: true when every copied row kept its stable row id and commit
+    version, which needs tracking enabled (materialised columns); only on tables that track rows."""
+    if plan.row_id_high_water_mark is None:
+        return {}
+    preserved = all(g.materialized_columns for g in plan.groups)
+    return {row_tracking.PRESERVED_TAG: "true" if preserved else "false"}
+
+
 def _order_parameters(ordering: Ordering | None) -> dict[str, object]:
-    """``zOrderBy`` as Delta's ``OPTIMIZE ZORDER BY`` records it (a JSON array in a string); ``sortBy`` alike."""
+    """``zOrderBy`` as Delta's ``OPTIMIZE ZORDER BY`` records it (a JSON array in a string); ``sortBy``
+    alike; ``clusterBy`` for a clustered table."""
     if ordering is None:
         return {}
+    if ordering.provider is not None:
+        return {"clusterBy": json.dumps(ordering.columns)}
     return {"zOrderBy" if ordering.curve == "zorder" else "sortBy": json.dumps(ordering.columns)}
 
 

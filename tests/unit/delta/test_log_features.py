@@ -34,7 +34,7 @@ from lakeops.delta.maintenance.checkpoint import CheckpointOptions as DeltaCheck
 from lakeops.delta.maintenance.checkpoint import CheckpointPlan, finalize_checkpoint, plan_checkpoint, write_part
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
-from lakeops.errors import CommitConflict, CorruptFile, UnsupportedFeature
+from lakeops.errors import CommitConflict, CorruptFile
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.ops.compaction import CompactionOptions
@@ -456,15 +456,27 @@ def test_a_concurrent_commit_changing_a_domain_ours_writes_is_a_conflict(tmp_pat
     assert _snapshot(root).domains["app.kept"].configuration == "{}"
 
 
-def test_the_databricks_domain_table_reads_and_refuses_row_tracking_by_name(tmp_path: Path) -> None:
+def test_the_databricks_domain_table_checkpoints_with_its_row_ids_and_domains(tmp_path: Path) -> None:
     """delta-rs's table-with-domain-metadata is a checkpoint only: its three domains are the
-    snapshot's; it also enables rowTracking, which lakeops does not honour: writing is refused."""
+    snapshot's; it enables rowTracking and clustering, so a new checkpoint must keep every file's
+    baseRowId/defaultRowCommitVersion ("Writer Requirements for Row Tracking") and the domains."""
     root = _fixture("table-with-domain-metadata", tmp_path)
     snapshot = _snapshot(root)
     assert sorted(snapshot.domains) == ["com.databricks.liquid", "delta.clustering", "delta.rowTracking"]
     assert json.loads(snapshot.domains["delta.rowTracking"].configuration)["rowIdHighWaterMark"] == 435
-    with pytest.raises(UnsupportedFeature, match="rowTracking"):
-        api.checkpoint(str(root), CheckpointOptions(force=True))
+    checkpoint = root / "_delta_log" / "00000000000000000108.checkpoint.parquet"
+
+    def row_fields() -> dict[str, tuple[int, int]]:
+        adds = [r["add"] for r in pq.read_table(checkpoint, columns=["add"]).to_pylist() if r["add"]]
+        return {a["path"]: (a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds}
+
+    before, spark_bytes = row_fields(), checkpoint.read_bytes()
+    assert len(before) == 109 and all(base is not None for base, _ in before.values())
+    report = api.checkpoint(str(root), CheckpointOptions(force=True))
+    assert report.status == "written" and report.version == 108
+    assert checkpoint.read_bytes() != spark_bytes  # lakeops rewrote it
+    assert row_fields() == before
+    assert _snapshot(root).domains == snapshot.domains
 
 
 def test_v2_and_domain_features_are_honoured_by_every_operation() -> None:
