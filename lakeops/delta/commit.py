@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakeops import __version__
-from lakeops.delta.actions import ActionModel, Add, CommitInfo, DomainMetadata, Metadata, Remove, action_to_line
+from lakeops.delta.actions import ActionModel, Add, CommitInfo, DomainMetadata, Remove, action_to_line
 from lakeops.delta.commit_file import CommitActions, parse_commit
-from lakeops.delta.commit_time import ENABLE_PROPERTY
+from lakeops.delta.commit_time import ict_enabled
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_file_name
 from lakeops.errors import (
@@ -224,7 +224,7 @@ def commit_pending(
             if winner.commit_info is not None and winner.commit_info.in_commit_timestamp is not None:
                 previous_ict = winner.commit_info.in_commit_timestamp
             if winner.metadata is not None:
-                in_commit_timestamps = _ict_enabled(winner.metadata)
+                in_commit_timestamps = ict_enabled(winner.metadata)
             reason = pending.rebase(winner)
             if reason is not None:
                 raise CommitConflict(f"{table_root}: {operation} based on version {read_version} aborted: {reason}")
@@ -243,10 +243,6 @@ def _in_commit_timestamp(storage: Storage, path: str) -> int | None:
     except NotFound:
         return None
     return info.in_commit_timestamp if info is not None else None
-
-
-def _ict_enabled(metadata: Metadata) -> bool:
-    return metadata.configuration.get(ENABLE_PROPERTY, "false").lower() == "true"
 
 
 def _check_protocol(winner: CommitActions, table_root: str, operation: str, read_version: int) -> None:

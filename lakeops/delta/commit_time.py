@@ -24,17 +24,20 @@ from lakeops.delta.log_segment import LogListing, commit_timestamps, epoch_ms, n
 from lakeops.errors import ProtocolError
 from lakeops.storage import Storage
 
-__all__ = ["CommitClock", "ict_enablement_version", "previous_in_commit_timestamp"]
+__all__ = ["CommitClock", "ict_enabled", "ict_enablement_version"]
 
 ENABLE_PROPERTY = "delta.enableInCommitTimestamps"
 ENABLEMENT_VERSION_PROPERTY = "delta.inCommitTimestampEnablementVersion"
 
 
+def ict_enabled(metadata: Metadata) -> bool:
+    """``delta.enableInCommitTimestamps`` is true."""
+    return metadata.configuration.get(ENABLE_PROPERTY, "false").lower() == "true"
+
+
 def ict_enablement_version(protocol: Protocol, metadata: Metadata) -> int | None:
     """The first version dated by its in-commit timestamp, or None when the table does not use them."""
-    if "inCommitTimestamp" not in enabled_features(protocol):
-        return None
-    if metadata.configuration.get(ENABLE_PROPERTY, "false").lower() != "true":
+    if "inCommitTimestamp" not in enabled_features(protocol) or not ict_enabled(metadata):
         return None
     return int(metadata.configuration.get(ENABLEMENT_VERSION_PROPERTY, "0"))
 
@@ -91,12 +94,3 @@ class CommitClock:
         if version is None:
             raise no_version_at(table_root, when)
         return version
-
-
-def previous_in_commit_timestamp(storage: Storage, listing: LogListing, version: int) -> int | None:
-    """The in-commit timestamp of listed ``version`` (what the next commit's must exceed), if it has one."""
-    info = listing.commits.get(version)
-    if info is None:
-        return None
-    commit_info = parse_commit(read_log_file(storage, info), version, info.path).commit_info
-    return commit_info.in_commit_timestamp if commit_info is not None else None

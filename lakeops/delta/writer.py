@@ -29,7 +29,7 @@ from lakeops.delta import row_tracking
 from lakeops.delta.actions import ActionModel, Add, Metadata, Protocol, Txn
 from lakeops.delta.commit import CommitResult, ConflictRule, commit_pending
 from lakeops.delta.commit_file import CommitActions
-from lakeops.delta.commit_time import ict_enablement_version
+from lakeops.delta.commit_time import ict_enabled
 from lakeops.delta.features import check_writable
 from lakeops.delta.schema import (
     ColumnMappingMode,
@@ -93,12 +93,17 @@ class TargetTable:
     version: int | None
     metadata: Metadata | None = None
     txns: dict[str, Txn] = field(default_factory=dict)
-    #: The table dates commits by in-commit timestamps: an append must carry one.
-    in_commit_timestamps: bool = False
 
     @property
     def exists(self) -> bool:
         return self.version is not None
+
+    @property
+    def in_commit_timestamps(self) -> bool:
+        """The table dates commits by in-commit timestamps, so an append must carry one: its property
+        says so (the protocol's ``inCommitTimestamp`` feature is what let it be set; read_target checked
+        the protocol)."""
+        return self.metadata is not None and ict_enabled(self.metadata)
 
     def txn_version(self, app_id: str) -> int | None:
         txn = self.txns.get(app_id)
@@ -113,13 +118,7 @@ def read_target(storage: Storage, root: str) -> TargetTable:
     except NotATable:
         return TargetTable(root, None)
     check_writable(snapshot.protocol, root, "write")
-    return TargetTable(
-        root,
-        snapshot.version,
-        snapshot.metadata,
-        dict(snapshot.txns),
-        in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
-    )
+    return TargetTable(root, snapshot.version, snapshot.metadata, dict(snapshot.txns))
 
 
 def new_table_metadata(schema: StructType, *, configuration: dict[str, str], name: str | None = None) -> Metadata:

@@ -20,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakeops import api
 from lakeops.delta.snapshot import load_snapshot
+from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.storage import open_storage
@@ -148,3 +149,38 @@ def test_lakeops_commits_carry_a_later_in_commit_timestamp(tmp_path: Path) -> No
     assert list(first) == ["commitInfo"] and first["commitInfo"]["inCommitTimestamp"] == now + DAY_MS + 1
     assert sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 10, 11, 20, 21, 101, 102]
     assert _ict(location, 7) == now + DAY_MS + 1
+
+
+def test_change_table_appends_carry_one_when_the_output_enables_them(tmp_path: Path) -> None:
+    source, output = str(tmp_path / "source"), str(tmp_path / "changes")
+    write_deltalake(source, pa.table({"id": pa.array([1], pa.int64())}))
+    api.cdc(source, CdcOptions(from_version=0, output=output))
+    first = json.loads((Path(output) / "_delta_log" / f"{0:020}.json").read_text().splitlines()[1])
+    metadata = json.loads((Path(output) / "_delta_log" / f"{0:020}.json").read_text().splitlines()[2])["metaData"]
+    assert "protocol" in first
+    enabled_at = int(time.time() * 1000) + DAY_MS  # a fast clock: the next commit must still be later
+    metadata["configuration"] = {**metadata["configuration"], "delta.enableInCommitTimestamps": "true"}
+    metadata["configuration"]["delta.inCommitTimestampEnablementVersion"] = "1"
+    metadata["configuration"]["delta.inCommitTimestampEnablementTimestamp"] = str(enabled_at)
+    features = sorted({*first["protocol"].get("writerFeatures", ["appendOnly", "invariants"]), "inCommitTimestamp"})
+    _commit(
+        output,
+        1,
+        [
+            {
+                "commitInfo": {
+                    "inCommitTimestamp": enabled_at,
+                    "timestamp": enabled_at,
+                    "operation": "SET TBLPROPERTIES",
+                }
+            },
+            {"protocol": {**first["protocol"], "minWriterVersion": 7, "writerFeatures": features}},
+            {"metaData": metadata},
+        ],
+    )
+    write_deltalake(source, pa.table({"id": pa.array([2], pa.int64())}), mode="append")
+
+    report = api.cdc(source, CdcOptions(from_version=1, output=output))
+
+    assert report.committed_version == 2 and _ict(output, 2) == enabled_at + 1
+    assert sorted(DeltaTable(output).to_pyarrow_table()["id"].to_pylist()) == [1, 2]
