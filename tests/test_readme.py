@@ -305,3 +305,12 @@ def test_slow_readme_commands_run_as_written(clone: Path) -> None:
     assert {_key(c) for c in slow} == set(SLOW)
     for command, (ok, output) in run_commands(slow, clone).items():
         assert ok, f"{command}\n{output[-4000:]}"
+
+
+def test_every_delta_feature_lakeops_handles_is_named() -> None:
+    """The README's list of Delta features keeps up with lakeops.delta.features.FEATURES."""
+    from lakeops.delta.features import FEATURES
+
+    text = README.read_text()
+    missing = [name for name in FEATURES if f"`{name}`" not in text and not name.endswith("-preview")]
+    assert not missing, f"README.md does not name these supported Delta features: {missing}"
