@@ -13,7 +13,7 @@ from lakeops.delta.writer import require_writable_location
 from lakeops.execution import Executor
 from lakeops.icechunk.maintenance import diff
 from lakeops.icechunk.maintenance.diff import DiffOptions, DiffPlan
-from lakeops.ops.icechunk.repository import refuse_package_format
+from lakeops.ops.icechunk.repository import CDC_REFUSED, refuse_package_format
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -61,7 +61,7 @@ def plan(location: str, storage: Storage, options: DiffOptions, storage_options:
         storage,
         location,
         "change capture",
-        "its watermark is a snapshot's depth, which these formats do not store and expiry shortens",
+        CDC_REFUSED,
     )
     return diff.plan_diff(location, options, storage_options)
 

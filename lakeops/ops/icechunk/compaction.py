@@ -11,7 +11,7 @@ from rich.console import Console
 from lakeops.execution import Executor
 from lakeops.icechunk.maintenance import packing
 from lakeops.icechunk.maintenance.packing import PackingPlan
-from lakeops.ops.icechunk.repository import refuse_package_format
+from lakeops.ops.icechunk.repository import COMPACT_REFUSED, refuse_package_format
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -60,9 +60,7 @@ def plan(
     min_input_files: int,
 ) -> PackingPlan:
     """Plan the packing of ``branch``'s tip (``target_file_size`` None: the default pack size)."""
-    refuse_package_format(
-        storage, location, "compaction", "lakeops reads that format but does not write its manifests and snapshots"
-    )
+    refuse_package_format(storage, location, "compaction", COMPACT_REFUSED)
     return packing.plan_packing(
         storage,
         location,

@@ -7,14 +7,24 @@ import time
 
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize, summarize_versioned
 from lakeops.icechunk.versioned import format_version
+from lakeops.ops.icechunk.repository import refused_operations
 from lakeops.ops.report import InspectionReport, TableState
 from lakeops.storage import Storage
 
-__all__ = ["IcechunkInspectReport", "inspect_repository"]
+__all__ = ["OPERATIONS", "IcechunkInspectReport", "inspect_repository"]
+
+#: What lakeops does to an Icechunk repository (checkpoints do not apply to Icechunk).
+OPERATIONS = ("read", "compact", "expire", "orphans", "cdc")
 
 
 class IcechunkInspectReport(RepositorySummary, InspectionReport):
-    """:class:`RepositorySummary` as a report; the human table names the branches and tags too."""
+    """:class:`RepositorySummary` as a report; the human table names the branches and tags too.
+    ``format_version``: the Icechunk format (None: the seed format); ``supported_operations`` and
+    ``refused_operations`` (with why) say what lakeops runs on a repository of that format."""
+
+    format_version: int | None = None
+    supported_operations: list[str] = []
+    refused_operations: dict[str, str] = {}
 
     @property
     def state_version(self) -> str:
@@ -34,13 +44,22 @@ class IcechunkInspectReport(RepositorySummary, InspectionReport):
 
     def summary_lines(self) -> list[tuple[str, str]]:
         refs = [("branches", ", ".join(self.branches)), ("tags", ", ".join(self.tags) or "-")]
-        return [*super().summary_lines()[:4], *refs, *super().summary_lines()[4:]]
+        operations = [("supported operations", ", ".join(self.supported_operations))]
+        operations += [(f"refused {op}", why) for op, why in self.refused_operations.items()]
+        return [*super().summary_lines()[:4], *refs, *super().summary_lines()[4:], *operations]
 
 
 def inspect_repository(location: str, storage: Storage, started: float) -> IcechunkInspectReport:
     now_ms = int(time.time() * 1000)
-    versioned = format_version(storage, location) is not None
-    summary = (summarize_versioned if versioned else summarize)(storage, location, now_ms=now_ms)
+    version = format_version(storage, location)
+    summary = (summarize if version is None else summarize_versioned)(storage, location, now_ms=now_ms)
+    refused = refused_operations(version)
     return IcechunkInspectReport(
-        format="icechunk", table=location, duration_s=time.monotonic() - started, **summary.model_dump()
+        format="icechunk",
+        table=location,
+        duration_s=time.monotonic() - started,
+        format_version=version,
+        supported_operations=[op for op in OPERATIONS if op not in refused],
+        refused_operations=refused,
+        **summary.model_dump(),
     )

@@ -24,11 +24,38 @@ from lakeops.icechunk.versioned import format_version
 from lakeops.storage import Storage, StorageOptions
 from lakeops.units import format_duration, instant
 
-__all__ = ["RemovalPlan", "delegated_plan", "refuse_package_format", "refuse_quarantine", "removal_fields"]
+__all__ = [
+    "CDC_REFUSED",
+    "COMPACT_REFUSED",
+    "RemovalPlan",
+    "delegated_plan",
+    "refuse_package_format",
+    "refuse_quarantine",
+    "refused_operations",
+    "removal_fields",
+]
 
 
 #: The format the icechunk 1.x package, lakeops' delegate, reads and writes.
 _PACKAGE_FORMAT = 1
+
+COMPACT_REFUSED = "lakeops reads that format but does not write its manifests and snapshots"
+CDC_REFUSED = "its watermark is a snapshot's depth, which these formats do not store and expiry shortens"
+EXPIRE_REFUSED = (
+    "lakeops does not write the repo object yet, and the icechunk package it delegates to reads format "
+    f"{_PACKAGE_FORMAT} only"
+)
+
+
+def refused_operations(version: int | None) -> dict[str, str]:
+    """What lakeops cannot do yet on a repository of Icechunk format ``version`` (None: the seed
+    format, where every operation runs), and why: what ``inspect`` reports."""
+    if version is None:
+        return {}
+    refused = {"compact": COMPACT_REFUSED, "cdc": CDC_REFUSED}
+    if version > _PACKAGE_FORMAT:
+        refused["expire"] = EXPIRE_REFUSED
+    return refused
 
 
 def refuse_package_format(storage: Storage, location: str, operation: str, reason: str) -> None:
@@ -57,8 +84,7 @@ def delegated_plan(
         return None
     if version is not None and version > _PACKAGE_FORMAT:
         raise UnsupportedFeature(
-            f"{location}: expire of Icechunk format {version} repositories is not available: lakeops does not "
-            f"write the repo object yet, and the icechunk package it delegates to reads format {_PACKAGE_FORMAT} only"
+            f"{location}: expire of Icechunk format {version} repositories is not available: {EXPIRE_REFUSED}"
         )
     return delegated.plan_delegated(storage, location, storage_options, retention=retention, force=force, now_ms=now_ms)
 

@@ -9,6 +9,7 @@ and ``split-repo-v2`` a 10x10 float32 array ``/group1/split`` in 3x3 chunks spre
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -113,6 +114,7 @@ def test_inspect_of_format_1_counts_what_the_package_reads(tmp_path: Path) -> No
 def test_inspect_of_format_2_reads_the_same_repository_as_format_1(tmp_path: Path) -> None:
     v1, v2 = _inspect(_copy("test-repo-v1", tmp_path)), _inspect(_copy("test-repo-v2", tmp_path))
     differ = {"snapshot", "oldest_snapshot_age_s", "branch_files", "duration_s", "table"}
+    differ |= {"format_version", "supported_operations", "refused_operations"}  # what lakeops does to each format
     assert v2.model_dump(exclude=differ) == v1.model_dump(exclude=differ)
     assert v2.snapshot == "2768FV3XW5ZXYM84XNNG"
     assert v2.branch_files == 0  # format 2 has no ref files: the repo object holds every ref
@@ -329,3 +331,21 @@ def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monke
     with pytest.raises(UnsafeOperation, match=r"repo: the repository is read-only \(migrating\)"):
         api.orphans(str(root), OrphansOptions(older_than="8d"))
     assert _files(root) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "version", "refused"),
+    [
+        ("icechunk-seed-format/test-repo", None, []),
+        ("modern/icechunk/test-repo-v1", 1, ["cdc", "compact"]),
+        ("modern/icechunk/test-repo-v2", 2, ["cdc", "compact", "expire"]),
+    ],
+)
+def test_inspect_says_which_operations_each_format_allows(path: str, version: int | None, refused: list[str]) -> None:
+    """Read in place (inspect writes nothing); each refusal is the reason the operation itself gives."""
+    report = _inspect(TESTDATA / path)
+    assert (report.format_version, sorted(report.refused_operations)) == (version, refused)
+    assert set(report.supported_operations) == {"read", "compact", "expire", "orphans", "cdc"} - set(refused)
+    if "compact" in refused:
+        with pytest.raises(UnsupportedFeature, match=re.escape(report.refused_operations["compact"])):
+            api.compact(str(TESTDATA / path), dry_run=True)
