@@ -2,10 +2,10 @@
 Requirements for Clustered Table").
 
 The clustering columns live in the ``delta.clustering`` domain (physical names under column mapping).
-lakeops clusters with the Z-order curve of :mod:`lakeops.ordering`; Delta's own liquid clustering uses
-a Hilbert curve. Both are only row orders: files clustered by either are ordinary data files. Files are
-marked with ``clusteringProvider`` = :data:`PROVIDER`, and lakeops reclusters only files whose
-provider is unset or its own, as the spec requires by default.
+lakeops clusters along the Hilbert curve of :mod:`lakeops.ordering`, the curve Delta's own liquid
+clustering uses; either way only the row order changes, and the files are ordinary data files. Files
+are marked with ``clusteringProvider`` = :data:`PROVIDER`, and lakeops reclusters only files whose
+provider is unset, its own, or one it supersedes (:data:`SUPERSEDED`), as the spec requires by default.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from lakeops.errors import CorruptFile, UnsupportedFeature
 
 DOMAIN = "delta.clustering"
 #: The ``clusteringProvider`` lakeops's clustered files carry.
-PROVIDER = "lakeops-zorder"
+PROVIDER = "lakeops-hilbert"
+#: Providers of lakeops's earlier clustering implementations, whose files it reclusters: a Z-order
+#: (lakeops 0.x clustered along that curve before the Hilbert curve).
+SUPERSEDED = frozenset({"lakeops-zorder"})
+#: Files lakeops may recluster: unclustered (no provider), clustered by lakeops now or before.
+RECLUSTERED = frozenset({None, PROVIDER, *SUPERSEDED})
 
 
 def clustering_columns(

@@ -3,6 +3,8 @@ Z-order is known."""
 
 from __future__ import annotations
 
+import itertools
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -55,3 +57,13 @@ def test_unorderable_and_missing_columns_are_refused() -> None:
         order_indices(table, ["s", "x"], "zorder")
     with pytest.raises(InvalidArgument, match="ordering column 'nope' is not a column"):
         order_indices(table, ["nope"], "linear")
+
+
+@pytest.mark.parametrize(("dims", "side"), [(2, 16), (3, 8), (4, 4)])
+def test_hilbert_steps_to_a_neighbouring_cell_every_time(dims: int, side: int) -> None:
+    """The Hilbert curve through a full grid never jumps: consecutive cells differ by one in one column."""
+    cells = list(itertools.product(range(side), repeat=dims))
+    table = pa.table({f"c{i}": [c[i] for c in cells] for i in range(dims)})
+    path = [cells[i] for i in order_indices(table, list(table.column_names), "hilbert").to_pylist()]
+    assert sorted(path) == cells and path[0] == (0,) * dims
+    assert all(sum(abs(a - b) for a, b in zip(p, q, strict=True)) == 1 for p, q in zip(path, path[1:], strict=False))

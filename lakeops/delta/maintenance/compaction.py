@@ -4,7 +4,7 @@ Implements the writer side of "Add File and Remove File" (``dataChange=false`` r
 Vectors" (rows a DV hides are dropped when the file is rewritten), "Column Mapping" (new files carry
 physical names and field ids), "Per-file Statistics" (full stats on every new file), "Row Tracking"
 (fresh row ids for the new files, stable ones materialised: :mod:`lakeops.delta.row_tracking`) and
-"Clustered Table" (a clustered table is compacted in Z-order of its clustering columns:
+"Clustered Table" (a clustered table is compacted along the Hilbert curve of its clustering columns:
 :mod:`lakeops.delta.clustering`).
 
 plan (driver) → :func:`rewrite_group` per bin (Spark task) → :func:`commit_compaction` (driver).
@@ -324,7 +324,7 @@ def plan_compaction(
             _typed_partition(schema, mode, snapshot.partition_columns, add.partition_values)
         ):
             continue
-        if clustered and (add.model_extra or {}).get("clusteringProvider") not in (None, clustering.PROVIDER):
+        if clustered and (add.model_extra or {}).get("clusteringProvider") not in clustering.RECLUSTERED:
             continue  # clustered by another implementation: not ours to recluster
         dv = add.deletion_vector
         num_records = add.num_records
@@ -398,7 +398,7 @@ def plan_compaction(
 def _clustering_order(
     snapshot: DeltaSnapshot, schema: StructType, mode: ColumnMappingMode, options: CompactionOptions
 ) -> Ordering | None:
-    """A clustered table is compacted in Z-order of its clustering columns (bin-packed when it has
+    """A clustered table is compacted along the Hilbert curve of its clustering columns (bin-packed when it has
     none); a user's own order is refused, as Delta refuses ``OPTIMIZE ZORDER BY`` on such a table."""
     asked = options.ordering
     if asked is not None:
@@ -408,7 +408,7 @@ def _clustering_order(
             "(compact orders it by its clustering columns)"
         )
     columns = clustering.clustering_columns(snapshot.domains, schema, mode, snapshot.table_root)
-    return Ordering(curve="zorder", columns=columns, provider=clustering.PROVIDER) if columns else None
+    return Ordering(curve="hilbert", columns=columns, provider=clustering.PROVIDER) if columns else None
 
 
 def _require_orderable(schema: StructType, partition_columns: list[str], ordering: Ordering, table: str) -> None:

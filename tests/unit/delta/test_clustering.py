@@ -1,7 +1,7 @@
 """Compaction of clustered tables built by the specification
 (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#clustered-table): delta-rs writes the data,
 the test adds the ``clustering`` feature and the ``delta.clustering`` domain by hand. lakeops clusters
-in Z-order of the clustering columns, marks its files ``clusteringProvider: lakeops-zorder``, leaves
+along the Hilbert curve of the clustering columns, marks its files ``clusteringProvider: lakeops-hilbert``, leaves
 files another implementation clustered alone, keeps the domain, and refuses a user's own order.
 """
 
@@ -33,10 +33,10 @@ PROTOCOL = {
 DOMAIN = {"domain": "delta.clustering", "configuration": json.dumps({"clusteringColumns": [["y"]]}), "removed": False}
 
 
-def _clustered_table(tmp_path: Path) -> tuple[str, str]:
+def _clustered_table(tmp_path: Path, provider: str = "liquid") -> tuple[str, str]:
     """Eight delta-rs appends of rows scattered over y in 0..63, then a commit making the table
-    clustered by ``y``, in which the first file is recommitted as clustered by another implementation
-    (``liquid``); returns the location and that file's path."""
+    clustered by ``y``, in which the first file is recommitted as clustered by ``provider`` (another
+    implementation's by default); returns the location and that file's path."""
     location = str(tmp_path / "t")
     for append in range(8):
         ys = list(range(append, 64, 8))
@@ -50,7 +50,7 @@ def _clustered_table(tmp_path: Path) -> tuple[str, str]:
         location,
         {"protocol": PROTOCOL},
         {"domainMetadata": DOMAIN},
-        {"add": {**first, "dataChange": False, "clusteringProvider": "liquid"}},
+        {"add": {**first, "dataChange": False, "clusteringProvider": provider}},
     )
     return location, first["path"]
 
@@ -72,7 +72,7 @@ def test_compaction_clusters_by_the_clustering_columns(tmp_path: Path) -> None:
     live = live_adds(location)
     assert live[liquid].get("clusteringProvider") == "liquid"  # another implementation's: left alone
     ours = [a for path, a in live.items() if path != liquid]
-    assert len(ours) > 1 and all(a["clusteringProvider"] == "lakeops-zorder" for a in ours)
+    assert len(ours) > 1 and all(a["clusteringProvider"] == "lakeops-hilbert" for a in ours)
     ranges = sorted((json.loads(a["stats"])["minValues"]["y"], json.loads(a["stats"])["maxValues"]["y"]) for a in ours)
     assert all(high < low for (_, high), (low, _) in zip(ranges, ranges[1:], strict=False))  # disjoint y ranges
     info = log_commits(location)[-1][1][0]["commitInfo"]
@@ -116,3 +116,14 @@ def test_clustering_columns_are_physical_names_under_column_mapping() -> None:
     nested = DomainMetadata(domain="delta.clustering", configuration=json.dumps({"clusteringColumns": [["s", "f"]]}))
     with pytest.raises(UnsupportedFeature, match="clustering on nested column s.f"):
         clustering_columns({"delta.clustering": nested}, schema, "name", "t")
+
+
+def test_files_of_the_superseded_zorder_provider_are_reclustered(tmp_path: Path) -> None:
+    location, earlier = _clustered_table(tmp_path, provider="lakeops-zorder")
+    rows = _rows(location)
+
+    report = api.compact(location, CompactionOptions(min_input_files=2, target_file_size=1500))
+
+    assert report.files_removed == 8 and _rows(location) == rows
+    live = live_adds(location)
+    assert earlier not in live and all(a["clusteringProvider"] == "lakeops-hilbert" for a in live.values())

@@ -315,7 +315,7 @@ def test_clustering_a_tracked_table_moves_rows_with_their_stable_ids(tmp_path: P
     assert _ids(location) == list(range(-4, 12))
     assert _stable(location) == before
     (add,) = live_adds(location).values()
-    assert add["clusteringProvider"] == "lakeops-zorder"
+    assert add["clusteringProvider"] == "lakeops-hilbert"
     assert pq.read_table(Path(location) / add["path"])["id"].to_pylist() == list(range(-4, 12))
 
 
