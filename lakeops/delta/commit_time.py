@@ -88,6 +88,11 @@ class CommitClock:
         older = [v for v in dated if self._file_times[v] <= cutoff_ms]
         return max(older) if older else None
 
+    def first_at_or_after(self, since_ms: int) -> int | None:
+        """The oldest listed version committed at or after ``since_ms``, or None."""
+        before = self.latest_at_or_before(since_ms - 1)
+        return min((v for v in self.listing.commits if before is None or v > before), default=None)
+
     def version_at(self, table_root: str, when: datetime) -> int:
         """The latest version committed at or before ``when`` (time travel by timestamp)."""
         version = self.latest_at_or_before(epoch_ms(when))

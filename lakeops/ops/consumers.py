@@ -19,8 +19,9 @@ maintenance must keep. Iceberg changelogs (:mod:`lakeops.iceberg.maintenance.cha
 the next run resumes from that snapshot, so expiry keeps it and every later one
 (``keep_from_version`` is a sequence number there); orphan removal never deletes what a retained
 snapshot reaches, so it needs no floor. Commit times are the protocol's (the commit file's modification time, raised
-to keep versions ordered: :func:`lakeops.delta.log_segment.commit_timestamps`). Extraction always
-continues from the watermark, so a run for a later day also extracts the earlier days still
+to keep versions ordered, or the in-commit timestamp where the table has them:
+:class:`lakeops.delta.commit_time.CommitClock`: the times the change rows' ``_commit_timestamp``
+carry). Extraction always continues from the watermark, so a run for a later day also extracts the earlier days still
 missing, and a run for a day already covered extracts nothing: no gap, no duplicate.
 """
 
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from lakeops.delta.commit_file import parse_commit
-from lakeops.delta.log_segment import commit_timestamps, list_log, read_log_file
+from lakeops.delta.commit_time import CommitClock
+from lakeops.delta.log_segment import read_log_file
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import read_target
@@ -85,11 +87,10 @@ def vacuum_retention(
     storage = open_storage(location, storage_options)
     snapshot = load_snapshot(storage, location)
     listing = snapshot.listing
-    times = dict(commit_timestamps(listing))
     later = sorted(v for v in listing.commits if v > keep_from_version)
     if not later:
         return requested
-    retired = [times[later[0]]]
+    retired = [snapshot.clock(storage).timestamp(later[0])]
     for version in later:
         info = listing.commits[version]
         commit = parse_commit(read_log_file(storage, info), version, info.path)
@@ -122,8 +123,13 @@ def _first_needed(location: str, storage_options: StorageOptions | None, output:
     through = extracted_through(location, output, storage_options)
     if through is not None:
         return through + 1
-    listing = list_log(open_storage(location, storage_options), location)
-    return next((v for v, ts in commit_timestamps(listing) if ts >= since_ms), None)
+    return _clock(location, storage_options).first_at_or_after(since_ms)
+
+
+def _clock(location: str, storage_options: StorageOptions | None) -> CommitClock:
+    """Commit times of the table's listed versions, by its latest version's in-commit timestamp settings."""
+    storage = open_storage(location, storage_options)
+    return load_snapshot(storage, location).clock(storage)
 
 
 def _iceberg_pending(
@@ -171,13 +177,12 @@ def pending_changes(
         )
     location = _require_delta(source.location, storage_options, "change-feed ranges")
     first = _first_needed(location, storage_options, output, since_ms)
-    listing = list_log(open_storage(location, storage_options), location)
-    dated = commit_timestamps(listing)
-    last = max((v for v, ts in dated if ts < until_ms), default=None)
+    clock = _clock(location, storage_options)
+    last = clock.latest_at_or_before(until_ms - 1)
     if first is None or last is None or last < first:
         return None
     # The oldest listed commit from ``first`` on (``first`` itself, unless log expiry removed it).
-    committed = min(ts for v, ts in dated if v >= first)
+    committed = clock.timestamp(min(v for v in clock.listing.commits if v >= first))
     return PendingRange(first, last, first, last, committed)
 
 

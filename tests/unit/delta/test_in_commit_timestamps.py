@@ -22,7 +22,9 @@ from lakeops import api
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
+from lakeops.ops.consumers import pending_changes
 from lakeops.ops.expiry import ExpiryOptions
+from lakeops.ops.target import DeltaTarget
 from lakeops.storage import open_storage
 
 DAY_MS = 86_400_000
@@ -184,3 +186,17 @@ def test_change_table_appends_carry_one_when_the_output_enables_them(tmp_path: P
 
     assert report.committed_version == 2 and _ict(output, 2) == enabled_at + 1
     assert sorted(DeltaTable(output).to_pyarrow_table()["id"].to_pylist()) == [1, 2]
+
+
+def test_change_feed_ranges_are_dated_like_the_change_rows(tmp_path: Path) -> None:
+    """What a consumer extracting by day still needs is dated by in-commit timestamps, as the rows'
+    ``_commit_timestamp`` are: by file times (all 38+ days old here) nothing would be pending."""
+    now = int(time.time() * 1000)
+    location, icts = _ict_table(tmp_path, now)
+    output = str(tmp_path / "changes")
+
+    pending = pending_changes(DeltaTarget(location=location), output, since_ms=now - 15 * DAY_MS, until_ms=now)
+
+    assert pending is not None and (pending.first, pending.last, pending.first_committed_ms) == (4, 5, icts[1])
+    none_yet = pending_changes(DeltaTarget(location=location), output, since_ms=now - 15 * DAY_MS, until_ms=icts[1])
+    assert none_yet is None  # version 4 is committed at icts[1], not before it
