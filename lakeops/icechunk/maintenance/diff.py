@@ -32,6 +32,19 @@ the first depth it holds; a range already held is not written again, an overlapp
 from the next depth, a gap or an earlier start is refused. One output follows one line of history:
 depths of snapshots on diverging branches coincide, so extract each branch into its own output. A
 snapshot whose file expired cannot be diffed: such a range is refused (the CDC horizon).
+
+**Icechunk formats 1 and 2** (read natively, :mod:`lakeops.icechunk.versioned`;
+https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#snapshot-files and
+#repo-info-file): the same rows, nodes compared by kind and Zarr metadata (``NodeSnapshot.user_data``,
+the node's ``zarr.json``) and chunks by their ``ChunkRef``; ``timestamp`` is the snapshot's
+``flushed_at``, ``snapshot_depth`` its number of ancestors when extracted. The watermark is not the
+depth, which expiry shortens, but ``flushed_at`` (microseconds): strictly increasing along an ancestry
+(checked) and kept by expiry, which rewrites a retained snapshot's parent but never its id or
+``flushed_at``. ``txn.version`` and the first version the output records are such instants; the rules
+above apply to them, plus one: the next snapshot to extract must have the last one extracted as its
+parent, else (that one expired, so expiry re-parented its child; or another branch) the range is
+refused rather than diffed against the wrong parent. The initial snapshot (the ``appId``) is never
+expired.
 """
 
 from __future__ import annotations
@@ -87,6 +100,8 @@ NodeType = Literal["group", "array"]
 #: What orders a repository's snapshots in the output's ``txn.version``.
 Watermark = Literal["depth", "flushed_at"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The commit's ``operationParameters`` entry naming the range extracted, by watermark.
+_RANGE_PARAMETER: dict[Watermark, str] = {"depth": "sourceDepths", "flushed_at": "sourceFlushedAt"}
 
 #: Columns of the output table.
 CHANGE_SCHEMA = StructType(
@@ -614,7 +629,7 @@ def commit_diff(plan: DiffPlan, results: list[DiffResult], storage_options: Stor
         operation_parameters={
             "source": plan.table_root,
             "sourceSnapshots": f"{plan.from_snapshot}..{plan.to_snapshot}",
-            "sourceDepths": f"{plan.from_version}..{plan.to_version}",
+            _RANGE_PARAMETER[plan.watermark]: f"{plan.from_version}..{plan.to_version}",
         },
     )
 

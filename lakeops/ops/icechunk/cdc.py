@@ -148,7 +148,8 @@ def extract(
     options = DiffOptions(from_snapshot=from_snapshot, to_snapshot=to_snapshot, output=output)
     planned = plan(root, open_storage(root, storage_options), options, storage_options)
     if planned.already_extracted:
-        progress.print(f"{planned.output_root} already holds the changes through {planned.watermark} {planned.extracted_through}: nothing to do")
+        held = f"{planned.watermark} {planned.extracted_through}"
+        progress.print(f"{planned.output_root} already holds the changes through {held}: nothing to do")
     else:
         progress.print(
             f"{planned.watermark} {planned.from_version}..{planned.to_version}: {planned.snapshots} snapshots"
