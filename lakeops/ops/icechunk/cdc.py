@@ -15,7 +15,7 @@ from lakeops.icechunk.maintenance import diff
 from lakeops.icechunk.maintenance.diff import DiffOptions, DiffPlan
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = ["IcechunkCdcReport", "dry_run_report", "extract", "plan", "run"]
@@ -56,8 +56,9 @@ class IcechunkCdcReport(Report):
         return self.rows_written
 
 
-def plan(location: str, storage: Storage, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
-    """Plan the diffs of the snapshots after ``options.from_snapshot`` up to ``options.to_snapshot``."""
+def plan(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
+    """Plan the diffs of the snapshots after ``options.from_snapshot`` up to ``options.to_snapshot``
+    (the seed format, or Icechunk format 1 or 2: :func:`~lakeops.icechunk.maintenance.diff.plan_diff`)."""
     return diff.plan_diff(location, options, storage_options)
 
 
@@ -146,7 +147,7 @@ def extract(
     root = normalize(location)
     progress.print(f"planning the snapshot diffs of {root} after {from_snapshot} ...")
     options = DiffOptions(from_snapshot=from_snapshot, to_snapshot=to_snapshot, output=output)
-    planned = plan(root, open_storage(root, storage_options), options, storage_options)
+    planned = plan(root, options, storage_options)
     if planned.already_extracted:
         held = f"{planned.watermark} {planned.extracted_through}"
         progress.print(f"{planned.output_root} already holds the changes through {held}: nothing to do")

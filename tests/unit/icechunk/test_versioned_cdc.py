@@ -229,8 +229,10 @@ def test_cdc_after_expiry_continues_without_duplicates(tmp_path: Path) -> None:
     report = _cdc(root, output, initial)
     assert (report.snapshots_extracted, report.rows_written) == (1, 1)
     rows = DeltaTable(str(output)).to_pyarrow_table().to_pylist()
-    added = [(r["parent_snapshot_id"], r["path"], r["chunk_index"], r["change"]) for r in rows if r["snapshot_id"] == new]
-    assert added == [(virtual, "/group1/small_chunks", "0", "modified")]
+    added = [r for r in rows if r["snapshot_id"] == new]
+    assert [(r["parent_snapshot_id"], r["path"], r["chunk_index"], r["change"]) for r in added] == [
+        (virtual, "/group1/small_chunks", "0", "modified")
+    ]
     changes = Counter((r["snapshot_id"], r["path"], r["chunk_index"], r["change"]) for r in rows)
     assert len(rows) == len(TEST_REPO_ROWS) + 1 and max(changes.values()) == 1
     assert _cdc(root, output, virtual).already_extracted
