@@ -424,6 +424,10 @@ def _output_state(target: TargetTable, source_id: str, root: str, first: int) ->
     return metadata, through
 
 
+def _point(watermark: Watermark, version: int) -> str:
+    return f"depth {version}" if watermark == "depth" else f"flushed at {_flushed(version).isoformat()}"
+
+
 def _span(watermark: Watermark, first: int, last: int) -> str:
     if watermark == "depth":
         return f"depths {first}..{last}"
@@ -460,9 +464,9 @@ def _start_index(
     start = max(i for i, entry in enumerate(line) if entry.version > through)
     if line[start + 1].version != through:  # from_index > start: its version is at most `through`
         raise VersionNotFound(
-            f"{output}: the last snapshot it holds the changes of (watermark {through}) is no longer the parent of "
-            f"{line[start].id} (expired, or on another branch); its changes cannot be extracted without a gap "
-            "(extract them into a new --output location)"
+            f"{output}: the last snapshot it holds the changes of ({_point(watermark, through)}) is no longer the "
+            f"parent of {line[start].id} (expired, or on another branch); its changes cannot be extracted without a "
+            "gap (extract them into a new --output location)"
         )
     return start
 

@@ -248,3 +248,19 @@ def test_cdc_is_refused_when_the_last_snapshot_extracted_expired(tmp_path: Path)
     with pytest.raises(VersionNotFound, match=f"no longer the parent of {virtual} .expired, or on another branch"):
         _cdc(root, output, initial)
     assert DeltaTable(str(output)).version() == 0
+
+
+def test_a_snapshot_flushed_no_later_than_its_parent_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fixture has one; the decoded graph of a copy is altered: without a strictly increasing
+    ``flushed_at`` the watermark could skip or repeat snapshots."""
+    root = _copy("test-repo-v2", tmp_path)
+    initial, _, fill, virtual = _main_line(root)
+    decoded = VersionedRepository(open_storage(str(root)), str(root)).info
+    tip = decoded.snapshots[virtual].model_copy(update={"flushed_at": decoded.snapshots[fill].flushed_at})
+    altered = decoded.model_copy(update={"snapshots": {**decoded.snapshots, virtual: tip}})
+    monkeypatch.setattr(VersionedRepository, "info", property(lambda self: altered))
+    with pytest.raises(InvalidArgument, match=f"snapshot {virtual} was flushed no later than its parent {fill}"):
+        _cdc(root, tmp_path / "changes", initial)
+    assert not (tmp_path / "changes").exists()
