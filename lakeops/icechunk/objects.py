@@ -6,7 +6,7 @@ https://github.com/earth-mover/icechunk/tree/main/icechunk-format/flatbuffers, w
 the indices below) in the binary file format (:mod:`lakeops.icechunk.binary`). Format 1
 snapshots carry ``parent_id`` and ``manifest_files`` (a vector of structs); format 2 leaves those empty
 and fills ``manifest_files_v2`` (tables), the parent living in the repo object instead. Only what
-maintenance reads is decoded: node paths and kinds, manifest pointers, chunk references.
+maintenance reads is decoded: node paths, kinds and Zarr metadata, manifest pointers, chunk references.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class ArrayNodeData(_Model):
 class NodeSnapshot(_Model):
     id: str
     path: str
+    #: The node's Zarr metadata document (``zarr.json``: attributes, shape, codecs) as the writer stored it.
+    user_data: bytes = b""
     #: None for a group.
     node_data: ArrayNodeData | None
 
@@ -133,7 +135,12 @@ def _node(table: Table) -> NodeSnapshot:
         data = ArrayNodeData(
             manifests=[ManifestRef(object_id=_required_id(m, 0, "ManifestRef.object_id")) for m in array.tables(2)]
         )
-    return NodeSnapshot(id=_required_id(table, 0, "NodeSnapshot.id", _ID8), path=path, node_data=data)
+    return NodeSnapshot(
+        id=_required_id(table, 0, "NodeSnapshot.id", _ID8),
+        path=path,
+        user_data=table.byte_vector(2) or b"",
+        node_data=data,
+    )
 
 
 def _manifest_file_v1(raw: bytes) -> ManifestFileInfo:

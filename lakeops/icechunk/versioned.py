@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from lakeops.errors import NotFound, VersionNotFound
 from lakeops.icechunk.binary import spec_version_of
-from lakeops.icechunk.objects import Manifest, Snapshot, decode_manifest, decode_snapshot
+from lakeops.icechunk.objects import ChunkRef, Manifest, Snapshot, decode_manifest, decode_snapshot
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE
 from lakeops.icechunk.repo_info import REPO_OBJECT, RepoInfo, read_repo_info
 from lakeops.icechunk.repository import MANIFESTS_DIR, SNAPSHOTS_DIR
@@ -91,6 +91,20 @@ class VersionedRepository:
             if node.node_data is not None:
                 named.update(ref.object_id for ref in node.node_data.manifests)
         return named
+
+    def chunk_refs(self, snapshot_id: str, path: str) -> dict[tuple[int, ...], ChunkRef]:
+        """Every written chunk of the array at ``path``: indices -> reference. Manifests are read in the
+        node's order and the first holding an index wins, as Icechunk's reader does."""
+        node = next((n for n in self.snapshot(snapshot_id).nodes if n.path == path and n.node_data), None)
+        if node is None or node.node_data is None:
+            raise VersionNotFound(f"{self.root}: snapshot {snapshot_id} has no array {path}")
+        refs: dict[tuple[int, ...], ChunkRef] = {}
+        for manifest in node.node_data.manifests:
+            for array in self.manifest(manifest.object_id).arrays:
+                if array.node_id == node.id:
+                    for ref in array.refs:
+                        refs.setdefault(tuple(ref.index), ref)
+        return refs
 
     def reached(self, snapshot_ids: set[str]) -> Reached:
         """The snapshots themselves, their transaction logs, their manifests and the native chunks those

@@ -241,3 +241,19 @@ def test_compaction_options_of_other_formats_are_refused_not_ignored(
     assert lakeops(["compact", location, *flags]) == 2  # a usage error
     assert f"{flags[0]} does not apply to this table's format" in capsys.readouterr().err
     assert sorted(p for p in Path(location).rglob("*") if p.is_file() and "_lakeops_audit" not in p.parts) == files
+
+
+def test_change_capture_of_format_2_through_spark(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark's tasks diff a format 2 repository (read natively) as the threads do: test-repo-v2's main
+    holds 13 chunk and node additions and the virtual replacement of big_chunks 0/0."""
+    root = tmp_path / "test-repo-v2"
+    shutil.copytree(TESTDATA / "modern" / "icechunk" / "test-repo-v2", root)
+    extract = ("cdc", str(root), "--from", "1CECHNKREP0F1RSTCMT0", "--output", str(tmp_path / "changes"))
+    changes = run_json(capsys, *extract)
+    rows = DeltaTable(str(tmp_path / "changes")).to_pyarrow_table().to_pylist()
+    assert changes["watermark"] == "flushed_at" and changes["rows_written"] == len(rows) == 14
+    assert [(r["path"], r["chunk_index"]) for r in rows if r["change"] == "modified"] == [("/group1/big_chunks", "0/0")]
+    assert run_json(capsys, *extract)["already_extracted"]
+    assert DeltaTable(str(tmp_path / "changes")).version() == 0

@@ -32,15 +32,31 @@ the first depth it holds; a range already held is not written again, an overlapp
 from the next depth, a gap or an earlier start is refused. One output follows one line of history:
 depths of snapshots on diverging branches coincide, so extract each branch into its own output. A
 snapshot whose file expired cannot be diffed: such a range is refused (the CDC horizon).
+
+**Icechunk formats 1 and 2** (read natively, :mod:`lakeops.icechunk.versioned`;
+https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#snapshot-files and
+#repo-info-file): the same rows, nodes compared by kind and Zarr metadata (``NodeSnapshot.user_data``,
+the node's ``zarr.json``) and chunks by their ``ChunkRef``; ``timestamp`` is the snapshot's
+``flushed_at``, ``snapshot_depth`` its number of ancestors when extracted. The watermark is not the
+depth, which expiry shortens, but ``flushed_at`` (microseconds): strictly increasing along an ancestry
+(checked) and kept by expiry, which rewrites a retained snapshot's parent but never its id or
+``flushed_at``. ``txn.version`` and the first version the output records are such instants; the rules
+above apply to them, plus one: the next snapshot to extract must have the last one extracted as its
+parent, else (that one expired, so expiry re-parented its child; or another branch) the range is
+refused rather than diffed against the wrong parent. The initial snapshot (the ``appId``) is never
+expired.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from datetime import datetime
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,10 +71,11 @@ from lakeops.icechunk.ids import validate_id
 from lakeops.icechunk.maintenance.expiry import require_repository
 from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
 from lakeops.icechunk.manifest import ChunkIndices, ChunkPayload, ChunkRef
-from lakeops.icechunk.repository import AncestryEntry, Repository
-from lakeops.icechunk.snapshot import ArrayData, NodeSnapshot, path_sort_key
+from lakeops.icechunk.repository import Repository
+from lakeops.icechunk.snapshot import ArrayData, NodeSnapshot, Snapshot, path_sort_key
+from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.plan import CommitOutcome, MaintenancePlan
-from lakeops.storage import StorageOptions, is_within, normalize, open_storage
+from lakeops.storage import Storage, StorageOptions, is_within, normalize, open_storage
 
 __all__ = [
     "CHANGE_SCHEMA",
@@ -71,6 +88,7 @@ __all__ = [
     "DiffUnit",
     "commit_diff",
     "diff_snapshots",
+    "diff_versioned",
     "extract_unit",
     "plan_diff",
     "resolve_snapshot",
@@ -79,6 +97,11 @@ __all__ = [
 
 ChangeKind = Literal["added", "removed", "modified", "metadata-changed"]
 NodeType = Literal["group", "array"]
+#: What orders a repository's snapshots in the output's ``txn.version``.
+Watermark = Literal["depth", "flushed_at"]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The commit's ``operationParameters`` entry naming the range extracted, by watermark.
+_RANGE_PARAMETER: dict[Watermark, str] = {"depth": "sourceDepths", "flushed_at": "sourceFlushedAt"}
 
 #: Columns of the output table.
 CHANGE_SCHEMA = StructType(
@@ -114,8 +137,82 @@ def _index(indices: ChunkIndices) -> str:
     return "/".join(str(i) for i in indices)
 
 
-def _node_type(node: NodeSnapshot) -> NodeType:
-    return "array" if node.is_array else "group"
+@dataclass(frozen=True)
+class _Node:
+    """A node as the diff compares it, in either kind of repository: ``described`` is what
+    ``metadata-changed`` compares."""
+
+    path: str
+    node_type: NodeType
+    described: object
+
+
+#: A change found: the node, its kind, the chunk's indices (None: the node itself).
+_Change = tuple[_Node, ChangeKind, ChunkIndices | None]
+#: (snapshot id, array path) -> the array's written chunks, indices -> payload.
+_Chunks = Callable[[str, str], Mapping[ChunkIndices, object]]
+
+
+def _never(old: object, new: object) -> bool:
+    return False
+
+
+def _changes(
+    parent: dict[str, _Node],
+    child: dict[str, _Node],
+    ids: tuple[str, str],
+    chunks: _Chunks,
+    unchanged: Callable[[Any, Any], bool] = _never,
+) -> Iterator[_Change]:
+    """The changes of ``child`` against ``parent`` (module docs), in path order; ``ids`` are the parent's
+    and the child's snapshot ids, ``unchanged`` tells a differing payload that is not a change."""
+    parent_id, child_id = ids
+
+    def whole(node: _Node, snapshot_id: str, change: ChangeKind) -> Iterator[_Change]:
+        yield node, change, None
+        if node.node_type == "array":
+            for indices in sorted(chunks(snapshot_id, node.path)):
+                yield node, change, indices
+
+    for path in sorted(set(parent) | set(child), key=path_sort_key):
+        old, new = parent.get(path), child.get(path)
+        if old is None or new is None or old.node_type != new.node_type:
+            if old is not None:
+                yield from whole(old, parent_id, "removed")
+            if new is not None:
+                yield from whole(new, child_id, "added")
+            continue
+        if old.described != new.described:
+            yield new, "metadata-changed", None
+        if new.node_type == "group":
+            continue
+        before, after = chunks(parent_id, path), chunks(child_id, path)
+        for indices in sorted(set(before) | set(after)):
+            was, now = before.get(indices), after.get(indices)
+            if was is None:
+                yield new, "added", indices
+            elif now is None:
+                yield new, "removed", indices
+            elif was != now and not unchanged(was, now):
+                yield new, "modified", indices
+
+
+def _rows(
+    changes: Iterable[_Change], *, snapshot_id: str, parent_snapshot_id: str, depth: int, timestamp: datetime
+) -> list[ChangeRow]:
+    return [
+        ChangeRow(
+            path=node.path,
+            node_type=node.node_type,
+            chunk_index=None if indices is None else _index(indices),
+            change=change,
+            snapshot_id=snapshot_id,
+            parent_snapshot_id=parent_snapshot_id,
+            snapshot_depth=depth,
+            timestamp=timestamp,
+        )
+        for node, change, indices in changes
+    ]
 
 
 def _described(node: NodeSnapshot) -> tuple[Any, ...]:
@@ -133,51 +230,59 @@ def diff_snapshots(repo: Repository, parent_id: str, child_id: str) -> list[Chan
     """The rows of ``child_id`` against ``parent_id`` (snapshot file or embedded ids), in path order."""
     parent, child = repo.read_snapshot(parent_id), repo.read_snapshot(child_id)
     rewrite_only = child.properties.get(OPERATION_PROPERTY) == COMPACT
-    snapshot_file, parent_file = repo.locate_snapshot(child_id), repo.locate_snapshot(parent_id)
-    rows: list[ChangeRow] = []
 
-    def emit(node: NodeSnapshot, change: ChangeKind, indices: ChunkIndices | None = None) -> None:
-        rows.append(
-            ChangeRow(
-                path=node.path,
-                node_type=_node_type(node),
-                chunk_index=None if indices is None else _index(indices),
-                change=change,
-                snapshot_id=snapshot_file,
-                parent_snapshot_id=parent_file,
-                snapshot_depth=child.total_parents,
-                timestamp=child.metadata.written_at,
-            )
-        )
+    def nodes(snapshot: Snapshot) -> dict[str, _Node]:
+        return {
+            path: _Node(path, "array" if node.is_array else "group", _described(node))
+            for path, node in snapshot.nodes.items()
+        }
 
-    def whole(node: NodeSnapshot, snapshot_id: str, change: ChangeKind) -> None:
-        emit(node, change)
-        if node.is_array:
-            for indices in sorted(repo.chunk_payloads(snapshot_id, node.path)):
-                emit(node, change, indices)
+    changes = _changes(
+        nodes(parent),
+        nodes(child),
+        (parent_id, child_id),
+        repo.chunk_payloads,
+        _same_bytes_moved if rewrite_only else _never,
+    )
+    return _rows(
+        changes,
+        snapshot_id=repo.locate_snapshot(child_id),
+        parent_snapshot_id=repo.locate_snapshot(parent_id),
+        depth=child.total_parents,
+        timestamp=child.metadata.written_at,
+    )
 
-    for path in sorted(set(parent.nodes) | set(child.nodes), key=path_sort_key):
-        old, new = parent.nodes.get(path), child.nodes.get(path)
-        if old is not None and (new is None or old.is_array != new.is_array):
-            whole(old, parent_id, "removed")
-        if new is not None and (old is None or old.is_array != new.is_array):
-            whole(new, child_id, "added")
-        if old is None or new is None or old.is_array != new.is_array:
-            continue
-        if _described(old) != _described(new):
-            emit(new, "metadata-changed")
-        if not new.is_array:
-            continue
-        before, after = repo.chunk_payloads(parent_id, path), repo.chunk_payloads(child_id, path)
-        for indices in sorted(set(before) | set(after)):
-            was, now = before.get(indices), after.get(indices)
-            if was is None:
-                emit(new, "added", indices)
-            elif now is None:
-                emit(new, "removed", indices)
-            elif was != now and not (rewrite_only and _same_bytes_moved(was, now)):
-                emit(new, "modified", indices)
-    return rows
+
+def _zarr_metadata(raw: bytes) -> object:
+    """A format 1/2 node's ``user_data`` (its ``zarr.json``) in a canonical text form, so that a
+    re-serialised but equal document is no change (and a NaN fill value equals itself)."""
+    try:
+        return json.dumps(json.loads(raw), sort_keys=True)
+    except ValueError:
+        return raw
+
+
+def _flushed(microseconds: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=microseconds)
+
+
+def diff_versioned(repo: VersionedRepository, parent_id: str, child_id: str, depth: int) -> list[ChangeRow]:
+    """The rows of snapshot ``child_id`` of a format 1 or 2 repository against ``parent_id``, in path
+    order: nodes compared by kind and Zarr metadata (``NodeSnapshot.user_data``), chunks by their
+    ``ChunkRef`` (inline bytes, native object and range, or virtual location). ``depth`` is the
+    child's position in the ancestry extracted (which expiry shortens, so it is not the watermark)."""
+
+    def nodes(snapshot_id: str) -> dict[str, _Node]:
+        return {
+            node.path: _Node(node.path, "array" if node.is_array else "group", _zarr_metadata(node.user_data))
+            for node in repo.snapshot(snapshot_id).nodes
+        }
+
+    changes = _changes(nodes(parent_id), nodes(child_id), (parent_id, child_id), repo.chunk_refs)
+    flushed_at = repo.snapshot(child_id).flushed_at
+    return _rows(
+        changes, snapshot_id=child_id, parent_snapshot_id=parent_id, depth=depth, timestamp=_flushed(flushed_at)
+    )
 
 
 def resolve_snapshot(repo: Repository, text: str) -> str:
@@ -207,6 +312,17 @@ class DiffOptions(BaseModel):
     steps_per_unit: int = Field(default=DEFAULT_STEPS_PER_UNIT, gt=0)
 
 
+class LineEntry(NamedTuple):
+    """One snapshot of the line of history extracted: ``version`` is its watermark, ``depth`` its
+    number of ancestors there, ``file_id`` None when its file expired (seed format)."""
+
+    id: str
+    file_id: str | None
+    version: int
+    depth: int
+    message: str
+
+
 class DiffStep(BaseModel):
     """One snapshot (``child_id``) diffed against its parent."""
 
@@ -224,6 +340,8 @@ class DiffUnit(BaseModel):
     table_root: str
     output_root: str
     storage: StorageOptions
+    #: Icechunk format 1 or 2, None for the seed format.
+    format_version: int | None = None
     steps: list[DiffStep]
 
 
@@ -236,7 +354,8 @@ class DiffResult(BaseModel):
 
 
 class DiffPlan(BaseModel, MaintenancePlan[DiffUnit, DiffResult]):
-    """Immutable, printable plan: depths ``from_version..to_version`` of ``to_snapshot``'s ancestry."""
+    """Immutable, printable plan: ``from_version..to_version`` of ``to_snapshot``'s ancestry, in the
+    ``watermark`` unit (seed format: depths; formats 1 and 2: ``flushed_at`` microseconds)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -245,6 +364,7 @@ class DiffPlan(BaseModel, MaintenancePlan[DiffUnit, DiffResult]):
     table_root: str
     output_root: str
     source_id: str
+    watermark: Watermark = "depth"
     from_snapshot: str
     to_snapshot: str
     requested_from: int
@@ -304,26 +424,94 @@ def _output_state(target: TargetTable, source_id: str, root: str, first: int) ->
     return metadata, through
 
 
-def _start_depth(
-    output: str, metadata: Metadata, through: int | None, requested: int, end: int, ancestry: list[AncestryEntry]
+def _point(watermark: Watermark, version: int) -> str:
+    return f"depth {version}" if watermark == "depth" else f"flushed at {_flushed(version).isoformat()}"
+
+
+def _span(watermark: Watermark, first: int, last: int) -> str:
+    if watermark == "depth":
+        return f"depths {first}..{last}"
+    return f"the snapshots flushed {_flushed(first).isoformat()}..{_flushed(last).isoformat()}"
+
+
+def _start_index(
+    output: str, metadata: Metadata, through: int | None, line: list[LineEntry], from_index: int, watermark: Watermark
 ) -> int:
-    """The first depth still to extract (``end + 1``: the output holds the range); refuses a range that
-    starts before the output's first depth or would leave a gap after its last one."""
+    """The position in ``line`` (newest first) of the first snapshot still to extract, -1 when the
+    output holds the range. Refuses a range that starts before the output's first version, one that
+    would leave a gap after its last, and one whose next snapshot no longer descends from the last
+    snapshot extracted (expiry rewrote its parent, or another branch)."""
+    requested = line[from_index - 1].version
     if through is None:
-        return requested
+        return from_index - 1
     first = int(metadata.configuration[FIRST_VERSION_KEY])
+    held = _span(watermark, first, through)
     if requested < first:
         raise InvalidArgument(
-            f"{output}: holds the changes of depths {first}..{through} only; earlier changes cannot be added to "
-            "it (extract them into a new --output location)"
+            f"{output}: holds the changes of {held} only; earlier changes cannot be added to it (extract them "
+            "into a new --output location)"
         )
-    if requested > through + 1:
-        last = ancestry[end - through]  # the snapshot at depth `through`: requested - 1 > through, end >= requested
-        raise InvalidArgument(
-            f"{output}: holds the changes of depths {first}..{through}; starting at depth {requested} would leave "
-            f"depths {through + 1}..{requested - 1} out; use --from {last.file_id or last.id} or an older snapshot"
+    if line[from_index].version > through:
+        last = next((entry for entry in line if entry.version == through), None)
+        hint = f"use --from {last.file_id or last.id} or an older snapshot" if last else "use an older --from"
+        if watermark == "depth":
+            left_out = f"starting at depth {requested} would leave depths {through + 1}..{requested - 1} out"
+        else:
+            left_out = f"starting after {line[from_index].id} would leave the snapshots before it out"
+        raise InvalidArgument(f"{output}: holds the changes of {held}; {left_out}; {hint}")
+    if line[0].version <= through:
+        return -1
+    start = max(i for i, entry in enumerate(line) if entry.version > through)
+    if line[start + 1].version != through:  # from_index > start: its version is at most `through`
+        raise VersionNotFound(
+            f"{output}: the last snapshot it holds the changes of ({_point(watermark, through)}) is no longer the "
+            f"parent of {line[start].id} (expired, or on another branch); its changes cannot be extracted without a "
+            "gap (extract them into a new --output location)"
         )
-    return end + 1 if end <= through else through + 1
+    return start
+
+
+def _seed_line(repo: Repository, to_id: str) -> list[LineEntry]:
+    ancestry = repo.ancestry(to_id)
+    to_depth = repo.read_snapshot(to_id).total_parents
+    return [LineEntry(e.id, e.file_id, to_depth - i, to_depth - i, e.message) for i, e in enumerate(ancestry)]
+
+
+def _versioned_line(repo: VersionedRepository, to_id: str) -> list[LineEntry]:
+    """``to_id``'s ancestry, its watermark each snapshot's ``flushed_at``: expiry keeps a retained
+    snapshot's id and ``flushed_at`` (it rewrites only its parent), so the watermark outlives it."""
+    ancestry = repo.info.ancestry(to_id)
+    for child, parent in itertools.pairwise(ancestry):
+        if child.flushed_at <= parent.flushed_at:
+            raise InvalidArgument(
+                f"{repo.root}: snapshot {child.id} was flushed no later than its parent {parent.id}; its flushed_at "
+                "cannot order change capture"
+            )
+    depth = len(ancestry) - 1
+    return [LineEntry(s.id, s.id, s.flushed_at, depth - i, s.message) for i, s in enumerate(ancestry)]
+
+
+def _resolve_versioned(repo: VersionedRepository, text: str) -> str:
+    """The snapshot ``text`` names: a snapshot id, else a branch or tag name."""
+    info = repo.info
+    found = text if text in info.snapshots else info.branches.get(text, info.tags.get(text))
+    if found is None:
+        raise VersionNotFound(f"{repo.root}: {text!r} is neither a snapshot id nor a branch or tag")
+    return found
+
+
+def _line(storage: Storage, root: str, options: DiffOptions) -> tuple[int | None, str, str, list[LineEntry]]:
+    """The repository's format version, the resolved from and to snapshots, and to's ancestry."""
+    version = format_version(storage, root)
+    to_text = options.to_snapshot or "main"
+    if version is not None:
+        versioned = VersionedRepository(storage, root)
+        to_id = _resolve_versioned(versioned, to_text)
+        return version, _resolve_versioned(versioned, options.from_snapshot), to_id, _versioned_line(versioned, to_id)
+    repo = Repository(storage, root)
+    require_repository(repo)
+    to_id = resolve_snapshot(repo, to_text)
+    return None, resolve_snapshot(repo, options.from_snapshot), to_id, _seed_line(repo, to_id)
 
 
 def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
@@ -333,37 +521,33 @@ def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptio
         raise InvalidArgument(
             f"{source_root}: the output {output_root} must lie outside the repository (and not contain it)"
         )
-    repo = Repository(open_storage(source_root, storage_options), source_root)
-    require_repository(repo)
-    to_id = resolve_snapshot(repo, options.to_snapshot or "main")
-    from_id = resolve_snapshot(repo, options.from_snapshot)
-    ancestry = repo.ancestry(to_id)
-    to_depth = repo.read_snapshot(to_id).total_parents
-    depth_of = {entry.id: to_depth - i for i, entry in enumerate(ancestry)}
-    depth_of.update({entry.file_id: to_depth - i for i, entry in enumerate(ancestry) if entry.file_id})
-    if from_id not in depth_of:
+    version, from_id, to_id, line = _line(open_storage(source_root, storage_options), source_root, options)
+    watermark: Watermark = "depth" if version is None else "flushed_at"
+    position = {entry.id: i for i, entry in enumerate(line)}
+    position.update({entry.file_id: i for i, entry in enumerate(line) if entry.file_id})
+    if from_id not in position:
         raise InvalidArgument(f"{source_root}: snapshot {from_id} is not an ancestor of {to_id}; nothing lies between")
-    requested = depth_of[from_id] + 1
-    if requested > to_depth:
+    from_index = position[from_id]
+    if from_index == 0:
         raise InvalidArgument(f"{source_root}: the range {from_id}..{to_id} is empty (the same snapshot)")
-    source_id = f"icechunk:{ancestry[-1].id}"
+    requested = line[from_index - 1].version
+    source_id = f"icechunk:{line[-1].id}"
     output_storage = open_storage(output_root, storage_options)
     target = read_target(output_storage, output_root)
     if not target.exists:
         require_empty_or_abandoned(output_storage, output_root)
     metadata, through = _output_state(target, source_id, source_root, requested)
-    start = _start_depth(target.root, metadata, through, requested, to_depth, ancestry)
-    already = start > to_depth
+    start = _start_index(target.root, metadata, through, line, from_index, watermark)
     steps: list[DiffStep] = []
-    for depth in range(start, to_depth + 1) if not already else ():
-        child, parent = ancestry[to_depth - depth], ancestry[to_depth - depth + 1]
+    for i in range(start, -1, -1):
+        child, parent = line[i], line[i + 1]
         if child.file_id is None or parent.file_id is None:
             gone = child if child.file_id is None else parent
             raise VersionNotFound(
-                f"{source_root}: snapshot {gone.id} ({gone.message!r}) has expired; the changes of depth {depth} "
-                "can no longer be extracted"
+                f"{source_root}: snapshot {gone.id} ({gone.message!r}) has expired; the changes of depth "
+                f"{child.depth} can no longer be extracted"
             )
-        steps.append(DiffStep(parent_id=parent.file_id, child_id=child.file_id, depth=depth))
+        steps.append(DiffStep(parent_id=parent.file_id, child_id=child.file_id, depth=child.depth))
     size = options.steps_per_unit
     units = [
         DiffUnit(
@@ -371,6 +555,7 @@ def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptio
             table_root=source_root,
             output_root=output_root,
             storage=storage_options,
+            format_version=version,
             steps=steps[start_at : start_at + size],
         )
         for i, start_at in enumerate(range(0, len(steps), size))
@@ -379,15 +564,16 @@ def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptio
         table_root=source_root,
         output_root=output_root,
         source_id=source_id,
+        watermark=watermark,
         from_snapshot=from_id,
         to_snapshot=to_id,
         requested_from=requested,
-        from_version=requested if already else start,
-        to_version=to_depth,
+        from_version=requested if start < 0 else line[start].version,
+        to_version=line[0].version,
         output_version=target.version,
         output_metadata=metadata,
         extracted_through=through,
-        already_extracted=already,
+        already_extracted=start < 0,
         units=units,
     )
 
@@ -402,11 +588,17 @@ def _table(rows: list[ChangeRow]) -> pa.Table:
 def extract_unit(unit: DiffUnit) -> DiffResult:
     """Diff the unit's snapshots and write their rows as one output data file."""
     started = time.monotonic()
-    repo = Repository(open_storage(unit.table_root, unit.storage), unit.table_root)
+    storage = open_storage(unit.table_root, unit.storage)
+    seed = Repository(storage, unit.table_root)
+    versioned = None if unit.format_version is None else VersionedRepository(storage, unit.table_root)
     writer = DataFileWriter(CHANGE_SCHEMA)
     counts: Counter[str] = Counter()
     for step in unit.steps:
-        rows = diff_snapshots(repo, step.parent_id, step.child_id)
+        rows = (
+            diff_snapshots(seed, step.parent_id, step.child_id)
+            if versioned is None
+            else diff_versioned(versioned, step.parent_id, step.child_id, step.depth)
+        )
         counts.update(r.change for r in rows)
         if rows:
             writer.write(_table(rows))
@@ -441,7 +633,7 @@ def commit_diff(plan: DiffPlan, results: list[DiffResult], storage_options: Stor
         operation_parameters={
             "source": plan.table_root,
             "sourceSnapshots": f"{plan.from_snapshot}..{plan.to_snapshot}",
-            "sourceDepths": f"{plan.from_version}..{plan.to_version}",
+            _RANGE_PARAMETER[plan.watermark]: f"{plan.from_version}..{plan.to_version}",
         },
     )
 

@@ -1,6 +1,6 @@
 """Icechunk change capture (``lakeops cdc REPO``): every snapshot after ``--from`` diffed against its
 parent on the caller's executor, the rows appended to a Delta table in one commit
-(:mod:`lakeops.icechunk.maintenance.diff`; seed format only)."""
+(:mod:`lakeops.icechunk.maintenance.diff`; the seed format and Icechunk formats 1 and 2)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from lakeops.delta.writer import require_writable_location
 from lakeops.execution import Executor
 from lakeops.icechunk.maintenance import diff
 from lakeops.icechunk.maintenance.diff import DiffOptions, DiffPlan
-from lakeops.ops.icechunk.repository import CDC_REFUSED, refuse_package_format
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
 __all__ = ["IcechunkCdcReport", "dry_run_report", "extract", "plan", "run"]
 
 
 class IcechunkCdcReport(Report):
-    """``read_version``/``from_depth``/``to_depth`` are snapshot depths (ancestors counted from the root)."""
+    """``read_version``/``from_depth``/``to_depth`` are watermarks: snapshot depths (ancestors counted
+    from the root) in the seed format, snapshots' ``flushed_at`` (microseconds) in formats 1 and 2."""
 
     operation: str = "cdc"
+    watermark: str = "depth"
     output: str = ""
     from_snapshot: str = ""
     to_snapshot: str = ""
@@ -55,14 +56,9 @@ class IcechunkCdcReport(Report):
         return self.rows_written
 
 
-def plan(location: str, storage: Storage, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
-    """Plan the diffs of the snapshots after ``options.from_snapshot`` up to ``options.to_snapshot``."""
-    refuse_package_format(
-        storage,
-        location,
-        "change capture",
-        CDC_REFUSED,
-    )
+def plan(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
+    """Plan the diffs of the snapshots after ``options.from_snapshot`` up to ``options.to_snapshot``
+    (the seed format, or Icechunk format 1 or 2: :func:`~lakeops.icechunk.maintenance.diff.plan_diff`)."""
     return diff.plan_diff(location, options, storage_options)
 
 
@@ -71,6 +67,7 @@ def _report(plan: DiffPlan, started: float, *, dry_run: bool) -> IcechunkCdcRepo
         format=plan.format,
         table=plan.table_root,
         dry_run=dry_run,
+        watermark=plan.watermark,
         read_version=plan.to_version,
         output=plan.output_root,
         from_snapshot=plan.from_snapshot,
@@ -150,11 +147,14 @@ def extract(
     root = normalize(location)
     progress.print(f"planning the snapshot diffs of {root} after {from_snapshot} ...")
     options = DiffOptions(from_snapshot=from_snapshot, to_snapshot=to_snapshot, output=output)
-    planned = plan(root, open_storage(root, storage_options), options, storage_options)
+    planned = plan(root, options, storage_options)
     if planned.already_extracted:
-        progress.print(f"{planned.output_root} already holds depths through {planned.extracted_through}: nothing to do")
+        held = f"{planned.watermark} {planned.extracted_through}"
+        progress.print(f"{planned.output_root} already holds the changes through {held}: nothing to do")
     else:
-        progress.print(f"depths {planned.from_version}..{planned.to_version}: {planned.snapshots} snapshots")
+        progress.print(
+            f"{planned.watermark} {planned.from_version}..{planned.to_version}: {planned.snapshots} snapshots"
+        )
     if dry_run:
         return dry_run_report(planned, started)
     description = f"lakeops cdc {root} {planned.from_snapshot}..{planned.to_snapshot}"

@@ -2,7 +2,8 @@
 
 lakeops reads and writes the seed format itself. Icechunk format 1 and 2
 (:func:`~lakeops.icechunk.versioned.format_version`) it reads natively, so ``inspect`` and garbage
-collection (which only deletes) work on both; it writes neither format's metadata yet. Format 1 has
+collection (which only deletes) and change capture (which writes only its Delta output) work on both;
+it writes neither format's metadata yet. Format 1 has
 its expiry planned for the ``icechunk`` package, which then rewrites and deletes the files itself (no
 ``--quarantine``). Every other operation that would write a format 1 or 2 repository is refused,
 naming the operation and the format.
@@ -25,7 +26,6 @@ from lakeops.storage import Storage, StorageOptions
 from lakeops.units import format_duration, instant
 
 __all__ = [
-    "CDC_REFUSED",
     "COMPACT_REFUSED",
     "RemovalPlan",
     "delegated_plan",
@@ -40,7 +40,6 @@ __all__ = [
 _PACKAGE_FORMAT = 1
 
 COMPACT_REFUSED = "lakeops reads that format but does not write its manifests and snapshots"
-CDC_REFUSED = "its watermark is a snapshot's depth, which these formats do not store and expiry shortens"
 EXPIRE_REFUSED = (
     "lakeops does not write the repo object yet, and the icechunk package it delegates to reads format "
     f"{_PACKAGE_FORMAT} only"
@@ -52,7 +51,7 @@ def refused_operations(version: int | None) -> dict[str, str]:
     format, where every operation runs), and why: what ``inspect`` reports."""
     if version is None:
         return {}
-    refused = {"compact": COMPACT_REFUSED, "cdc": CDC_REFUSED}
+    refused = {"compact": COMPACT_REFUSED}
     if version > _PACKAGE_FORMAT:
         refused["expire"] = EXPIRE_REFUSED
     return refused

@@ -27,7 +27,6 @@ from lakeops.icechunk.binary import HEADER_SIZE
 from lakeops.icechunk.objects import Snapshot
 from lakeops.icechunk.repo_info import RepoInfo, RepoStatus, read_repo_info
 from lakeops.icechunk.versioned import VersionedRepository, format_version
-from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.detect import detect_format
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
@@ -173,7 +172,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2"])
-def test_compaction_and_change_capture_are_refused_by_name_and_format(name: str, tmp_path: Path) -> None:
+def test_compaction_is_refused_by_name_and_format(name: str, tmp_path: Path) -> None:
     root = _copy(name, tmp_path)
     before = _files(root)
     version = name[-1]
@@ -181,9 +180,6 @@ def test_compaction_and_change_capture_are_refused_by_name_and_format(name: str,
         UnsupportedFeature, match=f"compaction of Icechunk format {version} repositories.*does not write its manifests"
     ):
         api.compact(str(root))
-    options = CdcOptions(from_version="main", output=str(tmp_path / "out"))
-    with pytest.raises(UnsupportedFeature, match=f"change capture of Icechunk format {version} repositories.*depth"):
-        api.cdc(str(root), options)
     assert _files(root) == before
 
 
@@ -337,8 +333,8 @@ def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monke
     ("path", "version", "refused"),
     [
         ("icechunk-seed-format/test-repo", None, []),
-        ("modern/icechunk/test-repo-v1", 1, ["cdc", "compact"]),
-        ("modern/icechunk/test-repo-v2", 2, ["cdc", "compact", "expire"]),
+        ("modern/icechunk/test-repo-v1", 1, ["compact"]),
+        ("modern/icechunk/test-repo-v2", 2, ["compact", "expire"]),
     ],
 )
 def test_inspect_says_which_operations_each_format_allows(path: str, version: int | None, refused: list[str]) -> None:
