@@ -109,6 +109,14 @@ def instant(ms: int) -> datetime:
     return datetime.fromtimestamp(max(ms, _EARLIEST_MS) / 1000, UTC)
 
 
+def epoch_ms(when: datetime) -> int:
+    """``when`` in exact integer milliseconds since the epoch (the inverse of :func:`instant`); a naive
+    time is UTC, as commit timestamps are and as delta-rs reads it. (``int(when.timestamp() * 1000)``
+    rounds some exact commit times down by 1 ms, which would skip the very commit the caller named.)"""
+    aware = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return (aware - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
 def format_size(n: int) -> str:
     """Render a byte count for people: ``134217728`` -> ``"128.0 MiB"``."""
     value = float(n)

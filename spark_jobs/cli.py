@@ -25,7 +25,6 @@ from rich.table import Table
 from lakeops.errors import LakeopsError, UsageError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
-from lakeops.ops.target import CatalogOptions, resolve_name, resolve_output
 from lakeops.predicate import parse_predicate
 from lakeops.quarantine import require_run_id
 from lakeops.redaction import mask_text
@@ -150,16 +149,6 @@ def storage_options(args: argparse.Namespace) -> StorageOptions:
     return StorageOptions(endpoint_url=args.endpoint_url, region=args.region)
 
 
-def resolve_names(args: argparse.Namespace) -> None:
-    """Replace a registry name in TABLE (and cdc's ``--output``) by its entry's address, before any
-    command runs: every command then acts on the same table whatever it does with the argument."""
-    given = CatalogOptions(catalog_uri=args.catalog_uri, catalog_name=args.catalog_name)
-    args.table, catalog = resolve_name(args.table, given, storage_options(args))
-    args.catalog_uri, args.catalog_name = catalog.catalog_uri, catalog.catalog_name
-    if getattr(args, "output", None) is not None:
-        args.output = resolve_output(args.output)
-
-
 def print_report(report: Report, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(report.to_json() + "\n")
@@ -182,8 +171,7 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
     parser = build_parser(only)
     args = parser.parse_args(argv)
     try:
-        resolve_names(args)
-        command = _command(args.command)
+        command = _command(args.command)  # lakeops.api resolves registry names in TABLE and --output
         report = command.run(args, storage_options(args), stderr)
     except LakeopsError as exc:
         # escape(): messages quote user data (``bucket[16]``) that rich would read as markup.

@@ -20,9 +20,10 @@ from datetime import datetime
 from lakeops.delta.actions import Metadata, Protocol
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.features import enabled_features
-from lakeops.delta.log_segment import LogListing, commit_timestamps, epoch_ms, no_version_at, read_log_file
+from lakeops.delta.log_segment import LogListing, commit_timestamps, no_version_at, read_log_file
 from lakeops.errors import ProtocolError
 from lakeops.storage import Storage
+from lakeops.units import epoch_ms
 
 __all__ = ["CommitClock", "ict_enabled", "ict_enablement_version"]
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint
 from lakeops.errors import CorruptFile, NotATable, NotFound, VersionNotFound
 from lakeops.storage import FileInfo, Storage
 from lakeops.storage.uri import join
+from lakeops.units import epoch_ms
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -32,7 +33,6 @@ _CHECKPOINT_SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _CHECKPOINT_PART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
 _COMPACTION = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def commit_file_name(version: int) -> str:
@@ -228,14 +228,6 @@ def commit_timestamps(listing: LogListing) -> list[tuple[int, int]]:
         result.append((version, ts))
         previous = ts
     return result
-
-
-def epoch_ms(when: datetime) -> int:
-    """``when`` in exact integer milliseconds since the epoch; a naive time is UTC, as commit
-    timestamps are and as delta-rs reads it. (``int(when.timestamp() * 1000)`` rounds some exact
-    commit times down by 1 ms, which would skip the very commit the caller named.)"""
-    aware = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-    return (aware - _EPOCH) // timedelta(milliseconds=1)
 
 
 def no_version_at(table_root: str, when: datetime) -> VersionNotFound:

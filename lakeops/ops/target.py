@@ -1,8 +1,8 @@
 """The table an operation acts on: a location (its format detected), an Iceberg table in a SQL
 catalog (``namespace.table`` with a catalog URI), or a name from the registry file.
 
-A registry name is turned into its entry's address once (:func:`resolve_name`, which the command
-line calls before any command runs); everything after that sees only addresses.
+A registry name is turned into its entry's address once (:func:`resolve_name`, which every
+:mod:`lakeops.api` function calls before anything else); everything after that sees only addresses.
 """
 
 from __future__ import annotations

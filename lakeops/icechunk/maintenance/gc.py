@@ -37,6 +37,7 @@ refuse anything outside the root or under ``refs/`` (:meth:`GcPlan.collect_garba
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,15 +152,17 @@ class CollectionPlan(BaseModel):
         return [c for b in self.batches for c in b.files]
 
     @property
+    @abstractmethod
     def retained_snapshots(self) -> int:
-        raise NotImplementedError
+        """Snapshots the roots keep (the report's ``retained_snapshots``)."""
 
+    @abstractmethod
     def rechecked(self, storage: Storage) -> Self:
-        raise NotImplementedError
+        """The plan again from a new listing, dropping what became reachable or young since."""
 
+    @abstractmethod
     def deleted_by_kind(self, kinds: Counter[str]) -> dict[str, int]:
         """The report's ``deleted_*`` fields of each kind, from the candidates counted by kind."""
-        raise NotImplementedError
 
     def collect_garbage(
         self, storage_options: StorageOptions, delete: Delete, *, dry_run: bool, note: Callable[[str], None]
