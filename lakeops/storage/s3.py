@@ -28,7 +28,7 @@ from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, Superseded
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
@@ -336,6 +336,36 @@ class S3Storage:
             self._client.put_object(Bucket=bucket, Key=key, Body=data)
         except (ClientError, BotoCoreError) as exc:
             _raise(exc, "write", f"s3://{bucket}/{key}")
+
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        """GetObject; the token is the object's ETag."""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            response = self._client.get_object(Bucket=bucket, Key=key)
+            with response["Body"] as body:
+                data: bytes = body.read()
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, "read", location)
+        return data, str(response["ETag"])
+
+    def replace_if_match(self, path: str, data: bytes, token: str) -> None:
+        """PutObject with ``If-Match: token``. A 412 after botocore re-sent the request may be our own
+        first attempt having landed unheard: the object then holds exactly ``data``."""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            self._client.put_object(Bucket=bucket, Key=key, Body=data, IfMatch=token)
+        except ClientError as exc:
+            code, status = _code(exc)
+            # 409: a concurrent conditional write to the key was in flight; it may win, so re-read.
+            if status in (404, 409, 412) or code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict"):
+                if _retried(exc) and self._holds(bucket, key, data):
+                    return
+                raise Superseded(f"cannot replace {location!r}: it changed since it was read") from exc
+            _raise(exc, "replace", location)
+        except BotoCoreError as exc:
+            _raise(exc, "replace", location)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """PutObject with ``If-None-Match: *``; the answers are read by :meth:`_create`, which tells
