@@ -19,7 +19,7 @@ from lakeops.icechunk.flatbuf_codec import decode, encode
 from lakeops.icechunk.objects import decode_manifest, decode_snapshot
 from lakeops.icechunk.repo_info import decode_repo_object
 
-FIXTURES = Path(__file__).parent / "data" / "modern" / "icechunk"
+FIXTURES = Path(__file__).parents[2] / "data" / "modern" / "icechunk"
 
 _KINDS = {
     "snapshots": (FileType.SNAPSHOT, fbs.SNAPSHOT),
