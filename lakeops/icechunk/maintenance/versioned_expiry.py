@@ -96,26 +96,27 @@ def decide(
     parents: Mapping[str, str | None], flushed_at: Mapping[str, int], tips: Iterable[str], cutoff_us: int
 ) -> Expiry:
     """The module's rules on a graph: ``parents`` of every known snapshot, ``flushed_at`` in
-    microseconds, the refs' ``tips``. A kept snapshot whose parent some line also keeps keeps that
-    parent (only possible when ``flushed_at`` is not monotonic along a history)."""
+    microseconds, the refs' ``tips``. A kept snapshot loses its parent exactly when that parent was
+    flushed before the cutoff, whichever line it is on, so the lines never disagree. Were ``flushed_at``
+    not increasing along a history (no writer does that), a line would still stop at its first old
+    snapshot, expiring newer ones below it."""
     on_lines: set[str] = set()
     kept: set[str] = set()
-    keeps_parent: set[str] = set()
-    for tip in sorted(set(tips)):
+    initial: set[str] = set()
+    for tip in set(tips):
         line = _line(parents, tip)
         on_lines.update(line)
-        end = 0  # line[: end + 1] is what this line keeps (the initial snapshot, line[-1], aside)
-        while end + 2 < len(line) and flushed_at[line[end + 1]] >= cutoff_us:
+        initial.add(line[-1])
+        end = 1  # line[:end] is what this line keeps (the initial snapshot, line[-1], aside)
+        while end < len(line) - 1 and flushed_at[line[end]] >= cutoff_us:
             end += 1
-        kept.update(line[: end + 1])
-        keeps_parent.update(line[:end] if end + 2 < len(line) else line[: end + 1])
-    initial = {_line(parents, tip)[-1] for tip in tips}
+        kept.update(line[:end])
     expired = on_lines - kept - initial
     reparented: dict[str, Reparent] = {}
     for snapshot_id, parent in parents.items():
-        if parent is None or parent in initial or snapshot_id in expired or snapshot_id in keeps_parent:
+        if parent is None or parent in initial or snapshot_id in expired:
             continue
-        if snapshot_id in kept or parent in expired:
+        if parent in expired or (snapshot_id in kept and flushed_at[parent] < cutoff_us):
             below = _line(parents, parent)
             reparented[snapshot_id] = Reparent(parent=below[-1], skipped=below[-2::-1])
     return Expiry(scanned=frozenset(on_lines), expired=frozenset(expired), reparented=reparented)
@@ -147,7 +148,8 @@ class VersionedExpiryPlan(BaseModel):
 
     def expire(self, storage_options: StorageOptions, *, dry_run: bool, quarantine_run: str | None) -> dict[str, Any]:
         """Rewrite the histories (unless ``dry_run``); the expiry report's figures, named as its fields.
-        ``quarantine_run`` is unused: nothing is deleted (module docs)."""
+        ``quarantine_run`` is unused and reported as None: nothing is deleted, so no trash run holds
+        anything (module docs)."""
         expired = len(self.expired)
         if not dry_run and self.rewritten:
             storage = open_storage(self.table_root, storage_options)
@@ -163,6 +165,7 @@ class VersionedExpiryPlan(BaseModel):
             "snapshots_retained": self.snapshots_scanned - len(self.expired),
             "snapshots_reparented": len(self.reparented),
             "paths": self.rewritten if dry_run else [],
+            "quarantine_run": None,
         }
 
 

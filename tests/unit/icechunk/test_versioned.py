@@ -28,7 +28,6 @@ from lakeops.icechunk.objects import Snapshot
 from lakeops.icechunk.repo_info import RepoInfo, RepoStatus, read_repo_info
 from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.detect import detect_format
-from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.orphans import OrphansOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
@@ -183,14 +182,6 @@ def test_compaction_is_refused_by_name_and_format(name: str, tmp_path: Path) -> 
     assert _files(root) == before
 
 
-def test_expiry_of_format_2_is_refused_by_name(tmp_path: Path) -> None:
-    root = _copy("test-repo-v2", tmp_path)
-    before = _files(root)
-    with pytest.raises(UnsupportedFeature, match="expire of Icechunk format 2 repositories is not available"):
-        api.expire(str(root), ExpiryOptions(older_than="8d"))
-    assert _files(root) == before
-
-
 #: Objects no ref reaches, planted in a copy: an abandoned writer's chunk, manifest, snapshot and log.
 PLANTED = [
     "chunks/0000000000000000000G",
@@ -334,7 +325,7 @@ def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monke
     [
         ("icechunk-seed-format/test-repo", None, []),
         ("modern/icechunk/test-repo-v1", 1, ["compact"]),
-        ("modern/icechunk/test-repo-v2", 2, ["compact", "expire"]),
+        ("modern/icechunk/test-repo-v2", 2, ["compact"]),
     ],
 )
 def test_inspect_says_which_operations_each_format_allows(path: str, version: int | None, refused: list[str]) -> None:

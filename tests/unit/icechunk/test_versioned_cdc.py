@@ -6,8 +6,8 @@ structure, then data, then chunk 0/0 of ``big_chunks`` made virtual; ``split-rep
 arrays three times), and format 1's rows are exactly what the icechunk package and zarr show between
 consecutive snapshots; deltalake reads the change table; the watermark is each snapshot's
 ``flushed_at``, so a re-run writes nothing, an overlapping range writes nothing twice, a gap is
-refused, and a CDC after ``lakeops expire`` (format 1, delegated to the package, which re-parents the
-retained snapshots) continues without duplicates, or is refused when the last snapshot extracted
+refused, and a CDC after ``lakeops expire`` (format 1, which re-parents the retained snapshots as the
+icechunk package does) continues without duplicates, or is refused when the last snapshot extracted
 expired.
 """
 
