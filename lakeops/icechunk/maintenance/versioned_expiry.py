@@ -60,7 +60,7 @@ from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.storage import Storage, StorageOptions, join, open_storage
 from lakeops.units import cutoff_ms as compute_cutoff
 
-__all__ = ["Expiry", "Reparent", "VersionedExpiryPlan", "decide", "plan_versioned_expiry"]
+__all__ = ["Expiry", "Reparent", "VersionedExpiryPlan", "decide", "expirable", "plan_versioned_expiry"]
 
 
 class Reparent(BaseModel):
@@ -169,11 +169,11 @@ class VersionedExpiryPlan(BaseModel):
         }
 
 
-def _graph(info: RepoInfo) -> tuple[dict[str, str | None], dict[str, int]]:
-    return (
-        {s.id: s.parent_id for s in info.snapshots.values()},
-        {s.id: s.flushed_at for s in info.snapshots.values()},
-    )
+def expirable(info: RepoInfo, cutoff_ms: int) -> Expiry:
+    """:func:`decide` on the refs and graph ``info`` holds."""
+    parents = {s.id: s.parent_id for s in info.snapshots.values()}
+    flushed_at = {s.id: s.flushed_at for s in info.snapshots.values()}
+    return decide(parents, flushed_at, [*info.branches.values(), *info.tags.values()], cutoff_ms * 1000)
 
 
 def plan_versioned_expiry(
@@ -186,8 +186,7 @@ def plan_versioned_expiry(
     require_online(info, "snapshot expiry")
     window = resolve_retention(repo.root, retention, override=force, override_flag="--force")
     cutoff = compute_cutoff(window, now_ms)
-    parents, flushed_at = _graph(info)
-    decided = decide(parents, flushed_at, [*info.branches.values(), *info.tags.values()], cutoff * 1000)
+    decided = expirable(info, cutoff)
     return VersionedExpiryPlan(
         table_root=repo.root,
         spec_version=info.spec_version,

@@ -44,6 +44,7 @@ from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.icechunk import expiry as ops_expiry
 from lakeops.ops.icechunk import orphans as ops_orphans
 from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
+from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.icechunk.orphans import IcechunkGcReport
 from lakeops.ops.orphans import OrphansOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
@@ -494,6 +495,19 @@ def test_orphans_after_expiry_deletes_what_expiry_released_and_nothing_a_ref_rea
         repo = _package(root)
         array = zarr.open_array(repo.readonly_session("main").store, path="group1/small_chunks", mode="r")
         assert array[:].shape == (5,)
+
+
+@pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2"])
+def test_inspect_counts_what_expire_would_expire_and_no_longer_refuses_it(name: str) -> None:
+    """Read in place (neither inspect nor a dry run writes): the 2025 fixtures' two non-tip commits are
+    past the default week."""
+    root = str(MODERN / name)
+    inspected = api.inspect(root)
+    assert isinstance(inspected, IcechunkInspectReport)
+    assert "expire" in inspected.supported_operations and "expire" not in inspected.refused_operations
+    dry = api.expire(root, dry_run=True)
+    assert isinstance(dry, IcechunkExpiryReport)
+    assert inspected.expirable_snapshots == dry.snapshots_expired == 2
 
 
 def test_quarantine_moves_nothing_since_expiry_deletes_nothing(tmp_path: Path) -> None:
