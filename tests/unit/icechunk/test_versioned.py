@@ -28,6 +28,7 @@ from lakeops.icechunk.objects import Snapshot
 from lakeops.icechunk.repo_info import RepoInfo, RepoStatus, read_repo_info
 from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.detect import detect_format
+from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.orphans import OrphansOptions
 from lakeops.ops.target import CatalogOptions, resolve_target
@@ -301,8 +302,12 @@ def test_transaction_logs_of_expired_ancestors_are_kept(tmp_path: Path, monkeypa
     assert (root / "transactions" / pruned).exists()
 
 
-def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Format 2's ``RepoStatus``: the fixtures are Online; a ReadOnly one is made in the decoded object."""
+@pytest.mark.parametrize("operation", ["orphans", "expire"])
+def test_a_read_only_repository_is_refused_by_what_changes_it(
+    operation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 2's ``RepoStatus``: the fixtures are Online; a ReadOnly one is made in the decoded object.
+    Garbage collection deletes and expiry rewrites the repo object: both are refused."""
     root = _copy("test-repo-v2", tmp_path)
     _plant(root)
     _age(root, 10)
@@ -315,8 +320,12 @@ def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monke
 
     monkeypatch.setattr(versioned, "read_repo_info", read_only)
     before = _files(root)
-    with pytest.raises(UnsafeOperation, match=r"repo: the repository is read-only \(migrating\)"):
-        api.orphans(str(root), OrphansOptions(older_than="8d"))
+    what = {"orphans": "garbage collection", "expire": "snapshot expiry"}[operation]
+    with pytest.raises(UnsafeOperation, match=rf"repo: the repository is read-only \(migrating\); {what}"):
+        if operation == "orphans":
+            api.orphans(str(root), OrphansOptions(older_than="8d"))
+        else:
+            api.expire(str(root), ExpiryOptions(older_than="8d"))
     assert _files(root) == before
 
 

@@ -31,13 +31,13 @@ from rich.console import Console
 from lakeops import api
 from lakeops.errors import UnsafeOperation
 from lakeops.execution import ThreadExecutor
-from lakeops.icechunk import fbs, versioned
+from lakeops.icechunk import fbs
 from lakeops.icechunk.binary import FileType, read_payload
 from lakeops.icechunk.flatbuf_codec import Record, decode
 from lakeops.icechunk.maintenance import versioned_expiry
 from lakeops.icechunk.maintenance.versioned_expiry import VersionedExpiryPlan, decide
 from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan
-from lakeops.icechunk.repo_info import RepoInfo, RepoStatus, decode_repo_object
+from lakeops.icechunk.repo_info import RepoInfo, decode_repo_object
 from lakeops.icechunk.repo_update import RepoDocument, update_repo
 from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.ops.expiry import ExpiryOptions
@@ -516,21 +516,6 @@ def test_quarantine_moves_nothing_since_expiry_deletes_nothing(tmp_path: Path) -
     assert isinstance(report, IcechunkExpiryReport) and report.snapshots_expired == 2
     assert report.quarantine_run is None  # no trash run: ``lakeops orphans --quarantine`` moves the files
     assert not (root / "_lakeops_trash").exists()
-
-
-def test_a_read_only_format_2_repository_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _copy("test-repo-v2", tmp_path)
-    decoded = versioned.read_repo_info
-
-    def read_only(*args: Any) -> RepoInfo:
-        info = decoded(*args)
-        return info.model_copy(update={"status": RepoStatus(availability=1, limited_availability_reason="migrating")})
-
-    monkeypatch.setattr(versioned, "read_repo_info", read_only)
-    before = _files(root)
-    with pytest.raises(UnsafeOperation, match=r"repo: the repository is read-only \(migrating\); snapshot expiry"):
-        api.expire(str(root), ExpiryOptions(older_than="8d"))
-    assert _files(root) == before
 
 
 @pytest.mark.parametrize(("operation", "flag"), [("expire", "--force"), ("orphans", "--force-short-retention")])
