@@ -26,7 +26,9 @@ Dates are the snapshots' own ``flushed_at`` (what the package compares), not fil
 **Format 1** (https://icechunk.io/en/stable/spec/, "Snapshot Files"): a snapshot's parent is the
 ``parent_id`` in its own file, so each re-parented snapshot's file is decoded whole, given the new
 ``parent_id``, encoded and written back in place (compare-and-swap against the bytes read) — the one
-overwrite of a format 1 snapshot, as the package does; nothing else in the file changes.
+overwrite of a format 1 snapshot, as the package does; nothing else in the file changes. Each rewrite
+leaves valid histories on its own, so a run stopped part-way leaves some shortened and some not, and
+the next run finishes the rest.
 
 **Format 2** (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md, "Repo Info File",
 "Changes from spec version 2 to 2.1"): parents live in the ``repo`` object, changed in one
@@ -150,20 +152,21 @@ class VersionedExpiryPlan(BaseModel):
         """Rewrite the histories (unless ``dry_run``); the expiry report's figures, named as its fields.
         ``quarantine_run`` is unused and reported as None: nothing is deleted, so no trash run holds
         anything (module docs)."""
-        expired = len(self.expired)
+        scanned, expired, reparented = self.snapshots_scanned, len(self.expired), len(self.reparented)
         if not dry_run and self.rewritten:
             storage = open_storage(self.table_root, storage_options)
-            if self.spec_version >= 2:
-                expired = len(_expire_format2(self, storage).expired)
+            if self.spec_version >= 2:  # figures of the state written over, which a lost race changes
+                applied = _expire_format2(self, storage)
+                scanned, expired, reparented = len(applied.scanned), len(applied.expired), len(applied.reparented)
             else:
                 _reparent_format1(self, storage)
         return {
             "branches": len(self.branches),
             "tags": len(self.tags),
-            "snapshots_scanned": self.snapshots_scanned,
+            "snapshots_scanned": scanned,
             "snapshots_expired": expired,
-            "snapshots_retained": self.snapshots_scanned - len(self.expired),
-            "snapshots_reparented": len(self.reparented),
+            "snapshots_retained": scanned - expired,
+            "snapshots_reparented": reparented,
             "paths": self.rewritten if dry_run else [],
             "quarantine_run": None,
         }
