@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.errors import CorruptFile, NotATable
+from lakeops.errors import CorruptFile, NotATable, UnsafeOperation
 from lakeops.icechunk.binary import FileType, read_payload
 from lakeops.icechunk.flatbuf import Table
 from lakeops.icechunk.ids import encode_bytes, validate_id
@@ -80,6 +80,16 @@ class RepoInfo(BaseModel):
     snapshots: dict[str, SnapshotInfo]
     #: Format 1 has no status: always online.
     status: RepoStatus = RepoStatus()
+
+    def require_online(self, operation: str) -> None:
+        """Refuse ``operation``, which changes the repository, unless its ``RepoStatus`` is Online."""
+        status = self.status
+        if not status.online:
+            state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
+            reason = status.limited_availability_reason or "no reason given"
+            raise UnsafeOperation(
+                f"{self.source}: the repository is {state} ({reason}); {operation} changes it and is refused"
+            )
 
     def ancestry(self, snapshot_id: str) -> list[SnapshotInfo]:
         """``snapshot_id`` and its parents, newest first."""

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.errors import CommitConflict, InvalidArgument, NotFound
+from lakeops.errors import CommitConflict, InvalidArgument, NotFound, VersionNotFound
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import new_id
 from lakeops.icechunk.maintenance.expiry import require_repository
@@ -344,16 +344,14 @@ def sources(plan: PackingPlan) -> dict[str, dict[ChunkIndices, ChunkRef]]:
     return found
 
 
-def check_packable(
-    plan: PackingPlan, moved_to: str, current: Callable[[str], Mapping[ChunkIndices, object]]
-) -> None:
+def check_packable(plan: PackingPlan, moved_to: str, current: Callable[[str], Mapping[ChunkIndices, object]]) -> None:
     """Refuse (:class:`~lakeops.errors.CommitConflict`) to build on a tip, ``moved_to`` as the message
     names it, where a packed chunk no longer has the payload it was packed from (``current``: an
-    array's chunks at that tip; :class:`~lakeops.errors.InvalidArgument` if the array is gone)."""
+    array's chunks at that tip; InvalidArgument or VersionNotFound if the array is gone)."""
     for path, chunks in sources(plan).items():
         try:
             payloads = current(path)
-        except InvalidArgument as exc:
+        except (InvalidArgument, VersionNotFound) as exc:
             raise CommitConflict(
                 f"{plan.table_root}: branch {plan.branch!r} moved to {moved_to} and {exc}; compaction aborted"
             ) from exc
@@ -390,9 +388,7 @@ def new_refs(plan: PackingPlan, results: Sequence[PackResult]) -> dict[str, dict
 
 def commit_message(plan: PackingPlan, results: Sequence[PackResult]) -> str:
     packed = sum(len(r.chunks) for r in results)
-    return (
-        f"lakeops compact: {packed} chunks of {plan.arrays_compacted} arrays packed into {len(results)} chunk files"
-    )
+    return f"lakeops compact: {packed} chunks of {plan.arrays_compacted} arrays packed into {len(results)} chunk files"
 
 
 def commit_packing(plan: PackingPlan, results: list[PackResult], storage: Storage) -> CommitResult:

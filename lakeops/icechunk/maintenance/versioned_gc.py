@@ -30,7 +30,6 @@ from collections import Counter
 from datetime import timedelta
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.errors import UnsafeOperation
 from lakeops.icechunk.maintenance.gc import (
     DEFAULT_BATCH_SIZE,
     CollectionPlan,
@@ -124,13 +123,7 @@ def plan_versioned_gc(
     """List the repository once and choose the objects to delete (rules in the module docs). A format 2
     repository whose ``RepoStatus`` is not Online (read-only or offline) is refused: deleting is a change."""
     repo = VersionedRepository(storage, root)
-    status = repo.info.status
-    if not status.online:
-        state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
-        reason = status.limited_availability_reason or "no reason given"
-        raise UnsafeOperation(
-            f"{repo.info.source}: the repository is {state} ({reason}); garbage collection changes it and is refused"
-        )
+    repo.info.require_online("garbage collection")
     window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[str, dict[str, FileInfo]] = {}
     unrecognised = 0

@@ -1,12 +1,12 @@
 """Which kind of Icechunk repository a run meets, and what each kind allows.
 
 lakeops reads and writes the seed format itself. Icechunk format 1 and 2
-(:func:`~lakeops.icechunk.versioned.format_version`) it reads natively, so ``inspect`` and garbage
-collection (which only deletes) and change capture (which writes only its Delta output) work on both;
-it writes neither format's metadata yet. Format 1 has
-its expiry planned for the ``icechunk`` package, which then rewrites and deletes the files itself (no
-``--quarantine``). Every other operation that would write a format 1 or 2 repository is refused,
-naming the operation and the format.
+(:func:`~lakeops.icechunk.versioned.format_version`) it reads natively, so ``inspect``, garbage
+collection (which only deletes) and change capture (which writes only its Delta output) work on both,
+and compaction writes both formats' manifests, snapshots and refs itself
+(:mod:`lakeops.icechunk.maintenance.versioned_packing`). Format 1 has its expiry planned for the
+``icechunk`` package, which then rewrites and deletes the files itself (no ``--quarantine``); expiry
+of format 2 is refused, naming the operation and the format.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from lakeops.storage import Storage, StorageOptions
 from lakeops.units import format_duration, instant
 
 __all__ = [
-    "COMPACT_REFUSED",
     "RemovalPlan",
     "delegated_plan",
-    "refuse_package_format",
     "refuse_quarantine",
     "refused_operations",
     "removal_fields",
@@ -39,7 +37,6 @@ __all__ = [
 #: The format the icechunk 1.x package, lakeops' delegate, reads and writes.
 _PACKAGE_FORMAT = 1
 
-COMPACT_REFUSED = "lakeops reads that format but does not write its manifests and snapshots"
 EXPIRE_REFUSED = (
     "lakeops does not write the repo object yet, and the icechunk package it delegates to reads format "
     f"{_PACKAGE_FORMAT} only"
@@ -51,19 +48,7 @@ def refused_operations(version: int | None) -> dict[str, str]:
     format, where every operation runs), and why: what ``inspect`` reports."""
     if version is None:
         return {}
-    refused = {"compact": COMPACT_REFUSED}
-    if version > _PACKAGE_FORMAT:
-        refused["expire"] = EXPIRE_REFUSED
-    return refused
-
-
-def refuse_package_format(storage: Storage, location: str, operation: str, reason: str) -> None:
-    """Refuse ``operation`` on a format 1 or 2 repository, for ``reason``."""
-    version = format_version(storage, location)
-    if version is not None:
-        raise UnsupportedFeature(
-            f"{location}: {operation} of Icechunk format {version} repositories is not available: {reason}"
-        )
+    return {"expire": EXPIRE_REFUSED} if version > _PACKAGE_FORMAT else {}
 
 
 def delegated_plan(
