@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -357,3 +357,138 @@ def test_format_2_reads_the_same_and_the_repo_object_records_the_commit(name: st
         manifest = _record(root, "manifests", manifest_id, FileType.MANIFEST, fbs.MANIFEST)
         assert size == (root / "manifests" / manifest_id).stat().st_size
         assert count == sum(len(a["refs"]) for a in manifest["arrays"])
+
+
+@pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2"])
+def test_a_dry_run_changes_nothing(name: str, tmp_path: Path) -> None:
+    root = _copy(name, tmp_path)
+    before = _files(root)
+    report = _compact(root, dry_run=True)
+    assert (report.dry_run, report.chunks_packed, report.committed_snapshot) == (True, 3, None)
+    assert _files(root) == before
+
+
+# --- races: another writer commits between the plan and the commit -------------------------------------
+
+
+def _race(monkeypatch: pytest.MonkeyPatch, other_writer: Callable[[], str]) -> list[str]:
+    """Let ``other_writer`` commit just before compaction's first branch update; returns its snapshot id
+    (one entry, once it ran)."""
+    landed: list[str] = []
+    move_branch = versioned_packing._move_branch
+
+    def racing(*args: Any) -> None:
+        if not landed:
+            landed.append("running")
+            landed[0] = other_writer()
+        move_branch(*args)
+
+    monkeypatch.setattr(versioned_packing, "_move_branch", racing)
+    return landed
+
+
+def _empty_commit(root: Path) -> str:
+    """Another format 2 writer's commit on main that moves no chunk: the tip's nodes under a new snapshot."""
+    tip = _repo(root).info.branches["main"]
+    record = _record(root, "snapshots", tip, FileType.SNAPSHOT, fbs.SNAPSHOT)
+    snapshot_id, flushed_at = new_id(), int(time.time() * 1_000_000)
+    record.update(id=decode_bytes(snapshot_id), message="another writer", flushed_at=flushed_at)
+    (root / "snapshots" / snapshot_id).write_bytes(file_bytes(encode(record, fbs.SNAPSHOT), FileType.SNAPSHOT, 2))
+
+    def change(document: RepoDocument) -> tuple[int, Record]:
+        document.add_snapshot(snapshot_id, tip, flushed_at, "another writer")
+        document.branches["main"] = snapshot_id
+        return fbs.NEW_COMMIT, {"branch": "main", "new_snap_id": decode_bytes(snapshot_id)}
+
+    update_repo(open_storage(str(root)), str(root), change)
+    return snapshot_id
+
+
+def _listing(root: Path) -> dict[str, set[str]]:
+    return {d: {p.name for p in (root / d).iterdir()} for d in ("chunks", "manifests", "snapshots", "transactions")}
+
+
+def test_format_2_a_commit_elsewhere_is_rebased_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _copy("split-repo-v2", tmp_path)
+    contents = _contents(root, _repo(root).info.branches["main"])
+    landed = _race(monkeypatch, lambda: _empty_commit(root))
+
+    report = _compact(root)
+
+    assert report.commit_attempts == 2 and len(landed) == 1
+    info = _repo(root).info
+    assert info.branches["main"] == report.committed_snapshot
+    assert report.committed_snapshot is not None
+    assert info.snapshots[report.committed_snapshot].parent_id == landed[0]
+    assert _contents(root, report.committed_snapshot) == contents
+
+
+def test_format_2_a_commit_that_moved_the_packed_chunks_aborts_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _copy("test-repo-v2", tmp_path)
+    before = _listing(root)
+    competitor: list[IcechunkCompactionReport] = []
+
+    def compact_first() -> str:
+        competitor.append(_compact(root))
+        assert competitor[0].committed_snapshot is not None
+        return competitor[0].committed_snapshot
+
+    landed = _race(monkeypatch, compact_first)
+
+    with pytest.raises(CommitConflict, match="was rewritten since the plan"):
+        _compact(root)
+
+    assert _repo(root).info.branches["main"] == landed[0]
+    after = _listing(root)
+    # only the competitor's files were added: ours (the chunk file, manifest, snapshot, log) are deleted
+    assert len(after["chunks"] - before["chunks"]) == competitor[0].files_added == 1
+    assert after["snapshots"] - before["snapshots"] == {landed[0]}
+    assert after["transactions"] - before["transactions"] == {landed[0]}
+    assert len(after["manifests"] - before["manifests"]) == 1
+
+
+def test_format_1_a_racing_package_commit_elsewhere_is_rebased_over(
+    format1: Format1, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    landed = _race(monkeypatch, lambda: format1.edit("main", "c", slice(0, 2), [1, 1], "edit the inline array"))
+    report = _compact(format1.root)
+    assert report.commit_attempts == 2
+    assert format1.ancestry("main")[:2] == [report.committed_snapshot, landed[0]]
+    assert format1.arrays("main")["c"] == [1, 1]
+
+
+def test_format_1_a_racing_package_commit_of_a_packed_chunk_aborts_cleanly(
+    format1: Format1, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = format1.root
+    before = _listing(root)
+    tip = format1.ancestry("main")[0]
+    landed = _race(monkeypatch, lambda: format1.edit("main", "a", slice(0, 2), [5, 6], "rewrite a packed chunk"))
+    with pytest.raises(CommitConflict, match="was rewritten since the plan"):
+        _compact(root)
+    assert format1.ancestry("main")[:2] == [landed[0], tip]
+    after = _listing(root)
+    assert len(after["chunks"] - before["chunks"]) == 1  # the racing commit's chunk: our packed files are deleted
+    assert after["snapshots"] - before["snapshots"] == {landed[0]}
+    assert format1.arrays("main")["a"][:2] == [5, 6]
+
+
+# --- change capture ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2"])
+def test_change_capture_sees_no_data_change_in_a_compaction(name: str, tmp_path: Path) -> None:
+    root = _copy(name, tmp_path)
+    tip = _repo(root).info.branches["main"]
+    report = _compact(root)
+    new = report.committed_snapshot
+    assert new is not None
+    assert _native_objects(root, new) != _native_objects(root, tip)  # the references did change
+
+    assert diff_versioned(_repo(root), tip, new, depth=1) == []
+    output = tmp_path / "changes"
+    extracted = api.cdc(str(root), CdcOptions(from_version=tip, output=str(output)))
+    assert isinstance(extracted, IcechunkCdcReport)
+    assert (extracted.snapshots_extracted, extracted.rows_written, extracted.to_snapshot) == (1, 0, new)
