@@ -13,6 +13,7 @@ from lakeops.icechunk.maintenance.expiry import plan_expiry
 from lakeops.icechunk.maintenance.gc import list_objects, plan_gc, scan_directory
 from lakeops.icechunk.maintenance.packing import plan_packing
 from lakeops.icechunk.maintenance.versioned_gc import KINDS, plan_versioned_gc
+from lakeops.icechunk.maintenance.versioned_packing import plan_versioned_packing
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.versioned import VersionedRepository
@@ -114,8 +115,9 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
 def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
     """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
 
-    Reclaimable objects are what :mod:`.versioned_gc` would delete now with the default retention.
-    Nothing is packable or expirable: lakeops does not compact or expire these formats itself."""
+    Reclaimable objects are what :mod:`.versioned_gc` would delete now with the default retention,
+    packable ones what :mod:`.versioned_packing` would pack; nothing is expirable here (format 1's
+    expiry is the icechunk package's)."""
     repo = VersionedRepository(storage, root)
     info = repo.info
     tip = info.branches.get(branch)
@@ -124,6 +126,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
     gc = plan_versioned_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms)
     listed = {kind: scan_directory(storage, join(repo.root, directory))[0] for kind, directory in KINDS.items()}
     reclaimable = gc.candidates
+    packing = plan_versioned_packing(storage, repo.root, StorageOptions(), branch=branch, min_input_files=2)
     kinds: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     tip_snapshot = repo.snapshot(tip)
@@ -150,6 +153,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
         **_chunk_fields(kinds, sizes),
         chunk_objects=len(listed["chunk"]),
         chunk_object_bytes=sum(file.size for file in listed["chunk"].values()),
+        packable_chunk_objects=packing.input_files,
         reclaimable_objects=len(reclaimable),
         reclaimable_bytes=sum(file.size for file in reclaimable),
     )

@@ -39,6 +39,7 @@ from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.ops.icechunk.cdc import IcechunkCdcReport
 from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
+from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.orphans import OrphansOptions
 from lakeops.storage import open_storage
 
@@ -492,3 +493,15 @@ def test_change_capture_sees_no_data_change_in_a_compaction(name: str, tmp_path:
     extracted = api.cdc(str(root), CdcOptions(from_version=tip, output=str(output)))
     assert isinstance(extracted, IcechunkCdcReport)
     assert (extracted.snapshots_extracted, extracted.rows_written, extracted.to_snapshot) == (1, 0, new)
+
+
+@pytest.mark.parametrize("name", ["test-repo-v1", "split-repo-v2"])
+def test_inspect_counts_the_objects_compaction_packs(name: str, tmp_path: Path) -> None:
+    root = _copy(name, tmp_path)
+    before = api.inspect(str(root))
+    assert isinstance(before, IcechunkInspectReport) and "compact" in before.supported_operations
+    report = _compact(root)
+    after = api.inspect(str(root))
+    assert isinstance(after, IcechunkInspectReport)
+    assert (before.packable_chunk_objects, after.packable_chunk_objects) == (report.files_removed, 0)
+    assert after.chunks_native == before.chunks_native
