@@ -41,7 +41,9 @@ from lakeops.ops.icechunk.cdc import IcechunkCdcReport
 from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.orphans import OrphansOptions
-from lakeops.storage import open_storage
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.verify import compaction_kept_rows
+from lakeops.storage import StorageOptions, open_storage
 
 MODERN = TESTDATA / "modern" / "icechunk"
 #: Pack every small chunk object (the fixtures hold a handful).
@@ -505,3 +507,21 @@ def test_inspect_counts_the_objects_compaction_packs(name: str, tmp_path: Path) 
     assert isinstance(after, IcechunkInspectReport)
     assert (before.packable_chunk_objects, after.packable_chunk_objects) == (report.files_removed, 0)
     assert after.chunks_native == before.chunks_native
+
+
+@pytest.mark.parametrize("name", ["test-repo-v1", "split-repo-v2"])
+def test_the_post_compaction_check_reads_back_identical_and_catches_a_damaged_pack(name: str, tmp_path: Path) -> None:
+    root = _copy(name, tmp_path)
+    small = {p.name for p in (root / "chunks").iterdir()}
+    report = _compact(root)
+    target = resolve_target(str(root), CatalogOptions(), StorageOptions())
+    checked = compaction_kept_rows(target, report)
+    assert checked.passed, checked.summary
+    assert checked.details["chunks"] >= report.chunks_packed
+
+    (pack,) = {p.name for p in (root / "chunks").iterdir()} - small
+    data = bytearray((root / "chunks" / pack).read_bytes())
+    data[0] ^= 0xFF
+    (root / "chunks" / pack).write_bytes(bytes(data))
+    broken = compaction_kept_rows(target, report)
+    assert not broken.passed and "more differ" in broken.summary
