@@ -31,13 +31,14 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import msgpack
 from flatbuffers import flexbuffers
 
-from lakeops.errors import CommitConflict, NotFound
+from lakeops.errors import CommitConflict, NotFound, VersionNotFound
 from lakeops.icechunk import fbs
 from lakeops.icechunk.binary import FileType, file_bytes, read_payload
 from lakeops.icechunk.flatbuf_codec import Record, Schema, decode, encode
@@ -127,7 +128,7 @@ def plan_versioned_packing(
 def _tip(repo: VersionedRepository, branch: str) -> str:
     tip = repo.info.branches.get(branch)
     if tip is None:
-        raise CommitConflict(f"{repo.info.source}: branch {branch!r} does not exist")
+        raise VersionNotFound(f"{repo.info.source}: branch {branch!r} does not exist")
     return tip
 
 
@@ -136,15 +137,15 @@ def _read(storage: Storage, path: str, file_type: FileType, schema: Schema) -> R
     return decode(table, schema)
 
 
+@dataclass
 class _Staged:
     """One attempt's files (path -> bytes, in write order) and the new snapshot's ``SnapshotInfo`` fields."""
 
-    def __init__(self, snapshot_id: str, flushed_at: int, message: str, metadata: list[Record]) -> None:
-        self.snapshot_id = snapshot_id
-        self.flushed_at = flushed_at
-        self.message = message
-        self.metadata = metadata
-        self.files: dict[str, bytes] = {}
+    snapshot_id: str
+    flushed_at: int
+    message: str
+    metadata: list[Record]
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def _repoint(manifest: Record, moves: dict[bytes, dict[ChunkIndices, tuple[PackedRef, PackedRef]]]) -> bool:
@@ -273,10 +274,10 @@ class _BranchMoved(Exception):
     """The branch no longer names the tip this attempt built on."""
 
 
-def _move_branch(storage: Storage, plan: VersionedPackingPlan, spec_version: int, tip: str, staged: _Staged) -> None:
+def _move_branch(storage: Storage, plan: VersionedPackingPlan, tip: str, staged: _Staged) -> None:
     """Point the branch at the staged snapshot if it still names ``tip`` (module docs), else
     :class:`_BranchMoved`."""
-    if spec_version == 1:
+    if plan.spec_version == 1:
         try:
             replace_branch_ref(storage, plan.table_root, plan.branch, tip, staged.snapshot_id)
         except (CommitConflict, NotFound) as exc:
@@ -311,7 +312,15 @@ def commit_versioned_packing(
     message = commit_message(plan, results)
     for attempt in range(1, _ATTEMPTS + 1):
         repo = VersionedRepository(storage, plan.table_root)
-        tip = _tip(repo, plan.branch)
+        try:
+            tip = _tip(repo, plan.branch)
+        except VersionNotFound as exc:
+            raise CommitConflict(f"{exc} any more; compaction aborted") from exc
+        if repo.info.spec_version != plan.spec_version:
+            raise CommitConflict(
+                f"{plan.table_root}: the repository moved from spec version {plan.spec_version} to "
+                f"{repo.info.spec_version} since the plan; compaction aborted"
+            )
         if tip != plan.base_snapshot:
             check_packable(plan, f"snapshot {tip}", partial(_current_refs, repo, tip))
         record = _read(storage, join(repo.root, SNAPSHOTS_DIR, tip), FileType.SNAPSHOT, fbs.SNAPSHOT)
@@ -320,12 +329,11 @@ def commit_versioned_packing(
             node_ids[path]: {indices: (origins[path][indices], ref) for indices, ref in chunks.items()}
             for path, chunks in targets.items()
         }
-        spec_version = repo.info.spec_version
-        staged = _stage(storage, repo.root, spec_version, record, moves, message, now)
+        staged = _stage(storage, repo.root, plan.spec_version, record, moves, message, now)
         for path, data in staged.files.items():
             storage.put_if_absent(path, data)
         try:
-            _move_branch(storage, plan, spec_version, tip, staged)
+            _move_branch(storage, plan, tip, staged)
         except _BranchMoved:
             storage.delete_many(list(staged.files))
             continue
