@@ -116,13 +116,28 @@ def plan_versioned_packing(
             native[node.path] = [
                 (i, PackedRef(r.chunk_id, r.offset, r.length)) for i, r in refs if r.chunk_id is not None
             ]
+    fields = plan_fields(storage, repo.root, storage_options, native, target=target, min_input_files=min_input_files)
+    _check_rewritable(repo, tip, {unit.array_path for unit in fields["groups"]})
     return VersionedPackingPlan(
         branch=branch,
         spec_version=repo.info.spec_version,
         read_version=repo.snapshot(tip).flushed_at,
         base_snapshot=tip,
-        **plan_fields(storage, repo.root, storage_options, native, target=target, min_input_files=min_input_files),
+        **fields,
     )
+
+
+def _check_rewritable(repo: VersionedRepository, tip: str, paths: set[str]) -> None:
+    """Decode whole the files the commit rewrites (the tip's snapshot, the manifests of the arrays at
+    ``paths``), so that one holding a field lakeops does not know is refused before any chunk is written."""
+    if not paths:
+        return
+    _read(repo.storage, join(repo.root, SNAPSHOTS_DIR, tip), FileType.SNAPSHOT, fbs.SNAPSHOT)
+    for node in repo.snapshot(tip).nodes:
+        if node.path in paths and node.node_data is not None:
+            for manifest in node.node_data.manifests:
+                path = join(repo.root, MANIFESTS_DIR, manifest.object_id)
+                _read(repo.storage, path, FileType.MANIFEST, fbs.MANIFEST)
 
 
 def _tip(repo: VersionedRepository, branch: str) -> str:

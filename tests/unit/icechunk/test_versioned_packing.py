@@ -26,10 +26,10 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from lakeops import api
-from lakeops.errors import CommitConflict
+from lakeops.errors import CommitConflict, UnsupportedFeature
 from lakeops.icechunk import fbs
 from lakeops.icechunk.binary import FileType, file_bytes, read_payload
-from lakeops.icechunk.flatbuf_codec import Record, decode, encode
+from lakeops.icechunk.flatbuf_codec import Bytes, Field, Record, Schema, decode, encode
 from lakeops.icechunk.ids import decode_bytes, encode_bytes, new_id
 from lakeops.icechunk.maintenance import versioned_packing
 from lakeops.icechunk.maintenance.diff import diff_versioned
@@ -525,3 +525,22 @@ def test_the_post_compaction_check_reads_back_identical_and_catches_a_damaged_pa
     (root / "chunks" / pack).write_bytes(bytes(data))
     broken = compaction_kept_rows(target, report)
     assert not broken.passed and "more differ" in broken.summary
+
+
+def test_a_manifest_with_a_field_lakeops_does_not_know_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    root = _copy("test-repo-v2", tmp_path)
+    repo = _repo(root)
+    tip = repo.info.branches["main"]
+    manifest_id = next(
+        ref.object_id
+        for node in repo.snapshot(tip).nodes
+        if node.path == "/group1/big_chunks" and node.node_data is not None
+        for ref in node.node_data.manifests
+    )
+    newer = Schema("Manifest", (*fbs.MANIFEST.fields, Field("from_the_future", Bytes())))
+    record = {**_record(root, "manifests", manifest_id, FileType.MANIFEST, fbs.MANIFEST), "from_the_future": b"?"}
+    (root / "manifests" / manifest_id).write_bytes(file_bytes(encode(record, newer), FileType.MANIFEST, 2))
+    before = _files(root)
+    with pytest.raises(UnsupportedFeature, match=f"manifests/{manifest_id}: Manifest has field 5"):
+        _compact(root)
+    assert _files(root) == before
