@@ -21,6 +21,7 @@ import icechunk
 import numpy as np
 import pytest
 import zarr
+from flatbuffers import flexbuffers
 from lakeops_testdata import TESTDATA
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -353,6 +354,21 @@ def test_format_2_reads_the_same_and_the_repo_object_records_the_commit(name: st
             assert rewritten.get("location_dictionary") == old.get("location_dictionary")
     snapshot = _record(root, "snapshots", new, FileType.SNAPSHOT, fbs.SNAPSHOT)
     assert "parent_id" not in snapshot
+    assert {item["name"]: item["value"] for item in snapshot["metadata"]} == {
+        "lakeops.operation": bytes(flexbuffers.Dumps("compact"))
+    }
+    repo = _repo(root)
+    repointed = {
+        (node.id, indices)
+        for node in repo.snapshot(new).nodes
+        if node.is_array
+        for indices, ref in repo.chunk_refs(new, node.path).items()
+        if ref != repo.chunk_refs(tip, node.path)[indices]
+    }
+    log = _record(root, "transactions", new, FileType.TRANSACTION_LOG, fbs.TRANSACTION_LOG)
+    logged = {(encode_bytes(a["node_id"]), tuple(c["coords"])) for a in log["updated_chunks"] for c in a["chunks"]}
+    assert logged == repointed and len(logged) == report.chunks_packed
+    assert log["moved_nodes"] == [] and log["new_arrays"] == []
     listed = {encode_bytes(i["id"]): (i["size_bytes"], i["num_chunk_refs"]) for i in snapshot["manifest_files_v2"]}
     named = {manifest_id for refs in after.values() for manifest_id, _ in refs}
     assert set(listed) == named
