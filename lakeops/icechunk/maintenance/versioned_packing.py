@@ -169,10 +169,12 @@ def _repoint(manifest: Record, moves: dict[bytes, dict[ChunkIndices, tuple[Packe
     for array in manifest.get("arrays", []):
         moved = moves.get(array["node_id"], {})
         for ref in array.get("refs", []):
-            source, target = moved.get(tuple(ref.get("index", [])), (None, None))
-            if source is None or target is None or ref.get("chunk_id") != decode_bytes(source.id):
+            move = moved.get(tuple(ref.get("index", [])))
+            if move is None:
                 continue
-            if (ref.get("offset", 0), ref.get("length", 0)) == (source.offset, source.length):
+            source, target = move
+            held = (ref.get("chunk_id"), ref.get("offset", 0), ref.get("length", 0))
+            if held == (decode_bytes(source.id), source.offset, source.length):
                 ref.update(chunk_id=decode_bytes(target.id), offset=target.offset, length=target.length)
                 changed = True
         array["refs"] = sorted(array.get("refs", []), key=lambda r: list(r.get("index", [])))
