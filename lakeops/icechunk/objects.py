@@ -81,6 +81,8 @@ class Snapshot(_Model):
     message: str
     #: ``manifest_files`` (format 1) or ``manifest_files_v2`` (format 2).
     manifest_files: list[ManifestFileInfo]
+    #: ``MetadataItem`` name -> value as stored (MessagePack in format 1, FlexBuffers in format 2).
+    metadata: dict[str, bytes] = {}
 
 
 class ChunkRef(_Model):
@@ -171,6 +173,7 @@ def decode_snapshot(data: bytes, path: str) -> Snapshot:
         flushed_at=root.scalar(3, "Q"),
         message=root.string(4) or "",
         manifest_files=files,
+        metadata={item.string(0) or "": item.byte_vector(1) or b"" for item in root.tables(5)},
     )
 
 

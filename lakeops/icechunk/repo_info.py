@@ -34,7 +34,6 @@ __all__ = [
     "SnapshotInfo",
     "decode_repo_object",
     "read_repo_info",
-    "require_online",
 ]
 
 #: The repo info object of format 2.
@@ -89,6 +88,17 @@ class RepoInfo(BaseModel):
     #: Format 1 has no status: always online.
     status: RepoStatus = RepoStatus()
 
+    def require_online(self, operation: str) -> None:
+        """Refuse ``operation``, which changes the repository, unless its ``RepoStatus`` is Online (format 2
+        can be read-only or offline)."""
+        status = self.status
+        if not status.online:
+            state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
+            reason = status.limited_availability_reason or "no reason given"
+            raise UnsafeOperation(
+                f"{self.source}: the repository is {state} ({reason}); {operation} changes it and is refused"
+            )
+
     def ancestry(self, snapshot_id: str) -> list[SnapshotInfo]:
         """``snapshot_id`` and its parents, newest first."""
         line: list[SnapshotInfo] = []
@@ -102,18 +112,6 @@ class RepoInfo(BaseModel):
             line.append(info)
             current = info.parent_id
         return line
-
-
-def require_online(info: RepoInfo, operation: str) -> None:
-    """Refuse ``operation``, which changes the repository, unless its ``RepoStatus`` is Online (format 2
-    can be read-only or offline)."""
-    status = info.status
-    if not status.online:
-        state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
-        reason = status.limited_availability_reason or "no reason given"
-        raise UnsafeOperation(
-            f"{info.source}: the repository is {state} ({reason}); {operation} changes it and is refused"
-        )
 
 
 def _ref_map(refs: list[Table], snapshot_ids: list[str], path: str) -> dict[str, str]:

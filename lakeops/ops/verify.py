@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,7 @@ from lakeops.iceberg.scan import FileScanTask, plan_scan
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.binary import HEADER_SIZE, spec_version_of
 from lakeops.icechunk.manifest import ChunkPayload, ChunkRef, InlineChunk
+from lakeops.icechunk.objects import ChunkRef as VersionedChunkRef
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
 from lakeops.icechunk.snapshot import ArrayData
 from lakeops.icechunk.versioned import VersionedRepository, format_version
@@ -268,32 +269,68 @@ def _chunk_bytes(repo: Repository, payload: ChunkPayload) -> bytes | ChunkPayloa
     return payload  # virtual: lives outside the repository; the reference itself must be unchanged
 
 
+#: A repository as the compaction check reads it: a snapshot's parent, its nodes (path -> is an array),
+#: an array's chunks (indices -> bytes, or a virtual chunk's reference).
+_ChunkView = tuple[
+    Callable[[str], str | None],
+    Callable[[str], dict[str, bool]],
+    Callable[[str, str], dict[tuple[int, ...], object]],
+]
+
+
+def _seed_view(repo: Repository) -> _ChunkView:
+    return (
+        lambda snapshot_id: repo.read_snapshot(snapshot_id).parent_id,
+        lambda snapshot_id: {n.path: isinstance(n.node_data, ArrayData) for n in repo.nodes(snapshot_id)},
+        lambda snapshot_id, path: {i: _chunk_bytes(repo, p) for i, p in repo.chunk_payloads(snapshot_id, path).items()},
+    )
+
+
+def _versioned_view(repo: VersionedRepository) -> _ChunkView:
+    """Format 1 and 2: a native chunk's bytes are its range of ``chunks/<chunk_id>``."""
+
+    def content(ref: VersionedChunkRef) -> object:
+        if ref.kind == "native":
+            return repo.storage.read_range(join(repo.root, CHUNKS_DIR, str(ref.chunk_id)), ref.offset, ref.length)
+        return ref.inline if ref.kind == "inline" else ref
+
+    return (
+        lambda snapshot_id: repo.info.snapshots[snapshot_id].parent_id,
+        lambda snapshot_id: {n.path: n.is_array for n in repo.snapshot(snapshot_id).nodes},
+        lambda snapshot_id, path: {i: content(r) for i, r in repo.chunk_refs(snapshot_id, path).items()},
+    )
+
+
 def _icechunk_compaction(location: str, report: IcechunkCompactionReport, options: StorageOptions) -> Verification:
     assert report.committed_snapshot is not None
-    repo = Repository.open(location, options)
+    storage = open_storage(location, options)
+    seed = format_version(storage, location) is None
+    root = normalize(location)
+    parent_of, nodes, chunks_of = (
+        _seed_view(Repository.open(location, options)) if seed else _versioned_view(VersionedRepository(storage, root))
+    )
     new_id = report.committed_snapshot
-    parent_id = repo.read_snapshot(new_id).parent_id
+    parent_id = parent_of(new_id)
     if parent_id is None:
-        raise VersionNotFound(f"{repo.root}: snapshot {new_id} has no parent to compare with")
-    new_nodes = {n.path: n for n in repo.nodes(new_id)}
-    old_nodes = {n.path: n for n in repo.nodes(parent_id)}
+        raise VersionNotFound(f"{root}: snapshot {new_id} has no parent to compare with")
+    new_nodes, old_nodes = nodes(new_id), nodes(parent_id)
     problems = [f"nodes differ ({sorted(set(new_nodes) ^ set(old_nodes))})"] if set(new_nodes) != set(old_nodes) else []
     arrays = chunks = 0
-    for path, node in new_nodes.items():
-        if not isinstance(node.node_data, ArrayData) or path not in old_nodes:
+    for path, is_array in new_nodes.items():
+        if not is_array or path not in old_nodes:
             continue
         arrays += 1
-        new, old = repo.chunk_payloads(new_id, path), repo.chunk_payloads(parent_id, path)
+        new, old = chunks_of(new_id, path), chunks_of(parent_id, path)
         if set(new) != set(old):
             problems.append(f"array {path} holds chunks {len(new)} vs {len(old)}")
             continue
         chunks += len(new)
-        differing = [i for i in sorted(new) if _chunk_bytes(repo, new[i]) != _chunk_bytes(repo, old[i])]
+        differing = [i for i in sorted(new) if new[i] != old[i]]
         if differing:
             problems.append(f"array {path} chunk {list(differing[0])} and {len(differing) - 1} more differ")
     return Verification(
         passed=not problems,
-        summary=f"{repo.root}: snapshot {new_id} vs its parent {parent_id}: "
+        summary=f"{root}: snapshot {new_id} vs its parent {parent_id}: "
         + ("; ".join(problems) if problems else f"{arrays} arrays, {chunks} chunks read back byte-identical"),
         details={
             "snapshot": new_id,

@@ -24,6 +24,7 @@ from lakeops.icechunk import refs
 from lakeops.icechunk.manifest import VirtualChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.snapshot import FillValue, ZarrArrayMetadata
+from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.icechunk.writer import ChangeSet, commit, init_repository
 from lakeops.storage import Storage, join, open_storage
 from spark_jobs.cli import main as lakeops
@@ -257,3 +258,26 @@ def test_change_capture_of_format_2_through_spark(
     assert [(r["path"], r["chunk_index"]) for r in rows if r["change"] == "modified"] == [("/group1/big_chunks", "0/0")]
     assert run_json(capsys, *extract)["already_extracted"]
     assert DeltaTable(str(tmp_path / "changes")).version() == 0
+
+
+def test_compaction_of_format_2_through_spark(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Spark's tasks pack split-repo-v2's 16 small chunk objects into one file; lakeops' format 2 reader
+    then reads every chunk of the new tip as the old tip held it."""
+    root = tmp_path / "split-repo-v2"
+    shutil.copytree(TESTDATA / "modern" / "icechunk" / "split-repo-v2", root)
+    repo = VersionedRepository(open_storage(str(root)), str(root))
+    tip = repo.info.branches["main"]
+
+    def chunks(snapshot_id: str) -> dict[tuple[int, ...], bytes]:
+        refs_ = VersionedRepository(open_storage(str(root)), str(root)).chunk_refs(snapshot_id, "/group1/split")
+        return {
+            i: (root / "chunks" / str(r.chunk_id)).read_bytes()[r.offset : r.offset + r.length]
+            for i, r in refs_.items()
+        }
+
+    report = run_json(capsys, "compact", str(root), "--min-input-files", "2")
+    assert (report["files_removed"], report["files_added"], report["chunks_packed"]) == (16, 1, 16)
+    after = VersionedRepository(open_storage(str(root)), str(root)).info
+    assert after.branches["main"] == report["committed_snapshot"]
+    assert after.snapshots[report["committed_snapshot"]].parent_id == tip
+    assert chunks(report["committed_snapshot"]) == chunks(tip)

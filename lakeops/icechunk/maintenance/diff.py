@@ -44,7 +44,8 @@ depth, which expiry shortens, but ``flushed_at`` (microseconds): strictly increa
 above apply to them, plus one: the next snapshot to extract must have the last one extracted as its
 parent, else (that one expired, so expiry re-parented its child; or another branch) the range is
 refused rather than diffed against the wrong parent. The initial snapshot (the ``appId``) is never
-expired.
+expired. A snapshot of ``lakeops compact`` (:mod:`.versioned_packing`: metadata item
+``lakeops.operation = compact``) yields no chunk rows for the chunks it moved, as in the seed format.
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ from lakeops.errors import InvalidArgument, VersionNotFound
 from lakeops.icechunk.ids import validate_id
 from lakeops.icechunk.maintenance.expiry import require_repository
 from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
+from lakeops.icechunk.maintenance.versioned_packing import is_lakeops_compaction
 from lakeops.icechunk.manifest import ChunkIndices, ChunkPayload, ChunkRef
+from lakeops.icechunk.objects import ChunkRef as VersionedChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.snapshot import ArrayData, NodeSnapshot, Snapshot, path_sort_key
 from lakeops.icechunk.versioned import VersionedRepository, format_version
@@ -226,6 +229,10 @@ def _same_bytes_moved(old: ChunkPayload, new: ChunkPayload) -> bool:
     return isinstance(old, ChunkRef) and isinstance(new, ChunkRef) and old.length == new.length
 
 
+def _same_native_bytes_moved(old: VersionedChunkRef, new: VersionedChunkRef) -> bool:
+    return old.kind == new.kind == "native" and old.length == new.length
+
+
 def diff_snapshots(repo: Repository, parent_id: str, child_id: str) -> list[ChangeRow]:
     """The rows of ``child_id`` against ``parent_id`` (snapshot file or embedded ids), in path order."""
     parent, child = repo.read_snapshot(parent_id), repo.read_snapshot(child_id)
@@ -269,7 +276,9 @@ def _flushed(microseconds: int) -> datetime:
 def diff_versioned(repo: VersionedRepository, parent_id: str, child_id: str, depth: int) -> list[ChangeRow]:
     """The rows of snapshot ``child_id`` of a format 1 or 2 repository against ``parent_id``, in path
     order: nodes compared by kind and Zarr metadata (``NodeSnapshot.user_data``), chunks by their
-    ``ChunkRef`` (inline bytes, native object and range, or virtual location). ``depth`` is the
+    ``ChunkRef`` (inline bytes, native object and range, or virtual location), except that a native
+    chunk moved to a range of the same length is no change in a snapshot of ``lakeops compact``
+    (metadata ``lakeops.operation = compact``). ``depth`` is the
     child's position in the ancestry extracted (which expiry shortens, so it is not the watermark)."""
 
     def nodes(snapshot_id: str) -> dict[str, _Node]:
@@ -278,8 +287,10 @@ def diff_versioned(repo: VersionedRepository, parent_id: str, child_id: str, dep
             for node in repo.snapshot(snapshot_id).nodes
         }
 
-    changes = _changes(nodes(parent_id), nodes(child_id), (parent_id, child_id), repo.chunk_refs)
-    flushed_at = repo.snapshot(child_id).flushed_at
+    child = repo.snapshot(child_id)
+    unchanged = _same_native_bytes_moved if is_lakeops_compaction(child) else _never
+    changes = _changes(nodes(parent_id), nodes(child_id), (parent_id, child_id), repo.chunk_refs, unchanged)
+    flushed_at = child.flushed_at
     return _rows(
         changes, snapshot_id=child_id, parent_snapshot_id=parent_id, depth=depth, timestamp=_flushed(flushed_at)
     )

@@ -33,21 +33,21 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.errors import CommitConflict, InvalidArgument, NotFound
+from lakeops.errors import CommitConflict, InvalidArgument, NotFound, VersionNotFound
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import new_id
 from lakeops.icechunk.maintenance.expiry import require_repository
 from lakeops.icechunk.maintenance.gc import list_kind
 from lakeops.icechunk.manifest import ChunkIndices, ChunkRef
-from lakeops.icechunk.repository import Repository
+from lakeops.icechunk.repository import CHUNKS_DIR, Repository
 from lakeops.icechunk.writer import ChangeSet, CommitResult, commit
 from lakeops.plan import CommitOutcome, MaintenancePlan
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import Storage, StorageOptions, join, open_storage
 
 __all__ = [
     "COMPACT",
@@ -196,39 +196,39 @@ def _bins(
     return bins
 
 
-def plan_packing(
-    storage: Storage,
-    root: str,
-    storage_options: StorageOptions,
-    *,
-    branch: str = "main",
-    target_file_size: int | None = None,
-    min_input_files: int = 5,
-) -> PackingPlan:
-    """Plan the packing of ``branch``'s tip (rules in the module docs)."""
+def check_packing_options(root: str, target_file_size: int | None, min_input_files: int) -> int:
+    """The target size the options ask for (None: :data:`DEFAULT_PACK_SIZE`), refusing nonsense."""
     if min_input_files < 2:
         raise InvalidArgument(f"{root}: min_input_files must be at least 2 (one object is already one object)")
     if target_file_size is not None and target_file_size < 1:
         raise InvalidArgument(f"{root}: target_file_size must be a positive number of bytes, got {target_file_size}")
-    repo = Repository(storage, root)
-    require_repository(repo)
-    target = DEFAULT_PACK_SIZE if target_file_size is None else target_file_size
-    tip = refs.branch_tip(storage, repo.root, branch)
-    objects, _ = list_kind(storage, repo.root, "chunk")
-    native: dict[str, list[tuple[ChunkIndices, ChunkRef]]] = {}
+    return DEFAULT_PACK_SIZE if target_file_size is None else target_file_size
+
+
+#: Every array of the tip: path -> its native chunks (indices, reference), in indices order.
+NativeChunks = dict[str, list[tuple[ChunkIndices, ChunkRef]]]
+
+
+def plan_fields(
+    storage: Storage,
+    root: str,
+    storage_options: StorageOptions,
+    native: NativeChunks,
+    *,
+    target: int,
+    min_input_files: int,
+) -> dict[str, Any]:
+    """The bins and figures of a plan over the tip's ``native`` chunks (rules in the module docs), for
+    either kind of repository: chunk objects live in ``chunks/`` in every Icechunk format."""
+    objects, _ = list_kind(storage, root, "chunk")
     owners: dict[str, set[str]] = defaultdict(set)
-    for node in repo.nodes(tip.snapshot_id):
-        if not node.is_array:
-            continue
-        payloads = sorted(repo.chunk_payloads(tip.snapshot_id, node.path).items())
-        refs_ = [(i, p) for i, p in payloads if isinstance(p, ChunkRef)]
-        native[node.path] = refs_
+    for path, refs_ in native.items():
         for indices, ref in refs_:
-            owners[ref.id].add(node.path)
+            owners[ref.id].add(path)
             if ref.id not in objects:
                 raise NotFound(
-                    f"{repo.chunk_path(ref.id)}: chunk file of {node.path!r} {list(indices)} in snapshot "
-                    f"{tip.snapshot_id} of {repo.root} is missing"
+                    f"{join(root, CHUNKS_DIR, ref.id)}: chunk file of {path!r} {list(indices)} at the tip of {root} "
+                    "is missing"
                 )
     sizes = {object_id: objects[object_id].size for object_id in owners}
     units: list[PackUnit] = []
@@ -246,7 +246,7 @@ def plan_packing(
             units.append(
                 PackUnit(
                     unit_id=len(units),
-                    table_root=repo.root,
+                    table_root=root,
                     storage=storage_options,
                     array_path=path,
                     objects=len(objects_in_bin),
@@ -256,19 +256,43 @@ def plan_packing(
                     ],
                 )
             )
+    return {
+        "table_root": root,
+        "target_file_size": target,
+        "min_input_files": min_input_files,
+        "arrays": len(native),
+        "native_chunks": sum(len(r) for r in native.values()),
+        "live_files": len(sizes),
+        "live_bytes": sum(sizes.values()),
+        "candidate_files": candidates,
+        "groups": units,
+    }
+
+
+def plan_packing(
+    storage: Storage,
+    root: str,
+    storage_options: StorageOptions,
+    *,
+    branch: str = "main",
+    target_file_size: int | None = None,
+    min_input_files: int = 5,
+) -> PackingPlan:
+    """Plan the packing of ``branch``'s tip (rules in the module docs)."""
+    target = check_packing_options(root, target_file_size, min_input_files)
+    repo = Repository(storage, root)
+    require_repository(repo)
+    tip = refs.branch_tip(storage, repo.root, branch)
+    native: NativeChunks = {}
+    for node in repo.nodes(tip.snapshot_id):
+        if node.is_array:
+            payloads = sorted(repo.chunk_payloads(tip.snapshot_id, node.path).items())
+            native[node.path] = [(i, p) for i, p in payloads if isinstance(p, ChunkRef)]
     return PackingPlan(
-        table_root=repo.root,
         branch=branch,
         read_version=tip.sequence,
         base_snapshot=tip.snapshot_id,
-        target_file_size=target,
-        min_input_files=min_input_files,
-        arrays=len(native),
-        native_chunks=sum(len(r) for r in native.values()),
-        live_files=len(sizes),
-        live_bytes=sum(sizes.values()),
-        candidate_files=candidates,
-        groups=units,
+        **plan_fields(storage, repo.root, storage_options, native, target=target, min_input_files=min_input_files),
     )
 
 
@@ -311,56 +335,73 @@ def written_locations(results: Sequence[PackResult]) -> list[str]:
     return [r.location for r in results]
 
 
-def _sources(plan: PackingPlan) -> dict[str, dict[ChunkIndices, ChunkRef]]:
-    sources: dict[str, dict[ChunkIndices, ChunkRef]] = defaultdict(dict)
+def sources(plan: PackingPlan) -> dict[str, dict[ChunkIndices, ChunkRef]]:
+    """Array path -> indices -> the reference each packed chunk had at the plan's tip."""
+    found: dict[str, dict[ChunkIndices, ChunkRef]] = defaultdict(dict)
     for unit in plan.groups:
         for chunk in unit.chunks:
-            sources[unit.array_path][tuple(chunk.indices)] = chunk.ref
-    return sources
+            found[unit.array_path][tuple(chunk.indices)] = chunk.ref
+    return found
+
+
+def check_packable(plan: PackingPlan, moved_to: str, current: Callable[[str], Mapping[ChunkIndices, object]]) -> None:
+    """Refuse (:class:`~lakeops.errors.CommitConflict`) to build on a tip, ``moved_to`` as the message
+    names it, where a packed chunk no longer has the payload it was packed from (``current``: an
+    array's chunks at that tip; InvalidArgument or VersionNotFound if the array is gone)."""
+    for path, chunks in sources(plan).items():
+        try:
+            payloads = current(path)
+        except (InvalidArgument, VersionNotFound) as exc:
+            raise CommitConflict(
+                f"{plan.table_root}: branch {plan.branch!r} moved to {moved_to} and {exc}; compaction aborted"
+            ) from exc
+        for indices, ref in chunks.items():
+            if payloads.get(indices) != ref:
+                raise CommitConflict(
+                    f"{plan.table_root}: branch {plan.branch!r} moved to {moved_to} and chunk {list(indices)} of "
+                    f"{path!r} was rewritten since the plan (snapshot {plan.base_snapshot}); the packed copy is "
+                    "stale, compaction aborted"
+                )
 
 
 def _still_packable(plan: PackingPlan) -> Callable[[Repository, refs.BranchVersion], None]:
     """The ``validate`` hook of :func:`~lakeops.icechunk.writer.commit` for this plan."""
-    sources = _sources(plan)
 
     def validate(repo: Repository, tip: refs.BranchVersion) -> None:
-        if tip.snapshot_id == plan.base_snapshot:
-            return
-        for path, chunks in sources.items():
-            try:
-                current = repo.chunk_payloads(tip.snapshot_id, path)
-            except InvalidArgument as exc:
-                raise CommitConflict(
-                    f"{plan.table_root}: branch {plan.branch!r} moved to sequence {tip.sequence} and {exc}; "
-                    "compaction aborted"
-                ) from exc
-            for indices, ref in chunks.items():
-                if current.get(indices) != ref:
-                    raise CommitConflict(
-                        f"{plan.table_root}: branch {plan.branch!r} moved to sequence {tip.sequence} and chunk "
-                        f"{list(indices)} of {path!r} was rewritten since the plan (sequence {plan.read_version}); "
-                        "the packed copy is stale, compaction aborted"
-                    )
+        if tip.snapshot_id != plan.base_snapshot:
+            check_packable(plan, f"sequence {tip.sequence}", lambda path: repo.chunk_payloads(tip.snapshot_id, path))
 
     return validate
 
 
-def commit_packing(plan: PackingPlan, results: list[PackResult], storage: Storage) -> CommitResult:
-    """Point every packed chunk at its new range and commit (see the module docs for conflicts)."""
+def new_refs(plan: PackingPlan, results: Sequence[PackResult]) -> dict[str, dict[ChunkIndices, ChunkRef]]:
+    """Array path -> indices -> the packed chunk's range in its new file, once ``results`` are checked
+    to be the plan's units."""
     if sorted(r.unit_id for r in results) != [u.unit_id for u in plan.groups]:
         raise InvalidArgument(f"{plan.table_root}: packing results do not match the plan's units")
-    changes = ChangeSet()
+    found: dict[str, dict[ChunkIndices, ChunkRef]] = defaultdict(dict)
     for result in results:
         for chunk in result.chunks:
-            ref = ChunkRef(result.pack_id, chunk.offset, chunk.length)
-            changes.set_chunk_ref(result.array_path, chunk.indices, ref)
+            found[result.array_path][tuple(chunk.indices)] = ChunkRef(result.pack_id, chunk.offset, chunk.length)
+    return found
+
+
+def commit_message(plan: PackingPlan, results: Sequence[PackResult]) -> str:
     packed = sum(len(r.chunks) for r in results)
+    return f"lakeops compact: {packed} chunks of {plan.arrays_compacted} arrays packed into {len(results)} chunk files"
+
+
+def commit_packing(plan: PackingPlan, results: list[PackResult], storage: Storage) -> CommitResult:
+    """Point every packed chunk at its new range and commit (see the module docs for conflicts)."""
+    changes = ChangeSet()
+    for path, chunks in new_refs(plan, results).items():
+        for indices, ref in chunks.items():
+            changes.set_chunk_ref(path, list(indices), ref)
     return commit(
         storage,
         plan.table_root,
         changes,
-        message=f"lakeops compact: {packed} chunks of {plan.arrays_compacted} arrays packed into {len(results)} "
-        "chunk files",
+        message=commit_message(plan, results),
         branch=plan.branch,
         properties={OPERATION_PROPERTY: COMPACT},
         validate=_still_packable(plan),

@@ -15,6 +15,7 @@ from lakeops.icechunk.maintenance.packing import plan_packing
 from lakeops.icechunk.maintenance.retention import DEFAULT_RETENTION
 from lakeops.icechunk.maintenance.versioned_expiry import expirable
 from lakeops.icechunk.maintenance.versioned_gc import KINDS, plan_versioned_gc
+from lakeops.icechunk.maintenance.versioned_packing import plan_versioned_packing
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.versioned import VersionedRepository
@@ -120,9 +121,8 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
 def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
     """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
 
-    Expirable snapshots and reclaimable objects are what :mod:`.versioned_expiry` and :mod:`.versioned_gc`
-    would act on now with the default retention. Nothing is packable: lakeops does not compact these
-    formats."""
+    Expirable snapshots, packable and reclaimable objects are what :mod:`.versioned_expiry`,
+    :mod:`.versioned_packing` and :mod:`.versioned_gc` would act on now with the default settings."""
     repo = VersionedRepository(storage, root)
     info = repo.info
     tip = info.branches.get(branch)
@@ -131,6 +131,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
     gc = plan_versioned_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms)
     listed = {kind: scan_directory(storage, join(repo.root, directory))[0] for kind, directory in KINDS.items()}
     reclaimable = gc.candidates
+    packing = plan_versioned_packing(storage, repo.root, StorageOptions(), branch=branch, min_input_files=2)
     kinds: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     tip_snapshot = repo.snapshot(tip)
@@ -158,6 +159,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
         chunk_objects=len(listed["chunk"]),
         chunk_object_bytes=sum(file.size for file in listed["chunk"].values()),
         expirable_snapshots=len(expirable(info, compute_cutoff(DEFAULT_RETENTION, now_ms)).expired),
+        packable_chunk_objects=packing.input_files,
         reclaimable_objects=len(reclaimable),
         reclaimable_bytes=sum(file.size for file in reclaimable),
     )

@@ -55,7 +55,7 @@ from lakeops.icechunk.binary import FileType, file_bytes, read_payload
 from lakeops.icechunk.flatbuf_codec import Record, decode, encode
 from lakeops.icechunk.ids import decode_bytes, encode_bytes
 from lakeops.icechunk.maintenance.retention import resolve_retention
-from lakeops.icechunk.repo_info import REPO_OBJECT, RepoInfo, require_online
+from lakeops.icechunk.repo_info import REPO_OBJECT, RepoInfo
 from lakeops.icechunk.repo_update import RepoDocument, update_repo
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import VersionedRepository
@@ -186,7 +186,7 @@ def plan_versioned_expiry(
     Online is refused: expiry changes it."""
     repo = VersionedRepository(storage, root)
     info = repo.info
-    require_online(info, "snapshot expiry")
+    info.require_online("snapshot expiry")
     window = resolve_retention(repo.root, retention, override=force, override_flag="--force")
     cutoff = compute_cutoff(window, now_ms)
     decided = expirable(info, cutoff)

@@ -39,7 +39,7 @@ from lakeops.icechunk.maintenance.gc import (
     scan_directory,
 )
 from lakeops.icechunk.refs import REFS_DIR
-from lakeops.icechunk.repo_info import REPO_OBJECT, require_online
+from lakeops.icechunk.repo_info import REPO_OBJECT
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import TRANSACTIONS_DIR, Reached, VersionedRepository
 from lakeops.storage import FileInfo, Storage, StorageOptions, join
@@ -124,7 +124,7 @@ def plan_versioned_gc(
     """List the repository once and choose the objects to delete (rules in the module docs). A format 2
     repository whose ``RepoStatus`` is not Online (read-only or offline) is refused: deleting is a change."""
     repo = VersionedRepository(storage, root)
-    require_online(repo.info, "garbage collection")
+    repo.info.require_online("garbage collection")
     window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[str, dict[str, FileInfo]] = {}
     unrecognised = 0

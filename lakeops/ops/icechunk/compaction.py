@@ -1,6 +1,7 @@
 """Icechunk compaction (``lakeops compact REPO``): small chunk objects of a branch tip packed into
 shared chunk files on the caller's executor, then one commit of the branch
-(:mod:`lakeops.icechunk.maintenance.packing`; seed format only)."""
+(:mod:`lakeops.icechunk.maintenance.packing` for the seed format,
+:mod:`lakeops.icechunk.maintenance.versioned_packing` for Icechunk formats 1 and 2)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import time
 from rich.console import Console
 
 from lakeops.execution import Executor
-from lakeops.icechunk.maintenance import packing
+from lakeops.icechunk.maintenance import packing, versioned_packing
 from lakeops.icechunk.maintenance.packing import PackingPlan
-from lakeops.ops.icechunk.repository import COMPACT_REFUSED, refuse_package_format
+from lakeops.icechunk.versioned import format_version
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -59,9 +60,12 @@ def plan(
     target_file_size: int | None,
     min_input_files: int,
 ) -> PackingPlan:
-    """Plan the packing of ``branch``'s tip (``target_file_size`` None: the default pack size)."""
-    refuse_package_format(storage, location, "compaction", COMPACT_REFUSED)
-    return packing.plan_packing(
+    """Plan the packing of ``branch``'s tip (``target_file_size`` None: the default pack size), in
+    whichever format the repository is."""
+    planner = (
+        packing.plan_packing if format_version(storage, location) is None else versioned_packing.plan_versioned_packing
+    )
+    return planner(
         storage,
         location,
         storage_options,

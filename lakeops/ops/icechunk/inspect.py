@@ -7,7 +7,6 @@ import time
 
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize, summarize_versioned
 from lakeops.icechunk.versioned import format_version
-from lakeops.ops.icechunk.repository import refused_operations
 from lakeops.ops.report import InspectionReport, TableState
 from lakeops.storage import Storage
 
@@ -20,7 +19,9 @@ OPERATIONS = ("read", "compact", "expire", "orphans", "cdc")
 class IcechunkInspectReport(RepositorySummary, InspectionReport):
     """:class:`RepositorySummary` as a report; the human table names the branches and tags too.
     ``format_version``: the Icechunk format (None: the seed format); ``supported_operations`` and
-    ``refused_operations`` (with why) say what lakeops runs on a repository of that format."""
+    ``refused_operations`` (with why) say what lakeops runs on a repository of that format: every
+    operation on each format it knows, so nothing is refused today, but the fields keep the shape the
+    other formats' reports have."""
 
     format_version: int | None = None
     supported_operations: list[str] = []
@@ -53,13 +54,11 @@ def inspect_repository(location: str, storage: Storage, started: float) -> Icech
     now_ms = int(time.time() * 1000)
     version = format_version(storage, location)
     summary = (summarize if version is None else summarize_versioned)(storage, location, now_ms=now_ms)
-    refused = refused_operations(version)
     return IcechunkInspectReport(
         format="icechunk",
         table=location,
         duration_s=time.monotonic() - started,
         format_version=version,
-        supported_operations=[op for op in OPERATIONS if op not in refused],
-        refused_operations=refused,
+        supported_operations=list(OPERATIONS),
         **summary.model_dump(),
     )
