@@ -93,6 +93,9 @@ EXPECTATIONS: dict[str, Expect] = {
     "modern/delta/data-reader-timestamp_ntz": replay(1, 4),
     "modern/delta/data-reader-timestamp_ntz-id-mode": replay(1, 4),
     "modern/delta/type-widening-nested": replay(2, 2),
+    "modern/delta/table-with-icebegCompatV2Enabled": replay(0, 2),
+    # delta-rs: a variant column (log maintenance only; its data files are not in the fixture)
+    "modern/delta/spark-variant-stable-feature-checkpoint": replay(1, 4, on_disk=False),
     # delta-rs and delta-kernel-rs tables of the log features (V2 checkpoints, log compaction, checksums,
     # domain metadata)
     "modern/delta/compacted-log-files-table": replay(25, 2),
