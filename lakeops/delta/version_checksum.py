@@ -142,9 +142,21 @@ def write_version_checksum(storage: Storage, table_root: str, version: int, txn_
             storage.put_if_absent(location, crc.encode("utf-8"))
         except AlreadyExists:
             return _kept(storage, snapshot, location)
+        except LakeopsError:
+            if not _landed(storage, table_root, version, txn_id):
+                raise
     except LakeopsError as exc:
         return _warn(f"{location}: version {version} is committed but its version checksum file was not written ({exc})")
     return None
+
+
+def _landed(storage: Storage, table_root: str, version: int, txn_id: str) -> bool:
+    """Whether a put whose answer was lost wrote our checksum after all (it names our ``txnId``)."""
+    try:
+        crc = read_version_checksum(storage, table_root, version)
+    except LakeopsError:
+        return False
+    return crc is not None and crc.txn_id == txn_id
 
 
 def _warn(warning: str) -> str:
