@@ -115,18 +115,18 @@ def version_checksum_of(snapshot: DeltaSnapshot, txn_id: str | None = None) -> V
     files = list(snapshot.files.values())
     dvs = [a.deletion_vector for a in files if a.deletion_vector is not None]
     return VersionChecksum(
-        txn_id=txn_id,
-        table_size_bytes=sum(a.size for a in files),
-        num_files=len(files),
-        num_metadata=1,
-        num_protocol=1,
-        in_commit_timestamp_opt=_in_commit_timestamp(snapshot),
-        set_transactions=sorted(snapshot.txns.values(), key=lambda t: t.app_id),
-        domain_metadata=sorted(snapshot.domains.values(), key=lambda d: d.domain),
+        txnId=txn_id,
+        tableSizeBytes=sum(a.size for a in files),
+        numFiles=len(files),
+        numMetadata=1,
+        numProtocol=1,
+        inCommitTimestampOpt=_in_commit_timestamp(snapshot),
+        setTransactions=sorted(snapshot.txns.values(), key=lambda t: t.app_id),
+        domainMetadata=sorted(snapshot.domains.values(), key=lambda d: d.domain),
         metadata=snapshot.metadata,
         protocol=snapshot.protocol,
-        num_deletion_vectors_opt=len(dvs),
-        num_deleted_records_opt=sum(dv.cardinality for dv in dvs),
+        numDeletionVectorsOpt=len(dvs),
+        numDeletedRecordsOpt=sum(dv.cardinality for dv in dvs),
     )
 
 
@@ -146,7 +146,7 @@ def write_version_checksum(storage: Storage, table_root: str, version: int, txn_
             if not _landed(storage, table_root, version, txn_id):
                 raise
     except LakeopsError as exc:
-        return _warn(f"{location}: version {version} is committed but its version checksum file was not written ({exc})")
+        return _warn(f"{location}: version {version} is committed but its version checksum file was not written: {exc}")
     return None
 
 
