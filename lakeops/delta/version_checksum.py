@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any, Literal
 
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lakeops.delta.actions import Add, DomainMetadata, Long, Metadata, Protocol, Txn
 from lakeops.delta.commit_time import ict_enablement_version
+from lakeops.delta.live_files import FileKey, LiveFiles
 from lakeops.delta.log_segment import LOG_DIR
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import AlreadyExists, CorruptFile, LakeopsError, NotFound
@@ -110,13 +113,24 @@ def _in_commit_timestamp(snapshot: DeltaSnapshot) -> int | None:
     return snapshot.timestamp_ms if enablement is not None and snapshot.version >= enablement else None
 
 
+def _table_size(files: Mapping[FileKey, Add]) -> int:
+    """The sum of the live files' sizes; checkpoint rows kept as Arrow are summed as a column, not
+    built into a million ``Add`` objects."""
+    if not isinstance(files, LiveFiles):
+        return sum(a.size for a in files.values())
+    columnar = sum(pc.sum(c.struct.field("size")).as_py() or 0 for c in files.columns)
+    return columnar + sum(a.size for a in files.objects.values())
+
+
 def version_checksum_of(snapshot: DeltaSnapshot, txn_id: str | None = None) -> VersionChecksum:
     """The checksum of the replayed state (without ``allFiles``: see the module docstring)."""
-    files = list(snapshot.files.values())
-    dvs = [a.deletion_vector for a in files if a.deletion_vector is not None]
+    files = snapshot.files
+    # Checkpoint rows kept as Arrow have no deletion vector (:class:`~lakeops.delta.checkpoint_reader.AddColumn`).
+    held = files.objects.values() if isinstance(files, LiveFiles) else files.values()
+    dvs = [a.deletion_vector for a in held if a.deletion_vector is not None]
     return VersionChecksum(
         txnId=txn_id,
-        tableSizeBytes=sum(a.size for a in files),
+        tableSizeBytes=_table_size(files),
         numFiles=len(files),
         numMetadata=1,
         numProtocol=1,
