@@ -14,7 +14,9 @@ Writing policy (:func:`write_version_checksum`, called by every lakeops Delta co
 (its checkpoint and the commits after it, ours last), so it is exact whether or not the commit was
 rebased over other writers' versions, and never derived from an earlier ``.crc`` that could be
 wrong. Recorded: the required fields, ``txnId`` (the commit's), ``inCommitTimestampOpt`` (if and
-only if the version is dated by its in-commit timestamp), ``setTransactions``, ``domainMetadata``
+only if the version is dated by its in-commit timestamp), ``setTransactions`` (unless the table
+expires them by ``delta.setTransactionRetentionDuration``: then liveness depends on the clock, not
+the log, and the field is neither written nor checked), ``domainMetadata``
 (live ones), ``numDeletionVectorsOpt`` and ``numDeletedRecordsOpt``. Not recorded: ``allFiles`` (it
 repeats every live ``add`` with its statistics: as large as a checkpoint, for tables of any size) and
 the histograms. The file is put-if-absent, never overwritten: an existing one is kept (and said so
@@ -37,6 +39,7 @@ from lakeops.delta.actions import Add, DomainMetadata, Long, Metadata, Protocol,
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.live_files import FileKey, LiveFiles
 from lakeops.delta.log_segment import LOG_DIR
+from lakeops.delta.retention import SET_TRANSACTION_RETENTION_PROPERTY
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import AlreadyExists, CorruptFile, LakeopsError, NotFound
 from lakeops.storage import Storage
@@ -122,6 +125,13 @@ def _table_size(files: Mapping[FileKey, Add]) -> int:
     return columnar + sum(a.size for a in files.objects.values())
 
 
+def _txns_expire(snapshot: DeltaSnapshot) -> bool:
+    """Whether the table expires transaction identifiers (``delta.setTransactionRetentionDuration``):
+    which are live then depends on the clock of whoever asks, not on the log alone, so lakeops
+    neither records nor checks ``setTransactions`` there."""
+    return SET_TRANSACTION_RETENTION_PROPERTY in snapshot.metadata.configuration
+
+
 def version_checksum_of(snapshot: DeltaSnapshot, txn_id: str | None = None) -> VersionChecksum:
     """The checksum of the replayed state (without ``allFiles``: see the module docstring)."""
     files = snapshot.files
@@ -135,7 +145,7 @@ def version_checksum_of(snapshot: DeltaSnapshot, txn_id: str | None = None) -> V
         numMetadata=1,
         numProtocol=1,
         inCommitTimestampOpt=_in_commit_timestamp(snapshot),
-        setTransactions=sorted(snapshot.txns.values(), key=lambda t: t.app_id),
+        setTransactions=None if _txns_expire(snapshot) else sorted(snapshot.txns.values(), key=lambda t: t.app_id),
         domainMetadata=sorted(snapshot.domains.values(), key=lambda d: d.domain),
         metadata=snapshot.metadata,
         protocol=snapshot.protocol,
@@ -231,11 +241,14 @@ def check_version_checksum(storage: Storage, snapshot: DeltaSnapshot) -> Checksu
     if crc is None:
         return ChecksumCheck(version=snapshot.version, status="absent")
     replayed = _replayed(snapshot)
+    recorded = _recorded(crc)
+    if _txns_expire(snapshot):
+        recorded.pop("setTransactions", None)
     mismatches = [
         f"{name} differs"
         if isinstance(value, dict | list)
         else f"{name}: recorded {value}, replayed {replayed.get(name)}"
-        for name, value in _recorded(crc).items()
+        for name, value in recorded.items()
         if value != replayed.get(name)
     ]
     return ChecksumCheck(

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from delta_rs_sql import delta_rs_rows
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from lakeops_testdata import TESTDATA
 
 from lakeops import api
@@ -73,7 +73,7 @@ def _written_checksum(root: Path, version: int) -> dict[str, Any]:
         protocol.min_reader_version,
         protocol.min_writer_version,
     )
-    for txn in crc["setTransactions"]:
+    for txn in crc.get("setTransactions", []):
         assert table.transaction_version(txn["appId"]) == txn["version"]
     commit_info = json.loads((_log(root) / f"{version:020d}.json").read_text().splitlines()[0])["commitInfo"]
     assert crc["txnId"] == commit_info["txnId"]
@@ -152,6 +152,27 @@ def test_change_table_commits_record_their_transaction(tmp_path: Path) -> None:
     assert [t["version"] for t in appended["setTransactions"]] == [1]
     assert appended["numFiles"] == created["numFiles"] + 1
     assert sorted(DeltaTable(str(output)).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_transactions_a_table_expires_are_neither_recorded_nor_checked(tmp_path: Path) -> None:
+    """With ``delta.setTransactionRetentionDuration`` which transactions are live depends on the
+    reader's clock, so the checksum leaves ``setTransactions`` out, and inspect does not judge it."""
+    root = tmp_path / "t"
+    for version in range(2):
+        write_deltalake(
+            str(root),
+            pa.table({"id": pa.array([version], pa.int64())}),
+            mode="append",
+            configuration={"delta.setTransactionRetentionDuration": "interval 1 days"},
+            commit_properties=CommitProperties(app_transactions=[Transaction("loader", version)]),
+        )
+
+    assert api.compact(str(root), CompactionOptions(min_input_files=2)).committed_version == 2
+    crc = _written_checksum(root, 2)
+    assert "setTransactions" not in crc and DeltaTable(str(root)).transaction_version("loader") == 1
+    # Another writer's list (here: none live) is not judged either.
+    (_log(root) / f"{2:020d}.crc").write_text(json.dumps({**crc, "setTransactions": []}))
+    assert api.inspect(str(root)).checksum == "matches"
 
 
 def test_an_existing_checksum_file_is_never_overwritten(tmp_path: Path) -> None:
