@@ -32,6 +32,10 @@ class AlreadyExists(StorageError):
     """A put-if-absent lost: the object already exists."""
 
 
+class Superseded(StorageError):
+    """A conditional replace lost: the object changed (or vanished) since the version it was read at."""
+
+
 class NotATable(LakeopsError):
     """The location holds no table of a format lakeops knows."""
 

@@ -28,6 +28,7 @@ from typing import Protocol
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from lakeops.changefeed.defaults import DEFAULT_UNIT_BYTES
 from lakeops.delta.actions import Metadata, Txn
 from lakeops.delta.cdf import rows_by_change_type
 from lakeops.delta.commit import CommitResult
@@ -62,8 +63,6 @@ __all__ = [
     "written_locations",
 ]
 
-#: Input bytes one task reads (and writes as one output file) at most, unless a single file is bigger.
-DEFAULT_UNIT_BYTES = 128 * 1024 * 1024
 SOURCE_ID_KEY = "lakeops.cdc.sourceId"
 SOURCE_KEY = "lakeops.cdc.source"
 FIRST_VERSION_KEY = "lakeops.cdc.firstVersion"

@@ -310,7 +310,9 @@ def load_feed_end(storage: Storage, table_root: str, to_version: int | None = No
     latest = listing.latest_version
     if to_version is not None and latest is not None and to_version > latest:
         raise VersionNotFound(f"{table_root}: version {to_version} does not exist (latest is {latest})")
-    return load_snapshot(storage, table_root, version=to_version, listing=listing)
+    end = load_snapshot(storage, table_root, version=to_version, listing=listing)
+    check_readable(end.protocol, table_root, "cdc")
+    return end
 
 
 def _check_range(listing: LogListing, table_root: str, from_version: int, end: int) -> None:
@@ -369,7 +371,7 @@ def plan_change_feed(storage: Storage, end: DeltaSnapshot, from_version: int) ->
     for commit in _read_commits(storage, listing, range(from_version, end.version + 1)):
         location = listing.commits[commit.version].path
         if commit.protocol is not None:
-            check_readable(commit.protocol, table_root)
+            check_readable(commit.protocol, table_root, "cdc")
         if commit.metadata is not None and _partitioning(commit.metadata) != _partitioning(end.metadata):
             raise UnsupportedFeature(
                 f"{location}: version {commit.version} partitions the table by {commit.metadata.partition_columns}, "

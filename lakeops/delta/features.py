@@ -18,11 +18,11 @@ from lakeops.errors import UnsupportedFeature
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
-#: What lakeops does to a Delta table, as the feature table names it: reading (inspect, time travel,
-#: a change feed's source), and each operation that writes or deletes. ``commit`` is any commit
-#: lakeops lands (compaction's, a change table's), checked again when another writer's commit
-#: changed the protocol under a running operation.
-Operation = Literal["read", "compact", "checkpoint", "expire", "vacuum", "write", "commit"]
+#: What lakeops does to a Delta table, as the feature table names it: reading its log (inspect, time
+#: travel, every operation's snapshot), reading its data as a change feed's source (``cdc``), and each
+#: operation that writes or deletes. ``commit`` is any commit lakeops lands (compaction's, a change
+#: table's), checked again when another writer's commit changed the protocol under a running operation.
+Operation = Literal["read", "cdc", "compact", "checkpoint", "expire", "vacuum", "write", "commit"]
 ALL_OPERATIONS: frozenset[Operation] = frozenset(get_args(Operation))
 
 
@@ -81,6 +81,31 @@ FEATURES: dict[str, FeatureSupport] = {
     # the ``delta.clustering`` columns in Z-order, only files unclustered or clustered by lakeops;
     # appends add unclustered files with full statistics (lakeops.delta.clustering).
     "clustering": FeatureSupport(reader=False, writer=True),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#variant-data-type (and its shredded
+    # form): the log of such a table is read, checkpointed, expired and vacuumed (none of those opens a
+    # data file), but variant values are never decoded or rewritten.
+    **dict.fromkeys(
+        ("variantType", "variantType-preview", "variantShredding", "variantShredding-preview"),
+        FeatureSupport(
+            reader=True,
+            writer=True,
+            operations=frozenset({"read", "checkpoint", "expire", "vacuum"}),
+            why="lakeops does not decode or rewrite variant values; log maintenance and VACUUM run",
+        ),
+    ),
+    # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#writer-requirements-for-icebergcompatv2:
+    # the requirements bind the data files and schema a writer adds; checkpoints, log expiry and
+    # VACUUM add neither, and change capture only reads.
+    **dict.fromkeys(
+        ("icebergCompatV1", "icebergCompatV2"),
+        FeatureSupport(
+            reader=False,
+            writer=True,
+            operations=frozenset({"read", "cdc", "checkpoint", "expire", "vacuum"}),
+            why="compaction would have to write partition values and nested field ids into its Parquet "
+            "files as IcebergCompat requires, which lakeops does not yet",
+        ),
+    ),
 }
 
 READER_FEATURES = frozenset(name for name, f in FEATURES.items() if f.reader)
@@ -105,8 +130,9 @@ def _refuse_unknown(table: str, kind: str, listed: list[str] | None, supported: 
         )
 
 
-def check_readable(protocol: Protocol, table: str) -> None:
-    """Raise :class:`UnsupportedFeature` unless lakeops can read this table correctly."""
+def check_readable(protocol: Protocol, table: str, operation: Operation = "read") -> None:
+    """Raise :class:`UnsupportedFeature` unless lakeops can read this table correctly: its log
+    (``read``) or, for ``cdc``, its data too."""
     if protocol.min_reader_version > MAX_READER_VERSION:
         # Still name any unknown reader feature the protocol lists: "say which feature"
         # (docs/architecture.md, "Safety rules").
@@ -118,13 +144,14 @@ def check_readable(protocol: Protocol, table: str) -> None:
         )
     if protocol.min_reader_version == 3:
         _refuse_unknown(table, "reader", protocol.reader_features, READER_FEATURES, "read")
-    _refuse_for(protocol, table, "read")
+    _refuse_for(protocol, table, operation)
 
 
 def check_writable(protocol: Protocol, table: str, operation: Operation) -> None:
     """Raise :class:`UnsupportedFeature` unless lakeops's ``operation`` honours every feature the
     table enables."""
     check_readable(protocol, table)
+    _refuse_for(protocol, table, operation)  # before the unknown writer features: the sharper message
     if protocol.min_writer_version > MAX_WRITER_VERSION:
         raise UnsupportedFeature(
             f"{table}: writer version {protocol.min_writer_version} is not supported "
@@ -132,7 +159,6 @@ def check_writable(protocol: Protocol, table: str, operation: Operation) -> None
         )
     if protocol.min_writer_version == 7:
         _refuse_unknown(table, "writer", protocol.writer_features, WRITER_FEATURES, "write")
-    _refuse_for(protocol, table, operation)
 
 
 def _refuse_for(protocol: Protocol, table: str, operation: Operation) -> None:

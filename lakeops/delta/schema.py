@@ -88,6 +88,8 @@ PRIMITIVE_TYPE_NAMES = frozenset(
         "timestamp",
         "timestamp_ntz",
         "void",
+        # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#variant-type (table feature variantType)
+        "variant",
     }
 )
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -329,6 +331,8 @@ _ARROW_PRIMITIVES: dict[str, pa.DataType] = {
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
     "void": pa.null(),
+    # "Variant data in Parquet": the unshredded form, a struct of the two binary-encoded halves.
+    "variant": pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)]),
 }
 
 #: How a struct field becomes an Arrow field: its name and its field metadata.

@@ -7,23 +7,16 @@ Two catalogs, one contract: :meth:`Catalog.current` names the current metadata f
 - :class:`FileSystemCatalog`: a table is a location; version ``N`` is ``metadata/vN.metadata.json``,
   created with put-if-absent (the creation *is* the commit) and ``metadata/version-hint.text`` is
   rewritten afterwards as a hint only.
-- :class:`SqlCatalog`: the tables PyIceberg's ``SqlCatalog`` uses (``iceberg_tables``,
-  ``iceberg_namespace_properties``), so both tools share one catalog; the swap is
-  ``UPDATE ... WHERE metadata_location = <expected>`` and zero rows updated means a conflict.
-  SQLite is the embedded default, PostgreSQL the production one.
+- :class:`~lakeops.iceberg.sql_catalog.SqlCatalog`: the tables PyIceberg's ``SqlCatalog`` uses, in a
+  module of its own so that only a command on a catalogued table imports SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import uuid
 from dataclasses import dataclass
 from typing import Protocol
-
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from lakeops.errors import (
     AlreadyExists,
@@ -34,8 +27,8 @@ from lakeops.errors import (
     NotFound,
     StorageError,
 )
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import join, normalize
+from lakeops.storage import Storage
+from lakeops.storage.uri import join
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -155,148 +148,3 @@ class FileSystemCatalog:
             ) from failure
         if found != payload:
             raise CommitConflict(f"{self.table}: another writer committed {name} first") from failure
-
-
-_METADATA = sa.MetaData()
-ICEBERG_TABLES = sa.Table(
-    "iceberg_tables",
-    _METADATA,
-    sa.Column("catalog_name", sa.String(255), primary_key=True),
-    sa.Column("table_namespace", sa.String(255), primary_key=True),
-    sa.Column("table_name", sa.String(255), primary_key=True),
-    sa.Column("metadata_location", sa.String(1000), nullable=True),
-    sa.Column("previous_metadata_location", sa.String(1000), nullable=True),
-    sa.Column("iceberg_type", sa.String(5), nullable=True),
-)
-ICEBERG_NAMESPACE_PROPERTIES = sa.Table(
-    "iceberg_namespace_properties",
-    _METADATA,
-    sa.Column("catalog_name", sa.String(255), primary_key=True),
-    sa.Column("namespace", sa.String(255), primary_key=True),
-    sa.Column("property_key", sa.String(255), primary_key=True),
-    sa.Column("property_value", sa.String(1000), nullable=False),
-)
-
-_ENGINES: dict[str, sa.Engine] = {}
-
-
-#: DB-API modules SQLAlchemy dialects import -> the package that provides them.
-_DRIVER_PACKAGES = {
-    "psycopg2": "psycopg2-binary",
-    "psycopg": "psycopg[binary]",
-    "pg8000": "pg8000",
-    "asyncpg": "asyncpg",
-    "MySQLdb": "mysqlclient",
-    "pymysql": "PyMySQL",
-}
-
-
-def sql_engine(uri: str, *, option: str = "--catalog-uri") -> sa.Engine:
-    """One engine (connection pool) per URI and process. A URI SQLAlchemy cannot use is an
-    :class:`InvalidArgument` naming ``option`` (the table and how the user gave the URI), the URI
-    (its password masked) and the fix: malformed, an unknown dialect, or a driver that is not
-    installed (which SQLAlchemy imports when it creates the engine, as a bare ``ModuleNotFoundError``)."""
-    if uri in _ENGINES:
-        return _ENGINES[uri]
-    try:
-        engine = sa.create_engine(uri, pool_pre_ping=True)
-    except ModuleNotFoundError as exc:
-        dialect = make_url(uri).drivername
-        package = _DRIVER_PACKAGES.get(exc.name or "", exc.name)
-        raise InvalidArgument(
-            f"{option} {uri!r}: the {dialect} dialect needs the Python module {exc.name!r}, which is not "
-            f"installed (pip install {package}), or name another driver (postgresql+psycopg2://...)"
-        ) from None
-    except NoSuchModuleError:
-        raise InvalidArgument(
-            f"{option} {uri!r}: unknown database dialect {uri.partition(':')[0]!r}; expected a SQLAlchemy URL "
-            "such as sqlite:////path/catalog.db or postgresql+psycopg2://user@host/db"
-        ) from None
-    except (ArgumentError, ValueError) as exc:  # unparseable, a bad port, SQLite with a host or user
-        # Not SQLAlchemy's own words: they quote the URL re-encoded (a password's "=" as %3D, past any
-        # mask) or what it took for the port, which may be part of a password.
-        if isinstance(exc, ValueError):
-            problem = "its port is not a number"
-        elif uri.startswith("sqlite"):
-            problem = "a SQLite URL names only a file: no user, password or host"
-        else:
-            problem = "SQLAlchemy cannot parse it"
-        raise InvalidArgument(
-            f"{option} {uri!r}: not a usable SQLAlchemy URL ({problem}); expected e.g. sqlite:////path/catalog.db "
-            "or postgresql+psycopg2://user@host/db"
-        ) from None
-    return _ENGINES.setdefault(uri, engine)
-
-
-class SqlCatalog:
-    """One table of a SQL catalog shared with PyIceberg (same tables, same commit protocol)."""
-
-    def __init__(
-        self,
-        uri: str,
-        identifier: TableIdentifier,
-        catalog_name: str = "default",
-        *,
-        storage_options: StorageOptions | None = None,
-    ) -> None:
-        self.storage_options = storage_options or StorageOptions()
-        self.uri = uri
-        self.identifier = identifier
-        self.catalog_name = catalog_name
-        self.table = f"{catalog_name}.{identifier}"
-        self.engine = sql_engine(uri)
-
-    def _where(self) -> sa.ColumnElement[bool]:
-        t = ICEBERG_TABLES.c
-        return sa.and_(
-            t.catalog_name == self.catalog_name,
-            t.table_namespace == self.identifier.namespace,
-            t.table_name == self.identifier.name,
-            sa.or_(t.iceberg_type == ICEBERG_TABLE_TYPE, t.iceberg_type.is_(None)),
-        )
-
-    def current(self) -> str:
-        try:
-            with self.engine.connect() as conn:
-                row = conn.execute(sa.select(ICEBERG_TABLES.c.metadata_location).where(self._where())).first()
-        except SQLAlchemyError as exc:
-            raise StorageError(f"{self.table}: cannot read the catalog at {self.uri}: {exc}") from exc
-        if row is None or row[0] is None:
-            raise NotATable(f"{self.table}: no such table in catalog {self.catalog_name!r} at {self.uri}")
-        return str(row[0])
-
-    def new_metadata_location(self, table_location: str, current: str) -> str:
-        version = metadata_version(current)
-        next_version = 0 if version is None else version + 1
-        location = normalize(table_location, literal=True)  # the metadata's ``location``: an Iceberg path
-        return join(location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
-
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
-        # The table's files may live on another store than the catalog: open the one ``new`` is on, at the
-        # table location (``new`` is ``<location>/metadata/<name>``, see new_metadata_location), so a
-        # metadata directory that is a symlink out of the table is refused.
-        storage = open_storage(new.rsplit("/", 2)[0], self.storage_options)
-        storage.put_if_absent(new, payload)
-        statement = (
-            sa.update(ICEBERG_TABLES)
-            .where(self._where(), ICEBERG_TABLES.c.metadata_location == expected)
-            .values(metadata_location=new, previous_metadata_location=expected)
-        )
-        try:
-            with self.engine.begin() as conn:
-                updated = conn.execute(statement).rowcount
-        except SQLAlchemyError as exc:
-            # The transaction may have committed with its answer lost: only a re-read can tell, and
-            # if the pointer moved on since, ours may still have landed first. Never delete here.
-            try:
-                landed = self.current() == new
-            except StorageError:
-                landed = False
-            if landed:
-                return
-            raise CommitStateUnknown(
-                f"{self.table}: the catalog update to {new} failed ({exc}); whether it landed is unknown"
-            ) from exc
-        if updated != 1:
-            storage.delete_many([new])
-            raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from lakeops.errors import InvalidArgument, NotFound
-from lakeops.iceberg.catalog import Catalog, FileSystemCatalog, SqlCatalog, TableIdentifier
+from lakeops.iceberg.catalog import Catalog, FileSystemCatalog, TableIdentifier
 from lakeops.iceberg.metadata import TableMetadata, parse_metadata
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -52,6 +52,8 @@ class TableRef(BaseModel):
             location = normalize(self.location)
             return FileSystemCatalog(open_storage(location, storage_options), location)
         assert self.catalog_uri is not None and self.identifier is not None
+        from lakeops.iceberg.sql_catalog import SqlCatalog  # SQLAlchemy only for a catalogued table
+
         return SqlCatalog(
             self.catalog_uri,
             TableIdentifier.parse(self.identifier),

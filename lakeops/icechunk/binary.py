@@ -17,13 +17,15 @@ from lakeops.errors import CorruptFile, UnsupportedFeature
 from lakeops.icechunk.encoding import MAGIC_1X
 from lakeops.icechunk.flatbuf import Table
 
-__all__ = ["HEADER_SIZE", "SPEC_VERSIONS", "FileType", "read_payload", "spec_version_of"]
+__all__ = ["HEADER_SIZE", "SPEC_VERSIONS", "WRITER_NAME", "FileType", "file_bytes", "read_payload", "spec_version_of"]
 
 _NAME_SIZE = 24
 _VERSION_AT = len(MAGIC_1X) + _NAME_SIZE
 HEADER_SIZE = _VERSION_AT + 3
 #: Spec versions whose files lakeops reads (the header says 2 for spec 2 and 2.1).
 SPEC_VERSIONS = (1, 2)
+#: The implementation name lakeops writes in the header (at most 24 bytes, padded with spaces).
+WRITER_NAME = "lakeops"
 #: Largest decompressed payload accepted (a metadata file; far beyond any real one).
 _MAX_PAYLOAD = 1 << 30
 
@@ -77,3 +79,12 @@ def read_payload(data: bytes, path: str, expected: FileType) -> tuple[int, Table
     elif compression != 0:
         raise UnsupportedFeature(f"{path}: compression algorithm {compression} is not supported (0 none, 1 zstd)")
     return version, Table.root(body, path)
+
+
+def file_bytes(payload: bytes, file_type: FileType, spec_version: int) -> bytes:
+    """A metadata file of ``spec_version`` holding the flatbuffers ``payload``, zstd-compressed."""
+    if spec_version not in SPEC_VERSIONS:
+        raise UnsupportedFeature(f"Icechunk spec version {spec_version} is not written (lakeops writes 1 and 2)")
+    name = WRITER_NAME.encode().ljust(_NAME_SIZE, b" ")
+    header = MAGIC_1X + name + bytes((spec_version, file_type, 1))
+    return header + zstandard.ZstdCompressor().compress(payload)

@@ -4,9 +4,10 @@ https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#file-formats
 file is a flatbuffers payload; the wire layout is FlatBuffers' own
 (https://flatbuffers.dev/internals/): a root ``uoffset``, tables found through a ``soffset`` to their
 vtable of ``u16`` field offsets (0 = field absent), references as ``uoffset`` relative to where they
-are stored, vectors and strings as a ``u32`` length then the elements. No flatbuffers package is a
-dependency: Icechunk needs only reading, by field index, which this module does with its bounds
-checked so a damaged file fails as :class:`~lakeops.errors.CorruptFile` naming the file.
+are stored, vectors and strings as a ``u32`` length then the elements. Reading is done here, by field
+index, with every offset bounds-checked so a damaged file fails as :class:`~lakeops.errors.CorruptFile`
+naming the file (the ``flatbuffers`` package's generated readers would raise ``IndexError`` or read
+garbage); writing uses that package's ``Builder`` (:mod:`lakeops.icechunk.flatbuf_codec`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ class Table:
 
     def _deref(self, at: int) -> int:
         return at + self._unpack("<I", at)
+
+    @property
+    def field_slots(self) -> int:
+        """How many field slots the table's vtable has (fields past them are absent)."""
+        return (self._vtable_size - 4) // 2
 
     def has(self, index: int) -> bool:
         return self._field(index) is not None

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.errors import CorruptFile, NotATable
+from lakeops.errors import CorruptFile, NotATable, UnsafeOperation
 from lakeops.icechunk.binary import FileType, read_payload
 from lakeops.icechunk.flatbuf import Table
 from lakeops.icechunk.ids import encode_bytes, validate_id
@@ -27,7 +27,15 @@ from lakeops.icechunk.objects import Snapshot, object_id
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE, TAG_PREFIX
 from lakeops.storage import Storage, join, relative_to
 
-__all__ = ["REPO_OBJECT", "RepoInfo", "RepoStatus", "SnapshotInfo", "decode_repo_object", "read_repo_info"]
+__all__ = [
+    "REPO_OBJECT",
+    "RepoInfo",
+    "RepoStatus",
+    "SnapshotInfo",
+    "decode_repo_object",
+    "read_repo_info",
+    "require_online",
+]
 
 #: The repo info object of format 2.
 REPO_OBJECT = "repo"
@@ -94,6 +102,18 @@ class RepoInfo(BaseModel):
             line.append(info)
             current = info.parent_id
         return line
+
+
+def require_online(info: RepoInfo, operation: str) -> None:
+    """Refuse ``operation``, which changes the repository, unless its ``RepoStatus`` is Online (format 2
+    can be read-only or offline)."""
+    status = info.status
+    if not status.online:
+        state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
+        reason = status.limited_availability_reason or "no reason given"
+        raise UnsafeOperation(
+            f"{info.source}: the repository is {state} ({reason}); {operation} changes it and is refused"
+        )
 
 
 def _ref_map(refs: list[Table], snapshot_ids: list[str], path: str) -> dict[str, str]:

@@ -137,8 +137,8 @@ def _refused_operations(protocol: Protocol, table: str) -> dict[str, str]:
     refused: dict[str, str] = {}
     for operation in sorted(ALL_OPERATIONS):
         try:
-            if operation == "read":
-                check_readable(protocol, table)
+            if operation in ("read", "cdc"):
+                check_readable(protocol, table, operation)
             else:
                 check_writable(protocol, table, operation)
         except UnsupportedFeature as exc:

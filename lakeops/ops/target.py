@@ -15,8 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
-from lakeops.iceberg.catalog import sql_engine
-from lakeops.iceberg.table import TableRef, load_table
+from lakeops.iceberg.table import TableRef
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -119,7 +118,7 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
             return table, catalog
         raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
     if entry.catalog is not None:
-        sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
+        _sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
         return str(entry.identifier), CatalogOptions(catalog_uri=entry.catalog.uri, catalog_name=entry.catalog.name)
     location = normalize(str(entry.location))
     if entry.format != "auto":
@@ -150,7 +149,7 @@ def resolve_target(table: str, catalog: CatalogOptions, storage_options: Storage
     makes it a catalog identifier; anything else is a location. A catalog URI SQLAlchemy cannot use is
     refused here, where it is known who gave it."""
     if catalog.catalog_uri is not None:
-        sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
+        _sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
         return IcebergTarget(
             TableRef(catalog_uri=catalog.catalog_uri, identifier=table, catalog_name=catalog.catalog_name)
         )
@@ -171,6 +170,15 @@ def table_root(target: Target, storage_options: StorageOptions) -> str:
         case IcebergTarget(ref=TableRef(location=str(location))):  # a file-system table: no need to read it
             return normalize(location)
         case IcebergTarget(ref=ref):  # a catalog table's metadata location, literal as Iceberg paths are
+            from lakeops.iceberg.table import load_table
+
             return normalize(load_table(ref, storage_options).metadata.location, literal=True)
         case DeltaTarget(location=location) | IcechunkTarget(location=location):
             return normalize(location)
+
+
+def _sql_engine(uri: str, *, option: str) -> None:
+    """Check the catalog URI by creating its engine (SQLAlchemy imported only when a catalog is named)."""
+    from lakeops.iceberg.sql_catalog import sql_engine
+
+    sql_engine(uri, option=option)

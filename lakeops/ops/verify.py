@@ -68,7 +68,7 @@ from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.reachability import reachable_files, snapshot_manifests
 from lakeops.iceberg.scan import FileScanTask, plan_scan
 from lakeops.iceberg.table import TableRef, load_table
-from lakeops.icechunk.maintenance.delegated import is_package_format
+from lakeops.icechunk.binary import HEADER_SIZE, spec_version_of
 from lakeops.icechunk.manifest import ChunkPayload, ChunkRef, InlineChunk
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
 from lakeops.icechunk.snapshot import ArrayData
@@ -518,13 +518,22 @@ def _iceberg_referenced(storage: Storage, metadata: TableMetadata) -> tuple[set[
     return found, {normalize(p, literal=True) for p in missing}, len(metadata.snapshots)
 
 
+def _binary_snapshots(storage: Storage, location: str) -> bool:
+    """Whether the snapshots are format 1/2 files (the ``ICE🧊CHUNK`` header) though no ref says so."""
+    first = next(iter(storage.list(join(location, SNAPSHOTS_DIR))), None)
+    return first is not None and spec_version_of(storage.read_range(first.path, 0, HEADER_SIZE)) is not None
+
+
 def _icechunk_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
     """Snapshot, manifest, attribute and chunk objects of every retained head's ancestry (snapshots
     whose files are gone, known from a descendant's embedded history, reference nothing)."""
     if format_version(storage, location) is not None:
         return _versioned_referenced(storage, location)
-    if is_package_format(storage, location):
-        raise UnsupportedFeature(f"{location}: verifying repositories in the Icechunk 1.x/2.x format is not available")
+    if _binary_snapshots(storage, location):
+        raise UnsupportedFeature(
+            f"{location}: verifying an Icechunk format 1/2 repository without ref files or a repo object "
+            "is not available"
+        )
     repo = Repository(storage, location)
     heads = {v.snapshot_id for b in repo.branches() for v in repo.branch_history(b)}
     heads |= {repo.resolve(t, "tag") for t in repo.tags()}

@@ -11,6 +11,7 @@ standard AWS credential chain (docs/architecture.md, "Storage").
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -18,8 +19,19 @@ from lakeops.errors import InvalidArgument
 from lakeops.storage.base import FileInfo, Storage
 from lakeops.storage.confined import ConfinedStorage
 from lakeops.storage.local import LocalStorage
-from lakeops.storage.s3 import S3Storage, endpoint_problem
-from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme, storage_location
+from lakeops.storage.uri import (
+    endpoint_problem,
+    is_within,
+    join,
+    normalize,
+    relative_to,
+    require_within,
+    scheme,
+    storage_location,
+)
+
+if TYPE_CHECKING:
+    from lakeops.storage.s3 import S3Storage
 
 __all__ = [
     "ConfinedStorage",
@@ -63,6 +75,16 @@ class StorageOptions(BaseModel):
 _LOCAL = LocalStorage()
 
 
+def __getattr__(name: str) -> Any:
+    """``S3Storage`` on first use: boto3 takes a tenth of a second to import, which a command on a local
+    table should not pay."""
+    if name == "S3Storage":
+        from lakeops.storage.s3 import S3Storage
+
+        return S3Storage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def open_storage(location: str, options: StorageOptions | None = None, *, also: Iterable[str] = ()) -> ConfinedStorage:
     """The storage for ``location``'s scheme (local paths and ``file://``, or ``s3``/``s3a``/``s3n``),
     confined to ``location`` and the roots in ``also``: a delete, move or write anywhere else raises
@@ -78,6 +100,8 @@ def open_storage(location: str, options: StorageOptions | None = None, *, also: 
         inner = _LOCAL
     elif kind == "s3":
         normalize(location)
+        from lakeops.storage.s3 import S3Storage
+
         opts = options or StorageOptions()
         inner = S3Storage(endpoint_url=opts.endpoint_url, region=opts.region, force_path_style=opts.force_path_style)
     else:

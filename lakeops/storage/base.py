@@ -55,6 +55,19 @@ class Storage(Protocol):
         """
         ...
 
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        """The whole object and an opaque token naming this version of it, for :meth:`replace_if_match`."""
+        ...
+
+    def replace_if_match(self, path: str, data: bytes, token: str) -> None:
+        """Replace the object only if it is still the version ``token`` names (compare-and-swap).
+
+        Of several callers holding the same token exactly one succeeds; the others get
+        :class:`~lakeops.errors.Superseded`, as does a caller whose object was replaced or deleted
+        since. Any other :class:`~lakeops.errors.StorageError` leaves the outcome unknown.
+        """
+        ...
+
     def copy_if_absent(self, source: str, target: str) -> None:
         """Copy the object at ``source`` to ``target`` only if nothing exists at ``target``, without
         holding the object in memory (the store copies it itself where it can).

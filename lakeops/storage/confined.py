@@ -145,6 +145,13 @@ class ConfinedStorage:
         _Check(self.roots)(path, "write")
         self.inner.put_if_absent(path, data)
 
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        return self.inner.read_versioned(path)
+
+    def replace_if_match(self, path: str, data: bytes, token: str) -> None:
+        _Check(self.roots)(path, "write")
+        self.inner.replace_if_match(path, data, token)
+
     def copy_if_absent(self, source: str, target: str) -> None:
         _Check(self.roots)(target, "write")
         self.inner.copy_if_absent(source, target)

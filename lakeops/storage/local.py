@@ -10,6 +10,8 @@ the target exists) for :meth:`LocalStorage.put_if_absent`.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from stat import S_ISREG
 from typing import BinaryIO
 
-from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, Superseded
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
@@ -191,6 +193,34 @@ class LocalStorage:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         _fsync_dir(os.path.dirname(local))
+
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        """The bytes and their SHA-256: the file's version is its content."""
+        data = self.read(path)
+        return data, hashlib.sha256(data).hexdigest()
+
+    def replace_if_match(self, path: str, data: bytes, token: str) -> None:
+        """Under an exclusive ``flock`` of the current file: check that the name still refers to the
+        locked file and that its content hashes to ``token``, then ``os.replace`` the new bytes in.
+
+        A writer that locked the file a winner replaced finds the name pointing elsewhere once it
+        gets the lock, and loses (:class:`~lakeops.errors.Superseded`)."""
+        local = _local(path)
+        try:
+            current = open(local, "rb")  # noqa: SIM115 -- closed below, after the replace
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise Superseded(f"cannot replace {local!r}: it no longer exists") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot replace {local!r}: {exc.strerror or exc}") from exc
+        with current:
+            fcntl.flock(current.fileno(), fcntl.LOCK_EX)
+            try:
+                same_file = os.path.samestat(os.fstat(current.fileno()), os.stat(local))
+            except FileNotFoundError:
+                same_file = False
+            if not same_file or hashlib.sha256(current.read()).hexdigest() != token:
+                raise Superseded(f"cannot replace {local!r}: it changed since it was read")
+            self.write(local, data)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Hard-link a complete temporary file to the target; ``link`` refuses an existing target.

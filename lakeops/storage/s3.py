@@ -21,14 +21,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 import boto3
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, Superseded
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
@@ -37,7 +36,6 @@ __all__ = [
     "DELETE_BATCH",
     "S3Storage",
     "clear_client_cache",
-    "endpoint_problem",
     "make_client",
     "shared_client",
 ]
@@ -93,21 +91,6 @@ def _read_timeout() -> float:
     return value
 
 
-def endpoint_problem(url: str) -> str | None:
-    """What is wrong with an S3 endpoint URL, or None: botocore's own errors name neither the URL's
-    source nor the fix (``Invalid endpoint``, ``Custom endpoint ... was not a valid URI``)."""
-    if not url.startswith(("http://", "https://")):
-        return "must start with http:// or https://"
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsing the port is the check
-    except ValueError:  # not echoed: it quotes what it took for the port, maybe part of a password
-        return "is not a URL (a port that is not a number, or a bracket left open)"
-    if not parts.hostname or parts.query or parts.fragment:
-        return "must be scheme://host[:port][/path], without a query or fragment"
-    return None
-
-
 def _resolve(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> _ClientKey:
     """Fill unset settings from the standard AWS environment variables (and the read timeout); an
     endpoint from the environment is checked here, naming its variable."""
@@ -115,7 +98,7 @@ def _resolve(endpoint_url: str | None, region: str | None, force_path_style: boo
     variable = next((name for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if os.environ.get(name)), None)
     if not endpoint and variable is not None:
         endpoint = os.environ[variable]
-        if problem := endpoint_problem(endpoint):
+        if problem := uri.endpoint_problem(endpoint):
             raise InvalidArgument(f"${variable} {endpoint!r} {problem}")
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     # S3-compatible stores (MinIO, Ceph, moto) rarely resolve virtual-host bucket names.
@@ -336,6 +319,36 @@ class S3Storage:
             self._client.put_object(Bucket=bucket, Key=key, Body=data)
         except (ClientError, BotoCoreError) as exc:
             _raise(exc, "write", f"s3://{bucket}/{key}")
+
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        """GetObject; the token is the object's ETag."""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            response = self._client.get_object(Bucket=bucket, Key=key)
+            with response["Body"] as body:
+                data: bytes = body.read()
+        except (ClientError, BotoCoreError) as exc:
+            _raise(exc, "read", location)
+        return data, str(response["ETag"])
+
+    def replace_if_match(self, path: str, data: bytes, token: str) -> None:
+        """PutObject with ``If-Match: token``. A 412 after botocore re-sent the request may be our own
+        first attempt having landed unheard: the object then holds exactly ``data``."""
+        bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
+        try:
+            self._client.put_object(Bucket=bucket, Key=key, Body=data, IfMatch=token)
+        except ClientError as exc:
+            code, status = _code(exc)
+            # 409: a concurrent conditional write to the key was in flight; it may win, so re-read.
+            if status in (404, 409, 412) or code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict"):
+                if _retried(exc) and self._holds(bucket, key, data):
+                    return
+                raise Superseded(f"cannot replace {location!r}: it changed since it was read") from exc
+            _raise(exc, "replace", location)
+        except BotoCoreError as exc:
+            _raise(exc, "replace", location)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """PutObject with ``If-None-Match: *``; the answers are read by :meth:`_create`, which tells

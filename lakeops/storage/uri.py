@@ -42,11 +42,20 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from lakeops.errors import InvalidArgument, OutsideRoot
 
-__all__ = ["is_within", "join", "normalize", "relative_to", "require_within", "scheme", "storage_location"]
+__all__ = [
+    "endpoint_problem",
+    "is_within",
+    "join",
+    "normalize",
+    "relative_to",
+    "require_within",
+    "scheme",
+    "storage_location",
+]
 
 LOCAL = "file"
 S3 = "s3"
@@ -200,3 +209,18 @@ def relative_to(root: str, path: str) -> str:
     if full == base:
         return ""
     return full[len(base) + 1 :] if base != "/" else full[1:]
+
+
+def endpoint_problem(url: str) -> str | None:
+    """What is wrong with an S3 endpoint URL, or None: botocore's own errors name neither the URL's
+    source nor the fix (``Invalid endpoint``, ``Custom endpoint ... was not a valid URI``)."""
+    if not url.startswith(("http://", "https://")):
+        return "must start with http:// or https://"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:  # not echoed: it quotes what it took for the port, maybe part of a password
+        return "is not a URL (a port that is not a number, or a bracket left open)"
+    if not parts.hostname or parts.query or parts.fragment:
+        return "must be scheme://host[:port][/path], without a query or fragment"
+    return None

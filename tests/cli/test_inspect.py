@@ -109,7 +109,7 @@ def test_inspect_iceberg_catalog_table(tmp_path: Path, capsys: pytest.CaptureFix
 def test_inspect_shows_each_feature_and_the_operations_it_allows(capsys: pytest.CaptureFixture[str]) -> None:
     table = str(TESTDATA / "modern" / "delta" / "data-reader-timestamp_ntz-id-mode")
     report = _inspect(capsys, table)
-    everything = ["checkpoint", "commit", "compact", "expire", "read", "vacuum", "write"]
+    everything = ["cdc", "checkpoint", "commit", "compact", "expire", "read", "vacuum", "write"]
     assert report["features"] == ["columnMapping", "timestampNtz"]
     assert report["feature_operations"] == {"columnMapping": everything, "timestampNtz": everything}
     assert report["supported_operations"] == everything and report["refused_operations"] == {}
@@ -128,7 +128,7 @@ def test_inspect_names_the_operations_a_feature_refuses(tmp_path: Path, capsys: 
     )
     report = _inspect(capsys, str(location))
     assert report["feature_operations"]["madeUpWriterFeature"] == []
-    assert report["supported_operations"] == ["read"]
+    assert report["supported_operations"] == ["cdc", "read"]  # an unknown writer feature does not bind readers
     assert sorted(report["refused_operations"]) == ["checkpoint", "commit", "compact", "expire", "vacuum", "write"]
     assert "writer feature madeUpWriterFeature not supported" in report["refused_operations"]["vacuum"]
 

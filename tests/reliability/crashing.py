@@ -12,7 +12,7 @@ code has no hooks: the wrapper patches, in its own process only,
   metadata files, Icechunk branch files, ``_last_checkpoint``;
 - ``units``: after :meth:`~spark_jobs.operations.SparkSettings.run_units` returned (the tasks wrote
   their files and the results reached the driver, nothing is committed yet);
-- ``swap``: after the SQL catalog's pointer update (:meth:`lakeops.iceberg.catalog.SqlCatalog.swap`)
+- ``swap``: after the SQL catalog's pointer update (:meth:`lakeops.iceberg.sql_catalog.SqlCatalog.swap`)
   returned;
 - ``delete``: inside a deletion (a batch of :func:`lakeops.deletion.delete_batch`, Delta log expiry,
   an abandoned commit's cleanup), after part of its files are gone: ``delete_many`` of the first
@@ -392,7 +392,7 @@ def install(spec: dict[str, Any]) -> _Marker:
 
     SparkSettings.delete = deleting_batches
 
-    from lakeops.iceberg.catalog import SqlCatalog
+    from lakeops.iceberg.sql_catalog import SqlCatalog
 
     swap = SqlCatalog.swap
 

@@ -402,7 +402,7 @@ def test_unsupported_writer_features_are_refused(tmp_path: Path, capsys: pytest.
         "minReaderVersion": 3,
         "minWriterVersion": 7,
         "readerFeatures": [],
-        "writerFeatures": ["icebergCompatV1"],
+        "writerFeatures": ["madeUpWriterFeature"],
     }
     metadata = {
         "id": "x",
@@ -416,7 +416,7 @@ def test_unsupported_writer_features_are_refused(tmp_path: Path, capsys: pytest.
     code = lakeops(["checkpoint", str(tmp_path / "t")])
 
     err = capsys.readouterr().err
-    assert code == 1 and "UnsupportedFeature" in err and "icebergCompatV1" in err
+    assert code == 1 and "UnsupportedFeature" in err and "madeUpWriterFeature" in err
     assert sorted(os.listdir(log)) == [f"{0:020d}.json"]
 
 

@@ -13,10 +13,10 @@ from lakeops_cli import run_json
 from pyiceberg_tables import PyIcebergTable, batch, create_table, small_file_table
 
 from lakeops.errors import CommitConflict
-from lakeops.iceberg.catalog import SqlCatalog
 from lakeops.iceberg.maintenance.rewrite_manifests import RewriteManifestsPlan, WrittenManifest
 from lakeops.iceberg.manifest import manifests_of
 from lakeops.iceberg.scan import plan_scan
+from lakeops.iceberg.sql_catalog import SqlCatalog
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import checkpoint
 from lakeops.ops.checkpoint import CheckpointOptions

@@ -20,8 +20,8 @@ from pyiceberg.table import StaticTable
 from pyiceberg_tables import PyIcebergTable, batch, rows_of, small_file_table
 
 from lakeops.errors import CommitConflict
-from lakeops.iceberg.catalog import SqlCatalog
 from lakeops.iceberg.scan import plan_scan
+from lakeops.iceberg.sql_catalog import SqlCatalog
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions

@@ -70,6 +70,7 @@ from lakeops.delta.log_segment import (
     list_log,
     segment_for_version,
 )
+from lakeops.delta.maintenance.defaults import DEFAULT_PART_SIZE
 from lakeops.delta.retention import (
     DEFAULT_DELETED_FILE_RETENTION,
     DELETED_FILE_RETENTION_PROPERTY,
@@ -95,10 +96,6 @@ __all__ = [
     "write_part",
     "write_parts_on_driver",
 ]
-
-#: Actions per part before a checkpoint is split. A task holds its part's actions as Python objects
-#: (about 2 KB per ``add`` with stats), so a part costs its task up to ~2 GB at this size.
-DEFAULT_PART_SIZE = 1_000_000
 
 
 class CheckpointOptions(BaseModel):

@@ -42,6 +42,7 @@ from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable, enabled_features
+from lakeops.delta.maintenance.defaults import DEFAULT_DV_PURGE_RATIO
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
@@ -64,8 +65,6 @@ from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.units import parse_size
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-#: Rows a DV may hide before its file is rewritten even when it is not small (Delta's default ratio).
-DEFAULT_DV_PURGE_RATIO = 0.05
 #: Puts after the first that a commit losing races may make, and the time they may take (as Iceberg's
 #: ``commit.retry.total-timeout-ms`` default): a writer committing every second costs a retry or two.
 DEFAULT_COMMIT_RETRIES = 10

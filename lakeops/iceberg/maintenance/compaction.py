@@ -49,6 +49,7 @@ from lakeops.iceberg.deletes import (
     read_equality_deletes,
     read_position_deletes,
 )
+from lakeops.iceberg.maintenance.defaults import DEFAULT_MAX_FILE_GROUP_SIZE
 from lakeops.iceberg.manifest import DataFile, DeletionVectorRef, FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
@@ -82,7 +83,6 @@ __all__ = [
 
 #: ``write.target-file-size-bytes`` default.
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
-DEFAULT_MAX_FILE_GROUP_SIZE = 100 * 1024**3
 #: Rows a task reads at a time: its memory is bounded by this, not by the size of its group.
 READ_BATCH_ROWS = 131_072
 

@@ -38,7 +38,6 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -48,13 +47,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakeops.deletion import Candidate, DeleteBatch, deleted_by_kind, make_batches
 from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
+from lakeops.iceberg.maintenance.defaults import DEFAULT_OLDER_THAN, PrefixMismatchMode
 from lakeops.iceberg.manifest import manifests_of, read_manifest
 from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
 from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.quarantine import is_reserved
-from lakeops.storage import ConfinedStorage, FileInfo, LocalStorage, S3Storage, Storage, StorageOptions, open_storage
+from lakeops.storage import ConfinedStorage, FileInfo, LocalStorage, Storage, StorageOptions, open_storage
+from lakeops.storage.s3 import S3Storage
 from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
 from lakeops.units import format_duration
 
@@ -77,7 +78,6 @@ __all__ = [
     "referenced_files",
 ]
 
-DEFAULT_OLDER_THAN = timedelta(days=3)
 #: More second-level directories than this are listed as Spark tasks, fewer on the driver.
 DEFAULT_LISTING_THRESHOLD = 100
 #: Paths per Spark delete task (S3's DeleteObjects limit).
@@ -87,14 +87,6 @@ DEFAULT_BATCH_SIZE = 1000
 DATA = "data"
 METADATA = "metadata"
 OTHER = "other"
-
-
-class PrefixMismatchMode(StrEnum):
-    """What to do with a listed file whose path a reference names under another scheme or authority."""
-
-    ERROR = "error"
-    IGNORE = "ignore"
-    DELETE = "delete"
 
 
 class OrphanOptions(BaseModel):

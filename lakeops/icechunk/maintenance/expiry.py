@@ -63,8 +63,6 @@ class IcechunkExpiryPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: ClassVar[str] = "icechunk"
-    #: lakeops removes the files itself, so it can move them into a trash run instead.
-    can_quarantine: ClassVar[bool] = True
 
     table_root: str
     retention: timedelta
@@ -93,6 +91,7 @@ class IcechunkExpiryPlan(BaseModel):
             "branch_files": self.branch_files,
             "deleted_branch_files": len(self.files),
             "deleted_bytes": self.bytes,
+            "snapshots_scanned": len(self.expired_snapshots) + len(self.retained_snapshots),
             "snapshots_expired": len(self.expired_snapshots),
             "snapshots_retained": len(self.retained_snapshots),
             "paths": [f.path for f in self.files] if dry_run else [],

@@ -133,8 +133,6 @@ class CollectionPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: ClassVar[str] = "icechunk"
-    #: lakeops deletes the files itself, so it can move them into a trash run instead.
-    can_quarantine: ClassVar[bool] = True
 
     table_root: str
     retention: timedelta

@@ -12,11 +12,14 @@ from lakeops.errors import VersionNotFound
 from lakeops.icechunk.maintenance.expiry import plan_expiry
 from lakeops.icechunk.maintenance.gc import list_objects, plan_gc, scan_directory
 from lakeops.icechunk.maintenance.packing import plan_packing
+from lakeops.icechunk.maintenance.retention import DEFAULT_RETENTION
+from lakeops.icechunk.maintenance.versioned_expiry import expirable
 from lakeops.icechunk.maintenance.versioned_gc import KINDS, plan_versioned_gc
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.storage import Storage, StorageOptions, join
+from lakeops.units import cutoff_ms as compute_cutoff
 
 __all__ = ["RepositorySummary", "summarize", "summarize_versioned"]
 
@@ -47,8 +50,10 @@ class RepositorySummary(BaseModel):
     chunk_object_bytes: int = 0
     #: Chunk objects ``compact`` would pack now (default target size, bins of at least 2 objects).
     packable_chunk_objects: int = 0
-    #: Branch files ``expire`` would remove now, with the default retention.
+    #: Branch files ``expire`` would remove now, with the default retention (seed format).
     expirable_branch_files: int = 0
+    #: Snapshots ``expire`` would expire now, with the default retention.
+    expirable_snapshots: int = 0
     #: Objects ``orphans`` would delete now, with the default retention.
     reclaimable_objects: int = 0
     reclaimable_bytes: int = 0
@@ -106,6 +111,7 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
         chunk_object_bytes=sum(info.size for info in objects["chunk"].values()),
         packable_chunk_objects=packing.input_files,
         expirable_branch_files=len(expiry.files),
+        expirable_snapshots=len(expiry.expired_snapshots),
         reclaimable_objects=len(candidates),
         reclaimable_bytes=sum(c.size for c in candidates),
     )
@@ -114,8 +120,9 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
 def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
     """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
 
-    Reclaimable objects are what :mod:`.versioned_gc` would delete now with the default retention.
-    Nothing is packable or expirable: lakeops does not compact or expire these formats itself."""
+    Expirable snapshots and reclaimable objects are what :mod:`.versioned_expiry` and :mod:`.versioned_gc`
+    would act on now with the default retention. Nothing is packable: lakeops does not compact these
+    formats."""
     repo = VersionedRepository(storage, root)
     info = repo.info
     tip = info.branches.get(branch)
@@ -150,6 +157,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
         **_chunk_fields(kinds, sizes),
         chunk_objects=len(listed["chunk"]),
         chunk_object_bytes=sum(file.size for file in listed["chunk"].values()),
+        expirable_snapshots=len(expirable(info, compute_cutoff(DEFAULT_RETENTION, now_ms)).expired),
         reclaimable_objects=len(reclaimable),
         reclaimable_bytes=sum(file.size for file in reclaimable),
     )

@@ -7,10 +7,11 @@ Spec basis (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md)
 
 **Retained snapshots** (the roots), with ``cutoff = now - retention``:
 
-1. every snapshot on the ancestry of a branch or a (not deleted) tag — history is cut by expiry, never
-   by garbage collection;
+1. every snapshot on the ancestry of a branch or a (not deleted) tag — history is cut by expiry
+   (:mod:`.versioned_expiry`, which deletes nothing), never by garbage collection;
 2. format 2: every snapshot the repo object lists, so nothing the only mutable object names is ever
-   deleted and the repo object need not be rewritten (lakeops does not write it);
+   deleted and garbage collection never rewrites it: expiry removes the expired snapshots' entries,
+   and the collection after it deletes their files;
 3. every snapshot file younger than the cutoff: it may be a concurrent writer's, not committed yet.
 
 **Reachable**: the roots' snapshot files and transaction logs, the transaction logs of their expired
@@ -30,7 +31,6 @@ from collections import Counter
 from datetime import timedelta
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.errors import UnsafeOperation
 from lakeops.icechunk.maintenance.gc import (
     DEFAULT_BATCH_SIZE,
     CollectionPlan,
@@ -39,7 +39,7 @@ from lakeops.icechunk.maintenance.gc import (
     scan_directory,
 )
 from lakeops.icechunk.refs import REFS_DIR
-from lakeops.icechunk.repo_info import REPO_OBJECT
+from lakeops.icechunk.repo_info import REPO_OBJECT, require_online
 from lakeops.icechunk.repository import CHUNKS_DIR, MANIFESTS_DIR, SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import TRANSACTIONS_DIR, Reached, VersionedRepository
 from lakeops.storage import FileInfo, Storage, StorageOptions, join
@@ -124,13 +124,7 @@ def plan_versioned_gc(
     """List the repository once and choose the objects to delete (rules in the module docs). A format 2
     repository whose ``RepoStatus`` is not Online (read-only or offline) is refused: deleting is a change."""
     repo = VersionedRepository(storage, root)
-    status = repo.info.status
-    if not status.online:
-        state = {1: "read-only", 2: "offline"}.get(status.availability, f"availability {status.availability}")
-        reason = status.limited_availability_reason or "no reason given"
-        raise UnsafeOperation(
-            f"{repo.info.source}: the repository is {state} ({reason}); garbage collection changes it and is refused"
-        )
+    require_online(repo.info, "garbage collection")
     window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[str, dict[str, FileInfo]] = {}
     unrecognised = 0

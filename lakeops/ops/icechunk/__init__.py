@@ -2,10 +2,9 @@
 collection), ``compaction`` (chunk packing), ``cdc`` (snapshot diffs) and ``inspect``; ``repository``
 says which kind of repository a run meets.
 
-Seed-format repositories (docs/architecture.md, "Specifications") are maintained by
-:mod:`lakeops.icechunk.maintenance`; repositories in the ``icechunk`` package's newer format are
-detected, and their expiry and garbage collection delegated to that package
-(:mod:`lakeops.icechunk.maintenance.delegated`); the other operations refuse them by name. Each module
+Seed-format repositories (docs/architecture.md, "Specifications") and Icechunk format 1 and 2
+repositories are maintained by :mod:`lakeops.icechunk.maintenance` (formats 1 and 2: expiry,
+garbage collection, change capture and ``inspect``; compaction refuses them by name). Each module
 plans, runs the plan on the caller's :class:`~lakeops.execution.Executor` where it has units
 (:mod:`lakeops.ops.run`), and reports.
 """

@@ -1,7 +1,7 @@
-"""Icechunk expiry (``lakeops expire REPO``): superseded branch files removed
-(:mod:`lakeops.icechunk.maintenance.expiry`), or, for a repository in the icechunk package's format,
-snapshots expired by that package (:mod:`lakeops.icechunk.maintenance.delegated`). It runs on the
-driver: a few small ref files."""
+"""Icechunk expiry (``lakeops expire REPO``): superseded branch files removed from a seed-format
+repository (:mod:`lakeops.icechunk.maintenance.expiry`), or the histories of an Icechunk format 1 or 2
+repository shortened, deleting nothing (:mod:`lakeops.icechunk.maintenance.versioned_expiry`). It runs
+on the driver: a few small ref, snapshot or repo files."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from datetime import timedelta
 from rich.console import Console
 
 from lakeops.icechunk.maintenance import expiry
-from lakeops.icechunk.maintenance.delegated import DelegatedPlan
 from lakeops.icechunk.maintenance.expiry import IcechunkExpiryPlan
-from lakeops.ops.icechunk.repository import delegated_plan, refuse_quarantine, removal_fields
+from lakeops.icechunk.maintenance.versioned_expiry import VersionedExpiryPlan, plan_versioned_expiry
+from lakeops.icechunk.versioned import format_version
+from lakeops.ops.icechunk.repository import removal_fields
 from lakeops.ops.report import Report
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -21,11 +22,13 @@ from lakeops.units import format_size
 
 __all__ = ["IcechunkExpiryReport", "Plan", "expire", "plan", "run"]
 
-Plan = IcechunkExpiryPlan | DelegatedPlan
+Plan = IcechunkExpiryPlan | VersionedExpiryPlan
 
 
 class IcechunkExpiryReport(Report):
-    """Branch files removed (or, with ``dry_run``, that would be) and the snapshots they released."""
+    """Branch files removed (seed format) or histories shortened (formats 1 and 2), or with ``dry_run``
+    what would be, and the snapshots released. ``paths`` (dry run): the files that would go (seed
+    format) or be rewritten (formats 1 and 2)."""
 
     operation: str = "expire"
     retention: str = ""
@@ -35,9 +38,12 @@ class IcechunkExpiryReport(Report):
     branch_files: int = 0
     deleted_branch_files: int = 0
     deleted_bytes: int = 0
+    #: Snapshots on some branch's or tag's history (seed format: named by a ref file).
+    snapshots_scanned: int = 0
     snapshots_expired: int = 0
     snapshots_retained: int = 0
-    delegated_to: str | None = None
+    #: Formats 1 and 2: kept snapshots whose parent became the initial snapshot.
+    snapshots_reparented: int = 0
     paths: list[str] = []
 
 
@@ -51,9 +57,8 @@ def plan(
     now_ms: int,
 ) -> Plan:
     """The expiry of either kind of repository (``retention`` None: the default window)."""
-    return delegated_plan(
-        storage, location, storage_options, retention=retention, force=force, now_ms=now_ms
-    ) or expiry.plan_expiry(storage, location, retention=retention, force=force, now_ms=now_ms)
+    planner = expiry.plan_expiry if format_version(storage, location) is None else plan_versioned_expiry
+    return planner(storage, location, retention=retention, force=force, now_ms=now_ms)
 
 
 def run(
@@ -65,9 +70,8 @@ def run(
     started: float | None = None,
 ) -> IcechunkExpiryReport:
     """Carry out (unless ``dry_run``) and report ``plan``; ``quarantine_run`` moves the files into that
-    trash run instead of deleting them (refused for the package format: the package deletes)."""
+    trash run instead of deleting them (formats 1 and 2: expiry deletes nothing, so nothing moves)."""
     started = time.monotonic() if started is None else started
-    refuse_quarantine(plan, quarantine_run, dry_run=dry_run)
     figures = plan.expire(storage_options, dry_run=dry_run, quarantine_run=quarantine_run)
     common = removal_fields(plan, started, dry_run=dry_run, quarantine_run=quarantine_run)
     return IcechunkExpiryReport.model_validate(common | figures)
@@ -96,8 +100,12 @@ def expire(
         now_ms=int(time.time() * 1000),
     )
     report = run(planned, storage_options, dry_run=dry_run, quarantine_run=quarantine_run, started=started)
-    if report.delegated_to is not None:
-        progress.print(f"{report.delegated_to}: {report.snapshots_expired} snapshots expired")
+    if isinstance(planned, VersionedExpiryPlan):
+        progress.print(
+            f"{report.snapshots_expired} of {report.snapshots_scanned} snapshots "
+            f"{'would expire' if dry_run else 'expired'}, {report.snapshots_reparented} re-parented; "
+            "lakeops orphans deletes their files"
+        )
     else:
         progress.print(
             f"{report.deleted_branch_files} superseded branch files ({format_size(report.deleted_bytes)}) "

@@ -48,7 +48,6 @@ class IcechunkGcReport(Report):
     deleted_temp_files: int = 0
     deleted_files: int = 0
     deleted_bytes: int = 0
-    delegated_to: str | None = None
     paths: list[str] = []
 
 

@@ -443,9 +443,9 @@ def test_an_older_version_never_moves_the_pointer_back(tmp_path: Path) -> None:
 
 
 def test_unsupported_writer_feature_is_refused_by_name(tmp_path: Path) -> None:
-    protocol = Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=[], writerFeatures=["icebergCompatV1"])
+    protocol = Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=[], writerFeatures=["madeUpFeature"])
     root = _table(tmp_path, protocol)
-    with pytest.raises(UnsupportedFeature, match="icebergCompatV1"):
+    with pytest.raises(UnsupportedFeature, match="madeUpFeature"):
         _plan(root)
     assert not list((tmp_path / "_delta_log").glob("*.parquet"))
 

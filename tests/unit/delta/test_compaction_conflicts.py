@@ -166,10 +166,10 @@ def test_a_property_change_is_rebased_over(tmp_path: Path) -> None:
 def test_a_protocol_lakeops_does_not_write_aborts(tmp_path: Path) -> None:
     location = _table(tmp_path)
     plan, results = _rewrite(location)
-    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV1"]}
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["madeUpWriterFeature"]}
     _land(location, {"protocol": protocol})
 
-    with pytest.raises(CommitConflict, match="version 6 changed the protocol: .*icebergCompatV1"):
+    with pytest.raises(CommitConflict, match="version 6 changed the protocol: .*madeUpWriterFeature"):
         _commit(plan, results)
     assert _exists(results, 0) == _exists(results, 1) == [False]
 

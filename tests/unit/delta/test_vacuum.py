@@ -360,9 +360,9 @@ def test_tables_vacuum_cannot_handle_are_refused(tmp_path: Path) -> None:
     root = tmp_path / "t"
     write_deltalake(str(root), pa.table({"id": [1]}))
     (root / "_delta_log" / "00000000000000000001.json").write_text(
-        '{"protocol":{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["icebergCompatV1"]}}\n'
+        '{"protocol":{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["madeUpWriterFeature"]}}\n'
     )
-    with pytest.raises(UnsupportedFeature, match="writer feature icebergCompatV1 not supported"):
+    with pytest.raises(UnsupportedFeature, match="writer feature madeUpWriterFeature not supported"):
         _plan(root)
 
 

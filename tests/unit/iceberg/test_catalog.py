@@ -11,7 +11,8 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
 
 from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, StorageError
-from lakeops.iceberg.catalog import FileSystemCatalog, SqlCatalog, TableIdentifier, metadata_version
+from lakeops.iceberg.catalog import FileSystemCatalog, TableIdentifier, metadata_version
+from lakeops.iceberg.sql_catalog import SqlCatalog
 from lakeops.storage import LocalStorage, open_storage
 
 

@@ -13,7 +13,6 @@ from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 
 from lakeops.deletion import delete_batch
 from lakeops.errors import CommitStateUnknown, InvalidArgument, ProtocolError, UnsafeOperation
-from lakeops.iceberg.catalog import SqlCatalog
 from lakeops.iceberg.maintenance.expire import (
     DEFAULT_MAX_SNAPSHOT_AGE_MS,
     ExpireOptions,
@@ -25,6 +24,7 @@ from lakeops.iceberg.maintenance.expire import (
 )
 from lakeops.iceberg.metadata import TableMetadata, parse_metadata, serialize_metadata
 from lakeops.iceberg.reachability import reachable_files
+from lakeops.iceberg.sql_catalog import SqlCatalog
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import StorageOptions, normalize
 

@@ -183,14 +183,6 @@ def test_compaction_is_refused_by_name_and_format(name: str, tmp_path: Path) -> 
     assert _files(root) == before
 
 
-def test_expiry_of_format_2_is_refused_by_name(tmp_path: Path) -> None:
-    root = _copy("test-repo-v2", tmp_path)
-    before = _files(root)
-    with pytest.raises(UnsupportedFeature, match="expire of Icechunk format 2 repositories is not available"):
-        api.expire(str(root), ExpiryOptions(older_than="8d"))
-    assert _files(root) == before
-
-
 #: Objects no ref reaches, planted in a copy: an abandoned writer's chunk, manifest, snapshot and log.
 PLANTED = [
     "chunks/0000000000000000000G",
@@ -310,8 +302,12 @@ def test_transaction_logs_of_expired_ancestors_are_kept(tmp_path: Path, monkeypa
     assert (root / "transactions" / pruned).exists()
 
 
-def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Format 2's ``RepoStatus``: the fixtures are Online; a ReadOnly one is made in the decoded object."""
+@pytest.mark.parametrize("operation", ["orphans", "expire"])
+def test_a_read_only_repository_is_refused_by_what_changes_it(
+    operation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 2's ``RepoStatus``: the fixtures are Online; a ReadOnly one is made in the decoded object.
+    Garbage collection deletes and expiry rewrites the repo object: both are refused."""
     root = _copy("test-repo-v2", tmp_path)
     _plant(root)
     _age(root, 10)
@@ -324,8 +320,12 @@ def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monke
 
     monkeypatch.setattr(versioned, "read_repo_info", read_only)
     before = _files(root)
-    with pytest.raises(UnsafeOperation, match=r"repo: the repository is read-only \(migrating\)"):
-        api.orphans(str(root), OrphansOptions(older_than="8d"))
+    what = {"orphans": "garbage collection", "expire": "snapshot expiry"}[operation]
+    with pytest.raises(UnsafeOperation, match=rf"repo: the repository is read-only \(migrating\); {what}"):
+        if operation == "orphans":
+            api.orphans(str(root), OrphansOptions(older_than="8d"))
+        else:
+            api.expire(str(root), ExpiryOptions(older_than="8d"))
     assert _files(root) == before
 
 
@@ -334,7 +334,7 @@ def test_garbage_collection_refuses_a_read_only_repository(tmp_path: Path, monke
     [
         ("icechunk-seed-format/test-repo", None, []),
         ("modern/icechunk/test-repo-v1", 1, ["compact"]),
-        ("modern/icechunk/test-repo-v2", 2, ["compact", "expire"]),
+        ("modern/icechunk/test-repo-v2", 2, ["compact"]),
     ],
 )
 def test_inspect_says_which_operations_each_format_allows(path: str, version: int | None, refused: list[str]) -> None:

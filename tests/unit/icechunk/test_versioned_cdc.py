@@ -6,8 +6,8 @@ structure, then data, then chunk 0/0 of ``big_chunks`` made virtual; ``split-rep
 arrays three times), and format 1's rows are exactly what the icechunk package and zarr show between
 consecutive snapshots; deltalake reads the change table; the watermark is each snapshot's
 ``flushed_at``, so a re-run writes nothing, an overlapping range writes nothing twice, a gap is
-refused, and a CDC after ``lakeops expire`` (format 1, delegated to the package, which re-parents the
-retained snapshots) continues without duplicates, or is refused when the last snapshot extracted
+refused, and a CDC after ``lakeops expire`` (format 1, which re-parents the retained snapshots as the
+icechunk package does) continues without duplicates, or is refused when the last snapshot extracted
 expired.
 """
 
@@ -238,10 +238,12 @@ def test_cdc_after_expiry_continues_without_duplicates(tmp_path: Path) -> None:
     assert _cdc(root, output, virtual).already_extracted
 
 
-def test_cdc_is_refused_when_the_last_snapshot_extracted_expired(tmp_path: Path) -> None:
-    """Expiry re-parents the tip onto the initial snapshot: diffing it there would repeat the changes
-    already extracted, so the range is refused, naming the snapshot."""
-    root, output = _copy("test-repo-v1", tmp_path), tmp_path / "changes"
+@pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2"])
+def test_cdc_is_refused_when_the_last_snapshot_extracted_expired(name: str, tmp_path: Path) -> None:
+    """Expiry re-parents the tip onto the initial snapshot (format 1: in its file, format 2: in the repo
+    object): diffing it there would repeat the changes already extracted, so the range is refused,
+    naming the snapshot."""
+    root, output = _copy(name, tmp_path), tmp_path / "changes"
     initial, _, fill, virtual = _main_line(root)
     _cdc(root, output, initial, fill)
     api.expire(str(root), ExpiryOptions(older_than="8d"))

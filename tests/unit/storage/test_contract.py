@@ -19,7 +19,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError
 
-from lakeops.errors import AlreadyExists, InvalidArgument, NotFound
+from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, Superseded
 from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage, s3
 from lakeops.storage.s3 import S3Storage, make_client
 
@@ -259,6 +259,47 @@ def test_put_if_absent_over_a_replaced_object(any_storage_root: Root) -> None:
     storage.delete_many([target])
     storage.put_if_absent(target, b"p")
     assert storage.read(target) == b"p"
+
+
+def test_replace_if_match_swaps_only_the_version_read(any_storage_root: Root) -> None:
+    root, storage = any_storage_root
+    target = join(root, "repo")
+    storage.write(target, b"v1")
+    data, token = storage.read_versioned(target)
+    assert data == b"v1"
+    storage.replace_if_match(target, b"v2", token)
+    assert storage.read(target) == b"v2"
+    with pytest.raises(Superseded, match="repo.*changed since it was read"):
+        storage.replace_if_match(target, b"v3", token)  # the token names v1, which is gone
+    assert storage.read(target) == b"v2"
+    _, token = storage.read_versioned(target)
+    storage.delete_many([target])
+    with pytest.raises(Superseded, match="repo"):
+        storage.replace_if_match(target, b"v4", token)
+    assert paths(storage, root) == []  # nothing recreated, no temporaries left
+
+
+def test_racing_replace_if_match_has_exactly_one_winner(any_storage_root: Root) -> None:
+    root, storage = any_storage_root
+    target = join(root, "repo")
+    storage.write(target, b"base")
+    _, token = storage.read_versioned(target)
+    racers = 8
+    barrier = threading.Barrier(racers)
+
+    def race(racer: int) -> bool:
+        barrier.wait()
+        try:
+            storage.replace_if_match(target, f"racer-{racer}".encode() * 1000, token)
+        except Superseded:
+            return False
+        return True
+
+    with ThreadPoolExecutor(racers) as pool:
+        won = [r for r, ok in enumerate(pool.map(race, range(racers))) if ok]
+    assert len(won) == 1
+    assert storage.read(target) == f"racer-{won[0]}".encode() * 1000
+    assert paths(storage, root) == [target]
 
 
 def test_racing_put_if_absent_has_exactly_one_winner(any_storage_root: Root) -> None:
