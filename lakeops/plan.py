@@ -46,6 +46,8 @@ class CommitOutcome(BaseModel):
     #: Counts the commit itself decided, named as the operation's report fields (Iceberg compaction:
     #: ``delete_files_removed``, the dangling delete files it dropped).
     metrics: Mapping[str, int | bool] = {}
+    #: What went wrong after the commit landed without undoing it (Delta: a version checksum file not written).
+    warnings: tuple[str, ...] = ()
 
     @property
     def committed(self) -> bool:

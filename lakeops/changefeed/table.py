@@ -110,7 +110,7 @@ class ChangePlan(BaseModel):
         return (
             CommitOutcome()
             if committed is None
-            else CommitOutcome(version=committed.version, attempts=committed.attempts)
+            else CommitOutcome(version=committed.version, attempts=committed.attempts, warnings=committed.warnings)
         )
 
     def discard(self, results: Sequence[ExtractResult], storage_options: StorageOptions) -> int:

@@ -9,7 +9,9 @@ free version straight away, so what it validated against is never older than one
 version touched and commits the rest. When nothing of it still applies, :class:`CommitConflict`.
 Retries are bounded by attempts and, optionally, total time. When the store's answer is lost, the
 version is re-read to find out whether our attempt landed (the commit carries a ``txnId``); if that
-cannot be decided, :class:`CommitStateUnknown` tells the caller to delete nothing.
+cannot be decided, :class:`CommitStateUnknown` tells the caller to delete nothing. Once our version
+has landed, its version checksum file ``n.crc`` is written from the replay of that version
+(:mod:`lakeops.delta.version_checksum`); a failure there is a warning of the result, never an error.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from lakeops.delta.commit_file import CommitActions, parse_commit
 from lakeops.delta.commit_time import ict_enabled
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_file_name
+from lakeops.delta.version_checksum import write_version_checksum
 from lakeops.errors import (
     AlreadyExists,
     CommitConflict,
@@ -84,6 +87,14 @@ class CommitResult:
     version: int
     attempts: int
     txn_id: str
+    #: What went wrong after the commit landed without undoing it (its version checksum file).
+    warnings: tuple[str, ...] = ()
+
+
+def _landed(storage: Storage, table_root: str, version: int, attempts: int, txn_id: str) -> CommitResult:
+    """Our commit is ``version``: its checksum file follows it, best effort (see :mod:`.version_checksum`)."""
+    warning = write_version_checksum(storage, table_root, version, txn_id)
+    return CommitResult(version, attempts, txn_id, () if warning is None else (warning,))
 
 
 def _render(actions: Sequence[ActionModel], info: CommitInfo) -> bytes:
@@ -190,7 +201,7 @@ def commit_pending(
         path = join(log_dir, commit_file_name(version))
         try:
             storage.put_if_absent(path, _render(pending.actions(), info))
-            return CommitResult(version, attempt, txn_id)
+            return _landed(storage, table_root, version, attempt, txn_id)
         except AlreadyExists:
             pass
         except LakeopsError as exc:
@@ -202,7 +213,7 @@ def commit_pending(
                     "nothing may be deleted until the log is checked"
                 ) from exc
             if ours:
-                return CommitResult(version, attempt, txn_id)
+                return _landed(storage, table_root, version, attempt, txn_id)
             if not storage.exists(path):
                 time.sleep(backoff_s * attempt)
                 continue  # nothing landed yet: send the same commit (same txnId) again
@@ -218,7 +229,7 @@ def commit_pending(
                 break
             winner = parse_commit(raw, version, path)
             if _txn_id(winner) == txn_id:
-                return CommitResult(version, attempt, txn_id)
+                return _landed(storage, table_root, version, attempt, txn_id)
             _check_protocol(winner, table_root, operation, read_version)
             _check_domains(winner, pending.actions(), table_root, operation, read_version, rebased_domains)
             if winner.commit_info is not None and winner.commit_info.in_commit_timestamp is not None:

@@ -267,6 +267,7 @@ def run(
         update={
             "committed_version": batch.outcome.version,
             "commit_attempts": batch.outcome.attempts,
+            "warnings": list(batch.outcome.warnings),
             "rows_insert": rows["insert"],
             "rows_delete": rows["delete"],
             "rows_update_preimage": rows["update_preimage"],

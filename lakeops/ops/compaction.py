@@ -316,6 +316,7 @@ def _fold(report: CompactionReport, batch: Batch[Any, Any], started: float) -> C
             "commit_retries": report.commit_retries + max(outcome.attempts - 1, 0),
             "groups_dropped_by_conflict": report.groups_dropped_by_conflict + len(outcome.dropped),
             "conflicts": report.conflicts + [outcome.dropped[i] for i in sorted(outcome.dropped)],
+            "warnings": report.warnings + list(outcome.warnings),
             "files_removed": report.files_removed + removed_files,
             "bytes_removed": report.bytes_removed + sum(g.bytes for g in groups),
             "files_added": report.files_added + files_added,

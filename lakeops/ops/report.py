@@ -81,6 +81,8 @@ class Report(BaseModel):
     duration_s: float = 0.0
     #: Set when the run moved its files into this trash run (``lakeops restore TABLE RUN``) instead of deleting.
     quarantine_run: str | None = None
+    #: What went wrong without failing the run (a committed Delta version left without its checksum file).
+    warnings: list[str] = []
 
     @property
     def state_version(self) -> str | None:
@@ -113,7 +115,7 @@ class Report(BaseModel):
             unit = readable(name, value) if isinstance(value, int | float) and not isinstance(value, bool) else None
             text = unit or (f"{value:.2f}" if isinstance(value, float) else str(value))
             rows.append((name.replace("_", " "), printable(mask_text(text))))
-        return rows
+        return rows + [("warning", printable(mask_text(w))) for w in self.warnings]
 
     def to_json(self) -> str:
         """The report as one line of JSON (:func:`to_json`): what ``--json`` prints."""

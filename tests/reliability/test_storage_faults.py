@@ -409,6 +409,31 @@ def test_delta_commit_with_a_lost_answer_is_resolved_by_rereading(
     _assert_delta_intact(location, endpoint, storage, rows)
 
 
+def test_delta_commit_whose_checksum_file_the_store_refuses_stands(
+    few_retries: FaultyS3, s3_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every PUT of a version checksum file fails with a 500, through the client's retries: the
+    compaction still commits version 9, which delta-rs reads, and its report names the ``.crc`` not
+    written (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#version-checksum-file: optional)."""
+    endpoint = s3_bucket.options.endpoint_url
+    location = f"{s3_bucket.uri}/events"
+    storage = open_storage(location, s3_bucket.options)
+    rows = _delta_table(location, endpoint)  # versions 0..8: the compaction commits version 9
+    few_retries.add(Rule(Fault.INTERNAL_ERROR, method="PUT", key=r"/_delta_log/\d{20}\.crc$", probability=1.0))
+
+    argv = ("compact", location, "--min-input-files", "2", "--endpoint-url", few_retries.endpoint_url)
+    report = run(capsys, s3_bucket.name, *argv)
+
+    assert few_retries.counts()[Fault.INTERNAL_ERROR] >= 1
+    few_retries.clear()
+    assert report is not None and report["committed_version"] == 9
+    (warning,) = report["warnings"]
+    assert f"{9:020d}.crc" in warning and "was not written" in warning
+    assert not storage.exists(f"{location}/_delta_log/{9:020d}.crc")
+    assert DeltaTable(location, storage_options=_delta_rs(endpoint)).version() == 9
+    _assert_delta_intact(location, endpoint, storage, rows)
+
+
 @pytest.mark.parametrize("loss", LOSSES)
 def test_iceberg_commit_with_a_lost_answer_fails_cleanly_or_commits_once(
     loss: str, few_retries: FaultyS3, s3_bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -677,7 +677,7 @@ def commit_compaction(
     )
     position = {g.group_id: i for i, g in enumerate(plan.groups)}
     dropped = {position[group]: why for group, why in pending.dropped.items()}
-    return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped)
+    return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped, warnings=result.warnings)
 
 
 def _row_tracking_tags(plan: CompactionPlan) -> dict[str, str]:

@@ -18,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakeops.delta.maintenance.compaction import CompactionOptions, RewriteResult, plan_compaction, rewrite_group
 from lakeops.delta.snapshot import load_snapshot
+from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import CommitConflict
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionReport
@@ -79,7 +80,13 @@ def test_an_append_meanwhile_is_rebased_over(tmp_path: Path) -> None:
     assert (report.committed_version, report.commit_attempts, report.commit_retries) == (7, 2, 1)
     assert report.groups_dropped_by_conflict == 0 and report.files_removed == 6
     assert _ids(location) == [*range(60), 100]
-    assert len(DeltaTable(location).file_uris()) == 3  # two compacted files and the append
+    files = DeltaTable(location).file_uris()
+    assert len(files) == 3  # two compacted files and the append
+    # The checksum of version 7 is the state after the rebase: the append that landed first included.
+    crc = json.loads((Path(location) / "_delta_log" / f"{7:020d}.crc").read_text())
+    assert (crc["numFiles"], crc["tableSizeBytes"]) == (3, sum(Path(f).stat().st_size for f in files))
+    storage = open_storage(location)
+    assert check_version_checksum(storage, load_snapshot(storage, location)).status == "matches"
 
 
 def test_a_delete_of_a_rewritten_file_drops_that_bin_and_commits_the_other(tmp_path: Path) -> None:

@@ -151,6 +151,9 @@ def test_lakeops_commits_carry_a_later_in_commit_timestamp(tmp_path: Path) -> No
     assert list(first) == ["commitInfo"] and first["commitInfo"]["inCommitTimestamp"] == now + DAY_MS + 1
     assert sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 10, 11, 20, 21, 101, 102]
     assert _ict(location, 7) == now + DAY_MS + 1
+    checksum = json.loads((Path(location) / "_delta_log" / f"{7:020}.crc").read_text())
+    assert checksum["inCommitTimestampOpt"] == now + DAY_MS + 1
+    assert api.inspect(location).checksum == "matches"
 
 
 def test_change_table_appends_carry_one_when_the_output_enables_them(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def test_compact_checkpoint_expire_and_vacuum_on_a_v2_table(tmp_path: Path) -> N
     rows = _same_rows(root)
     compacted = api.compact(str(root), CompactionOptions(target_file_size=1 << 20))
     assert compacted.committed_version == 7 and compacted.files_removed == 101
-    assert not (_log(root) / f"{7:020d}.crc").exists()  # lakeops writes no checksum rather than a wrong one
+    assert api.inspect(str(root)).checksum == "matches"  # lakeops's 7.crc (test_written_checksums.py)
     assert _same_rows(root) == rows
     assert api.checkpoint(str(root)).status == "written"
     (new_checkpoint,) = _log(root).glob(f"{7:020d}.checkpoint.*.parquet")
@@ -214,6 +214,7 @@ def test_compact_checkpoint_expire_and_vacuum_on_a_v2_table(tmp_path: Path) -> N
     assert {n for n in names if not n.startswith(".")} == {
         new_checkpoint.name,
         f"{7:020d}.json",
+        f"{7:020d}.crc",
         "_last_checkpoint",
     }
     assert [p.name for p in (_log(root) / "_sidecars").iterdir()] == [fresh.name]  # none is named by 7
