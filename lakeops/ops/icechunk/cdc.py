@@ -116,6 +116,7 @@ def run(
         update={
             "committed_version": batch.outcome.version,
             "commit_attempts": batch.outcome.attempts,
+            "warnings": list(batch.outcome.warnings),
             "rows_added": rows["added"],
             "rows_removed": rows["removed"],
             "rows_modified": rows["modified"],
