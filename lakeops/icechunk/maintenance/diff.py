@@ -50,6 +50,7 @@ expired. A snapshot of ``lakeops compact`` (:mod:`.versioned_packing`: metadata 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
@@ -511,18 +512,34 @@ def _resolve_versioned(repo: VersionedRepository, text: str) -> str:
     return found
 
 
+#: ``--from`` naming the repository's creation (as for Delta and Iceberg): every snapshot on the ancestry.
+FROM_CREATION = "0"
+
+
 def _line(storage: Storage, root: str, options: DiffOptions) -> tuple[int | None, str, str, list[LineEntry]]:
-    """The repository's format version, the resolved from and to snapshots, and to's ancestry."""
+    """The repository's format version, the resolved from and to snapshots, and to's ancestry. ``--from 0``
+    (when no branch or tag has that name) is the first snapshot of the ancestry: everything after it."""
     version = format_version(storage, root)
     to_text = options.to_snapshot or "main"
+    resolve: Callable[[str], str]
     if version is not None:
         versioned = VersionedRepository(storage, root)
-        to_id = _resolve_versioned(versioned, to_text)
-        return version, _resolve_versioned(versioned, options.from_snapshot), to_id, _versioned_line(versioned, to_id)
-    repo = Repository(storage, root)
-    require_repository(repo)
-    to_id = resolve_snapshot(repo, to_text)
-    return None, resolve_snapshot(repo, options.from_snapshot), to_id, _seed_line(repo, to_id)
+        resolve = functools.partial(_resolve_versioned, versioned)
+        to_id = resolve(to_text)
+        line = _versioned_line(versioned, to_id)
+    else:
+        repo = Repository(storage, root)
+        require_repository(repo)
+        resolve = functools.partial(resolve_snapshot, repo)
+        to_id = resolve(to_text)
+        line = _seed_line(repo, to_id)
+    try:
+        from_id = resolve(options.from_snapshot)
+    except VersionNotFound:
+        if options.from_snapshot != FROM_CREATION:
+            raise
+        from_id = line[-1].file_id or line[-1].id
+    return version, from_id, to_id, line
 
 
 def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:

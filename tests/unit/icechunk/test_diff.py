@@ -149,6 +149,13 @@ def test_export_is_idempotent_and_continues(test_repo: Path, tmp_path: Path) -> 
     assert _export(root, out, DELETE, "it also works!").already_extracted  # a tag names the end
 
 
+def test_from_0_exports_from_the_repositorys_creation(test_repo: Path, tmp_path: Path) -> None:
+    plan = _export(str(test_repo), tmp_path / "from-0", "0", FILL)
+    _export(str(test_repo), tmp_path / "from-init", INIT, FILL)
+    assert plan.from_snapshot == INIT
+    assert _output(tmp_path / "from-0") == _output(tmp_path / "from-init")
+
+
 def test_export_refuses_gaps_and_earlier_starts(test_repo: Path, tmp_path: Path) -> None:
     root = str(test_repo)
     _export(root, tmp_path / "a", INIT, EMPTY)  # depth 1

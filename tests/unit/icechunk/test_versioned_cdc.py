@@ -116,6 +116,23 @@ def test_changes_from_the_first_snapshot_to_main_are_the_documented_ones(name: s
     assert table.version() == DeltaTable(str(output)).version() == 0
 
 
+@pytest.mark.parametrize("name", ["test-repo-v1", "test-repo-v2", "split-repo-v2"])
+def test_from_0_is_the_repositorys_creation_as_for_delta_and_iceberg(name: str, tmp_path: Path) -> None:
+    root = _copy(name, tmp_path)
+    report = _cdc(root, tmp_path / "changes", "0")
+    assert _read(tmp_path / "changes") == DOCUMENTED[name]
+    assert report.from_snapshot == _main_line(root)[0]
+
+
+def test_a_branch_named_0_is_still_a_branch(tmp_path: Path) -> None:
+    root = _copy("test-repo-v1", tmp_path)
+    ref = root / "refs" / "branch.main" / "ref.json"
+    (root / "refs" / "branch.0").mkdir()
+    (root / "refs" / "branch.0" / "ref.json").write_bytes(ref.read_bytes())  # "0" at main's tip
+    with pytest.raises(InvalidArgument, match="is empty"):
+        _cdc(root, tmp_path / "changes", "0")
+
+
 # --- format 1 against the icechunk package ---------------------------------------------------------
 
 
