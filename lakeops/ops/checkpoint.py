@@ -64,6 +64,9 @@ class CheckpointOptions(CatalogOptions):
     rewrite_all: bool = False
 
 
+NOT_APPLICABLE = "not applicable"
+
+
 class CheckpointReport(Report):
     operation: str = "checkpoint"
     #: ``written``, ``already checkpointed``, ``planned`` (dry run) or ``not applicable``.
@@ -91,10 +94,21 @@ class CheckpointReport(Report):
     replaced_bytes: int | None = None
     commit_attempts: int | None = None
 
+    #: Why nothing was checkpointed, when ``status`` is ``not applicable``.
+    reason: str | None = None
+
     @property
     def state_version(self) -> str | None:
         """Iceberg: the snapshot id (the last committed, else the one read); Delta: the version."""
         return version_text(self.snapshot_id) or super().state_version
+
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """Without a checkpoint to describe, the table says why instead of listing zero counts."""
+        lines = super().summary_lines()
+        if self.status != NOT_APPLICABLE:
+            return lines
+        counts = {name.replace("_", " ") for name in self.metrics()} - {"duration s"}
+        return [(label, value) for label, value in lines if label not in counts]
 
 
 def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions) -> Plan | None:
@@ -146,7 +160,8 @@ def not_applicable_report(location: str, started: float, *, dry_run: bool = Fals
         format="icechunk",
         table=normalize(location),
         dry_run=dry_run,
-        status="not applicable",
+        status=NOT_APPLICABLE,
+        reason="an Icechunk snapshot is complete in itself: there is no log to checkpoint",
         duration_s=time.monotonic() - started,
     )
 

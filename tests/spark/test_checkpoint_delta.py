@@ -425,6 +425,11 @@ def test_icechunk_has_no_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixtu
     shutil.copytree(TESTDATA / "icechunk-seed-format" / "test-repo", tmp_path / "repo")
     report = run_json(capsys, "checkpoint", str(tmp_path / "repo"))
     assert (report["format"], report["status"], report["parts"]) == ("icechunk", "not applicable", 0)
+    assert "there is no log to checkpoint" in report["reason"]
+
+    assert lakeops(["checkpoint", str(tmp_path / "repo")]) == 0
+    table = capsys.readouterr().out
+    assert "no log to checkpoint" in table and "parts" not in table and "actions" not in table
 
 
 def test_broken_iceberg_metadata_is_refused_and_nothing_written(
