@@ -23,31 +23,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 
 from lakeops.audit import audited
 from lakeops.execution import Executor, ThreadExecutor
-from lakeops.ops import cdc as cdc_op
-from lakeops.ops import checkpoint as checkpoint_op
-from lakeops.ops import compaction, expiry, trash
-from lakeops.ops import orphans as orphans_op
-from lakeops.ops.cdc import CdcOptions, CdcReport
-from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
-from lakeops.ops.compaction import CompactionOptions, CompactionReport
-from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, SnapshotExpiryReport
-from lakeops.ops.icechunk.cdc import IcechunkCdcReport
-from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
-from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
-from lakeops.ops.icechunk.inspect import IcechunkInspectReport
-from lakeops.ops.icechunk.orphans import IcechunkGcReport
-from lakeops.ops.inspect import InspectReport, inspect_table
-from lakeops.ops.orphans import IcebergOrphansReport, OrphansOptions, OrphansReport
+from lakeops.ops.options import (
+    CatalogOptions,
+    CdcOptions,
+    CheckpointOptions,
+    CompactionOptions,
+    ExpiryOptions,
+    OrphansOptions,
+    PurgeOptions,
+    RestoreOptions,
+)
 from lakeops.ops.report import Report
-from lakeops.ops.target import CatalogOptions, resolve_name, resolve_output
-from lakeops.ops.trash import PurgeOptions, PurgeReport, RestoreOptions, RestoreReport
+from lakeops.ops.target import resolve_name, resolve_output
 from lakeops.storage import StorageOptions
+
+if TYPE_CHECKING:
+    from lakeops.ops.cdc import CdcReport
+    from lakeops.ops.checkpoint import CheckpointReport
+    from lakeops.ops.compaction import CompactionReport
+    from lakeops.ops.expiry import ExpiryReport, SnapshotExpiryReport
+    from lakeops.ops.icechunk.cdc import IcechunkCdcReport
+    from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
+    from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
+    from lakeops.ops.icechunk.inspect import IcechunkInspectReport
+    from lakeops.ops.icechunk.orphans import IcechunkGcReport
+    from lakeops.ops.inspect import InspectReport
+    from lakeops.ops.orphans import IcebergOrphansReport, OrphansReport
+    from lakeops.ops.trash import PurgeReport, RestoreReport
 
 __all__ = ["cdc", "checkpoint", "compact", "expire", "inspect", "orphans", "purge_trash", "restore"]
 
@@ -105,7 +113,9 @@ def _execute(
     **flags: bool,
 ) -> ReportT:
     """An operation's ``execute(table, options, storage_options, **flags, executor=, progress=)``
-    (:mod:`lakeops.ops`) through :func:`_run`; its ``flags`` (``dry_run``, ``quarantine``) are recorded too."""
+    (:mod:`lakeops.ops`) through :func:`_run`; its ``flags`` (``dry_run``, ``quarantine``) are recorded too.
+    Each function below imports its operation's module when called, so that a program importing this
+    API pays for the operations it runs only (and each of those for the formats it meets)."""
     return _run(
         command,
         table,
@@ -138,6 +148,8 @@ def inspect(
     (Iceberg) or the version current at ``timestamp``: live and small files, rows hidden by deletes,
     tombstones or snapshots, log length, checkpoint or manifest lag, reclaimable bytes. Icechunk
     repositories are inspected at their branch tips. Reads metadata only; changes nothing."""
+    from lakeops.ops.inspect import inspect_table
+
     return _run(
         "inspect",
         table,
@@ -176,6 +188,8 @@ def compact(
     Returns the plan's figures (candidate files, groups, partitions) and the outcome: files and bytes
     removed and added, rows read and written, commits, retries and groups dropped by conflict.
     """
+    from lakeops.ops import compaction
+
     return _execute(
         "compact",
         compaction.execute,
@@ -210,6 +224,8 @@ def checkpoint(
     what the checkpoint holds: actions, files and tombstones (Delta), manifests before and after and
     entries moved (Iceberg).
     """
+    from lakeops.ops import checkpoint as checkpoint_op
+
     return _execute(
         "checkpoint",
         checkpoint_op.execute,
@@ -243,6 +259,8 @@ def cdc(
 
     Returns the range extracted, the rows by change type, and the output version committed.
     """
+    from lakeops.ops import cdc as cdc_op
+
     return _execute(
         "cdc",
         cdc_op.execute,
@@ -279,6 +297,8 @@ def expire(
 
     Returns what was expired and deleted (files, bytes, snapshots or commits) and, for a dry run, the paths.
     """
+    from lakeops.ops import expiry
+
     return _execute(
         "expire",
         expiry.execute,
@@ -315,6 +335,8 @@ def orphans(
 
     Returns files scanned, too recent, still needed, and deleted (files and bytes; paths for a dry run).
     """
+    from lakeops.ops import orphans as orphans_op
+
     return _execute(
         "orphans",
         orphans_op.execute,
@@ -338,6 +360,8 @@ def restore(
     """Put back every file that the ``quarantine`` run ``options.run_id`` of :func:`expire` or
     :func:`orphans` moved into the table's trash. Nothing is restored if any of them exists again at
     its original path (the error names it). Runs in this process: a restore is one move per file."""
+    from lakeops.ops import trash
+
     return _run(
         "restore",
         table,
@@ -360,6 +384,8 @@ def purge_trash(
 ) -> PurgeReport:
     """Delete the table's quarantine runs older than ``options.older_than`` (default 7 days), judged
     by when each run quarantined. ``dry_run`` lists the runs that would be purged."""
+    from lakeops.ops import trash
+
     opts = options or PurgeOptions()
     return _run(
         "purge-trash",

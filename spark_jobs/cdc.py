@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.cdc import CdcOptions, CdcReport
-from lakeops.ops.icechunk.cdc import IcechunkCdcReport
+from lakeops.ops.options import CdcOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.cdc import CdcReport
+    from lakeops.ops.icechunk.cdc import IcechunkCdcReport
 
 HELP = (
     "extract the change rows of versions V..W into a Delta table (Delta change data feed; Iceberg "
@@ -72,6 +75,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CdcReport | IcechunkCdcReport:
     """:func:`lakeops.api.cdc`, its units extracted on Spark (or the driver, as ``spark`` decides)."""
+    from lakeops import api
+
     return api.cdc(
         table, options, dry_run=options.dry_run, storage_options=storage_options, executor=spark, progress=progress
     )

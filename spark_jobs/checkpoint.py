@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
+from lakeops.ops.options import CheckpointOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.checkpoint import CheckpointReport
 
 HELP = (
     "write a Delta checkpoint (single or multi-part) and _last_checkpoint; "
@@ -72,6 +75,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CheckpointReport:
     """:func:`lakeops.api.checkpoint`, its units on Spark (or the driver, as ``spark`` decides)."""
+    from lakeops import api
+
     return api.checkpoint(
         table, options, dry_run=options.dry_run, storage_options=storage_options, executor=spark, progress=progress
     )

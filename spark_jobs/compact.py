@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.compaction import CompactionOptions, CompactionReport
-from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
+from lakeops.ops.options import CompactionOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.compaction import CompactionReport
+    from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 
 HELP = (
     "bin-pack small files into larger ones (Delta OPTIMIZE; Iceberg rewrite_data_files, applying deletes; "
@@ -124,6 +127,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> CompactionReport | IcechunkCompactionReport:
     """:func:`lakeops.api.compact`, its groups rewritten on Spark (or the driver, as ``spark`` decides)."""
+    from lakeops import api
+
     return api.compact(
         table, options, dry_run=options.dry_run, storage_options=storage_options, executor=spark, progress=progress
     )

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.expiry import ExpiryOptions, ExpiryReport, SnapshotExpiryReport
-from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
+from lakeops.ops.options import ExpiryOptions
 from lakeops.quarantine import TRASH_DIR
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.expiry import ExpiryReport, SnapshotExpiryReport
+    from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
 
 HELP = (
     "expire Iceberg snapshots (and the files only they reach) by the table's retention policy; "
@@ -101,6 +104,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> ExpiryReport | IcechunkExpiryReport | SnapshotExpiryReport:
     """:func:`lakeops.api.expire`, deleting on Spark when there are many batches."""
+    from lakeops import api
+
     return api.expire(
         table,
         options,

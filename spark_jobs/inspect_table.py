@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import ConfigDict, Field
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.icechunk.inspect import IcechunkInspectReport
-from lakeops.ops.inspect import InspectReport
-from lakeops.ops.target import CatalogOptions
+from lakeops.ops.options import CatalogOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.icechunk.inspect import IcechunkInspectReport
+    from lakeops.ops.inspect import InspectReport
 
 HELP = "show a table's health: files, small files, deletes, snapshots or log, checkpoint or manifest lag"
 USES_SPARK = False
@@ -55,6 +57,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> InspectReport | IcechunkInspectReport:
     """:func:`lakeops.api.inspect` (``spark`` is unused: nothing here needs a cluster)."""
+    from lakeops import api
+
     return api.inspect(
         table,
         CatalogOptions(catalog_uri=options.catalog_uri, catalog_name=options.catalog_name),

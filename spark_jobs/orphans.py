@@ -9,24 +9,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.iceberg.maintenance.orphans import DEFAULT_OLDER_THAN, PrefixMismatchMode
-from lakeops.ops.icechunk.orphans import IcechunkGcReport
-from lakeops.ops.orphans import IcebergOrphansReport, OrphansOptions, OrphansReport
+from lakeops.iceberg.maintenance.defaults import DEFAULT_OLDER_THAN, PrefixMismatchMode
+from lakeops.ops.options import OrphansOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.expire import add_quarantine_flag
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.icechunk.orphans import IcechunkGcReport
+    from lakeops.ops.orphans import IcebergOrphansReport, OrphansReport
+
+    Report = OrphansReport | IcebergOrphansReport | IcechunkGcReport
 
 HELP = (
     "delete files no metadata references (Delta VACUUM: expired tombstoned and untracked data files; "
     "Iceberg: files under the table location no metadata file, snapshot or statistics entry reaches)"
 )
 USES_SPARK = True
-
-Report = OrphansReport | IcebergOrphansReport | IcechunkGcReport
 
 
 class Options(OrphansOptions):
@@ -89,6 +92,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> Report:
     """:func:`lakeops.api.orphans`, listing large Iceberg trees and deleting many batches on Spark."""
+    from lakeops import api
+
     return api.orphans(
         table,
         options,

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.trash import PurgeOptions, PurgeReport
+from lakeops.ops.options import PurgeOptions
 from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.trash import PurgeReport
 
 HELP = "delete quarantined files (the table's trash) of runs older than a retention"
 USES_SPARK = False
@@ -49,6 +52,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> PurgeReport:
     """:func:`lakeops.api.purge_trash`, on the driver (``spark`` is not used)."""
+    from lakeops import api
+
     return api.purge_trash(table, options, dry_run=options.dry_run, storage_options=storage_options, progress=progress)
 
 

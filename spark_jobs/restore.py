@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from lakeops import api
-from lakeops.ops.trash import RestoreOptions, RestoreReport
+from lakeops.ops.options import RestoreOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args
+
+if TYPE_CHECKING:
+    from lakeops.ops.trash import RestoreReport
 
 HELP = "put back the files a --quarantine run of orphans or expire moved to the table's trash"
 USES_SPARK = False
@@ -41,6 +44,8 @@ def execute(
     table: str, options: Options, storage_options: StorageOptions, *, spark: SparkSettings, progress: Console
 ) -> RestoreReport:
     """:func:`lakeops.api.restore`, on the driver (``spark`` is not used)."""
+    from lakeops import api
+
     return api.restore(table, options, storage_options=storage_options, progress=progress)
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakeops.arrays import int_array, string_array
 from lakeops.delta.actions import KEY_OF, Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.checkpoint_writer import CheckpointAction, encode_actions
@@ -77,17 +78,16 @@ class CheckpointRows:
         self.objects = objects
         self.column_rows = column_rows or []
         columns = sum(len(chunk) for chunk in self.column_rows)
-        paths = [chunk.field("path") for chunk in self.column_rows] + [pa.array([a.path for a in objects], pa.string())]
-        body = pa.table(
+        paths = [chunk.field("path") for chunk in self.column_rows] + [string_array([a.path for a in objects])]
+        body = pa.Table.from_pydict(
             {
                 "path": pa.concat_arrays(paths),
-                "kind": pa.array([0] * columns + [0 if type(a) is Add else 1 for a in objects], type=pa.int8()),
-                "dv": pa.array(
-                    [""] * columns + [a.deletion_vector.unique_id if a.deletion_vector else "" for a in objects],
-                    type=pa.string(),
+                "kind": int_array([0] * columns + [0 if type(a) is Add else 1 for a in objects], pa.int8()),
+                "dv": string_array(
+                    [""] * columns + [a.deletion_vector.unique_id if a.deletion_vector else "" for a in objects]
                 ),
                 # Body rows below ``columns`` are column rows; the others are objects (minus ``columns``).
-                "source": pa.array(range(columns + len(objects)), type=pa.int64()),
+                "source": int_array(range(columns + len(objects)), pa.int64()),
             }
         )
         order = pc.sort_indices(body, sort_keys=[("path", "ascending"), ("kind", "ascending"), ("dv", "ascending")])

@@ -16,6 +16,7 @@ from itertools import chain
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeops.arrays import string_array
 from lakeops.delta.actions import Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
 
@@ -162,13 +163,13 @@ class ColumnReplay:
             by_version.setdefault(version, []).append(path)
         touches = sorted(by_version.items(), reverse=True)
         later: list[str] = []  # distinct: each path is in one version's list
-        later_array = pa.array(later, type=pa.string())
+        later_array = string_array(later)
         kept: list[AddColumn] = []
         for column, version in zip(reversed(self._columns), reversed(self._versions), strict=True):
             if touches and touches[0][0] > version:
                 while touches and touches[0][0] > version:
                     later += touches.pop(0)[1]
-                later_array = pa.array(later, type=pa.string())  # once per set, not per column
+                later_array = string_array(later)  # once per set, not per column
             kept.append(column.without(later_array))
         kept.reverse()
         return _last_rows(kept)

@@ -14,26 +14,27 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from pydantic import ConfigDict, Field
 from rich.console import Console
 
 from lakeops.changefeed import cdf_export
-from lakeops.changefeed.cdf_export import ExportOptions, ExportPlan, ExportResult
-from lakeops.changefeed.table import DEFAULT_UNIT_BYTES
+from lakeops.changefeed.cdf_export import ExportPlan, ExportResult
 from lakeops.delta.writer import require_writable_location
-from lakeops.errors import UnsupportedFeature, UsageError
+from lakeops.errors import UnsupportedFeature
 from lakeops.execution import Executor
 from lakeops.iceberg.maintenance import changelog
-from lakeops.iceberg.maintenance.changelog import ChangelogOptions, ChangelogPlan, SnapshotChanges
+from lakeops.iceberg.maintenance.changelog import ChangelogPlan, SnapshotChanges
 from lakeops.iceberg.table import load_table
-from lakeops.ops.icechunk import cdc as icechunk_cdc
-from lakeops.ops.icechunk.cdc import IcechunkCdcReport
+from lakeops.ops.options import CdcOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import format_size
+
+if TYPE_CHECKING:
+    from lakeops.ops.icechunk.cdc import IcechunkCdcReport
 
 __all__ = [
     "CdcOptions",
@@ -49,46 +50,6 @@ __all__ = [
 ]
 
 Plan = ExportPlan | ChangelogPlan
-
-
-class CdcOptions(CatalogOptions):
-    """The range as given: ``from_version``/``to_version`` are versions (integers) of a Delta table,
-    snapshot ids, branch or tag names of an Iceberg table (``--to`` default: the current snapshot;
-    ``--from 0``: from the table's creation);
-    ``catalog_uri``/``catalog_name`` find an Iceberg table in a SQL catalog."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    from_version: int | str
-    to_version: int | str | None = None
-    output: str
-    unit_bytes: int = Field(default=DEFAULT_UNIT_BYTES, gt=0)
-
-    def for_delta(self, table: str) -> ExportOptions:
-        """The Delta planner's options: both ends must be versions."""
-        return ExportOptions(
-            from_version=_delta_version(table, "--from", self.from_version),
-            to_version=None if self.to_version is None else _delta_version(table, "--to", self.to_version),
-            output=self.output,
-            unit_bytes=self.unit_bytes,
-        )
-
-    def for_iceberg(self) -> ChangelogOptions:
-        """The Iceberg planner's options: snapshot ids, branches or tags."""
-        return ChangelogOptions(
-            from_snapshot=str(self.from_version),
-            to_snapshot=None if self.to_version is None else str(self.to_version),
-            output=self.output,
-            unit_bytes=self.unit_bytes,
-        )
-
-
-def _delta_version(table: str, flag: str, value: int | str) -> int:
-    if isinstance(value, int):
-        return value
-    if value.isdigit():
-        return int(value)
-    raise UsageError(f"{table}: {flag} {value!r} is not a table version (an integer >= 0) of this Delta table")
 
 
 class CdcReport(Report):
@@ -197,6 +158,8 @@ def execute(
     :mod:`lakeops.ops.icechunk.cdc`."""
     target = resolve_target(table, options, storage_options)
     if isinstance(target, IcechunkTarget):
+        from lakeops.ops.icechunk import cdc as icechunk_cdc  # each format's code when it is met
+
         return icechunk_cdc.extract(
             target.location,
             from_snapshot=str(options.from_version),

@@ -12,29 +12,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from rich.console import Console
 
-from lakeops.delta.maintenance import checkpoint as delta_checkpoint
-from lakeops.delta.maintenance.checkpoint import DEFAULT_PART_SIZE, CheckpointPlan
-from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument
 from lakeops.execution import Executor
-from lakeops.iceberg.maintenance import rewrite_manifests
-from lakeops.iceberg.maintenance.rewrite_manifests import RewriteManifestsOptions, RewriteManifestsPlan
-from lakeops.iceberg.table import load_table
+from lakeops.ops.options import CheckpointOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import commit_batch, run_batches
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.plan import CommitOutcome
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
+if TYPE_CHECKING:
+    from lakeops.delta.maintenance.checkpoint import CheckpointPlan
+    from lakeops.iceberg.maintenance.rewrite_manifests import RewriteManifestsPlan
+
+    Plan = CheckpointPlan | RewriteManifestsPlan
+
 __all__ = [
     "CheckpointOptions",
     "CheckpointReport",
-    "Plan",
     "commit",
     "execute",
     "not_applicable_report",
@@ -42,27 +43,6 @@ __all__ = [
     "run",
     "unwritten_report",
 ]
-
-Plan = CheckpointPlan | RewriteManifestsPlan
-
-
-class CheckpointOptions(CatalogOptions):
-    """Every format's checkpoint options; each format reads its own.
-
-    Delta: ``version`` (default the latest), ``part_size`` (most actions per part), ``force``
-    (rewrite an existing checkpoint). Iceberg (names as its ``rewrite_manifests``):
-    ``target_manifest_size`` (default ``commit.manifest.target-size-bytes``, else 8 MB),
-    ``rewrite_all`` (manifests at or above the target too).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    version: int | None = Field(default=None, ge=0)
-    part_size: int = Field(default=DEFAULT_PART_SIZE, gt=0)
-    force: bool = False
-    target_manifest_size: int | None = Field(default=None, gt=0)
-    rewrite_all: bool = False
-
 
 NOT_APPLICABLE = "not applicable"
 
@@ -113,7 +93,8 @@ class CheckpointReport(Report):
 
 def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions) -> Plan | None:
     """Plan the checkpoint: Delta at ``options.version`` (default the latest), Iceberg of its
-    current snapshot; None for a format without checkpoints (Icechunk)."""
+    current snapshot; None for a format without checkpoints (Icechunk). Each format's code is imported
+    when its table is met."""
     target = resolve_target(table, options, storage_options)
     match target:
         case IcechunkTarget():
@@ -123,13 +104,19 @@ def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions
                 raise InvalidArgument(
                     f"{target}: --version is Delta's; an Iceberg checkpoint rewrites the current snapshot"
                 )
-            iceberg_options = RewriteManifestsOptions(
+            from lakeops.iceberg.maintenance import rewrite_manifests
+            from lakeops.iceberg.table import load_table
+
+            iceberg_options = rewrite_manifests.RewriteManifestsOptions(
                 target_manifest_size=options.target_manifest_size, rewrite_all=options.rewrite_all
             )
             return rewrite_manifests.plan_rewrite_manifests(
                 load_table(ref, storage_options), iceberg_options, storage_options
             )
         case DeltaTarget(location=location):
+            from lakeops.delta.maintenance import checkpoint as delta_checkpoint
+            from lakeops.delta.snapshot import load_snapshot
+
             snapshot = load_snapshot(open_storage(location, storage_options), location, version=options.version)
             delta_options = delta_checkpoint.CheckpointOptions(
                 version=options.version, part_size=options.part_size, force=options.force

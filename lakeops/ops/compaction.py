@@ -17,25 +17,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rich.console import Console
 
-from lakeops.delta.maintenance import compaction as delta_compaction
-from lakeops.delta.maintenance.compaction import DEFAULT_DV_PURGE_RATIO
-from lakeops.delta.snapshot import load_snapshot
-from lakeops.errors import InvalidArgument, UnsupportedFeature
+from lakeops.errors import UnsupportedFeature
 from lakeops.execution import Executor
-from lakeops.iceberg.maintenance import compaction as iceberg_compaction
-from lakeops.iceberg.table import load_table
-from lakeops.ops.icechunk import compaction as icechunk_compaction
-from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
+from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import Batch, commit_batch, run_batches
 from lakeops.ops.target import (
-    CatalogOptions,
     DeltaTarget,
     IcebergTarget,
     IcechunkTarget,
@@ -43,70 +34,18 @@ from lakeops.ops.target import (
     resolve_target,
 )
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.units import format_size, parse_duration
+from lakeops.units import format_size
 
-__all__ = ["CompactionOptions", "CompactionReport", "Plan", "commit", "dry_run_report", "execute", "plan", "run"]
+__all__ = ["CompactionOptions", "CompactionReport", "commit", "dry_run_report", "execute", "plan", "run"]
 
-Plan = delta_compaction.CompactionPlan | iceberg_compaction.CompactionPlan
-Group = delta_compaction.RewriteGroup | iceberg_compaction.RewriteGroup
-Result = delta_compaction.RewriteResult | iceberg_compaction.RewriteResult
+if TYPE_CHECKING:
+    from lakeops.delta.maintenance import compaction as delta_compaction
+    from lakeops.iceberg.maintenance import compaction as iceberg_compaction
+    from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 
-
-class CompactionOptions(CatalogOptions):
-    """Every format's compaction options; each format reads the ones it has.
-
-    Shared: ``target_file_size`` (None: table property, else the format's default), ``min_input_files``,
-    ``where`` (a partition predicate). Delta: ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns)
-    rewrite every file of each partition in Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its
-    ``rewrite_data_files``): ``min_file_size``/``max_file_size`` (default 75%/180% of the target),
-    ``delete_file_threshold``, ``max_file_group_size``, ``sort`` (by the table's sort order),
-    ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``. Retries of a
-    commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
-    None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
-    within 30 minutes (Delta). Icechunk: ``branch``, whose tip is packed (``target_file_size`` and
-    ``min_input_files`` apply; the Iceberg-only options are refused).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    target_file_size: int | None = Field(default=None, gt=0)
-    min_input_files: int = Field(default=5, ge=1)
-    where: str | None = None
-    dv_purge_ratio: float = Field(default=DEFAULT_DV_PURGE_RATIO, ge=0.0, le=1.0)
-    min_file_size: int | None = Field(default=None, ge=0)
-    max_file_size: int | None = Field(default=None, gt=0)
-    delete_file_threshold: int | None = Field(default=None, ge=1)
-    max_file_group_size: int = Field(default=iceberg_compaction.DEFAULT_MAX_FILE_GROUP_SIZE, gt=0)
-    sort: bool = False
-    partial_progress: int | None = Field(default=None, ge=1)
-    remove_dangling_deletes: bool = True
-    commit_retries: int | None = Field(default=None, ge=0)
-    commit_timeout: timedelta | None = None
-    zorder_by: list[str] | None = None
-    sort_by: list[str] | None = None
-    branch: str = "main"
-
-    @field_validator("commit_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> object:
-        """``"10m"`` as the CLI and the registry write durations."""
-        if not isinstance(value, str):
-            return value
-        try:
-            return parse_duration(value)
-        except InvalidArgument as exc:
-            raise ValueError(str(exc)) from None
-
-    @field_validator("commit_timeout")
-    @classmethod
-    def _positive(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None and value <= timedelta(0):
-            raise ValueError(f"expected a positive duration, got {value}")
-        return value
-
-    def for_format(self, model: type[BaseModel]) -> Any:
-        """The subset a format's planner takes."""
-        return model.model_validate({k: v for k, v in self.model_dump().items() if k in model.model_fields})
+    Plan = delta_compaction.CompactionPlan | iceberg_compaction.CompactionPlan
+    Group = delta_compaction.RewriteGroup | iceberg_compaction.RewriteGroup
+    Result = delta_compaction.RewriteResult | iceberg_compaction.RewriteResult
 
 
 class CompactionReport(Report):
@@ -151,17 +90,24 @@ class CompactionReport(Report):
 
 
 def plan(table: str, options: CompactionOptions, storage_options: StorageOptions) -> Plan:
-    """Read the table at its latest version and plan the rewrite."""
+    """Read the table at its latest version and plan the rewrite (each format's code imported when
+    its table is met)."""
     target = resolve_target(table, options, storage_options)
     match target:
         case IcebergTarget(ref=ref):
             refuse_options(str(target), options, "zorder_by", "sort_by")  # Iceberg sorts by its sort order: --sort
+            from lakeops.iceberg.maintenance import compaction as iceberg_compaction
+            from lakeops.iceberg.table import load_table
+
             return iceberg_compaction.plan_compaction(
                 load_table(ref, storage_options),
                 options.for_format(iceberg_compaction.IcebergCompactionOptions),
                 storage_options,
             )
         case DeltaTarget(location=location):
+            from lakeops.delta.maintenance import compaction as delta_compaction
+            from lakeops.delta.snapshot import load_snapshot
+
             snapshot = load_snapshot(open_storage(location, storage_options), location)
             return delta_compaction.plan_compaction(
                 snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
@@ -197,6 +143,8 @@ def execute(
             "zorder_by",
             "sort_by",
         )
+        from lakeops.ops.icechunk import compaction as icechunk_compaction
+
         return icechunk_compaction.compact(
             target.location,
             branch=options.branch,

@@ -18,26 +18,17 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ConfigDict, Field
 from rich.console import Console
 
 from lakeops.deletion import require_all_deleted
-from lakeops.delta.maintenance import log_expiry
-from lakeops.delta.maintenance.log_expiry import ExpiryPlan
-from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UnsupportedFeature
 from lakeops.execution import Executor
-from lakeops.iceberg.maintenance import expire as snapshot_expiry
-from lakeops.iceberg.maintenance.expire import ExpirePlan
-from lakeops.iceberg.table import load_table
 from lakeops.ops.detect import detect_format
-from lakeops.ops.icechunk import expiry as icechunk_expiry
-from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
+from lakeops.ops.options import ExpiryOptions
 from lakeops.ops.report import Report, show_paths
 from lakeops.ops.target import (
-    CatalogOptions,
     DeltaTarget,
     IcebergTarget,
     IcechunkTarget,
@@ -49,10 +40,17 @@ from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import parse_retention
 
+if TYPE_CHECKING:
+    from lakeops.delta.maintenance import log_expiry
+    from lakeops.delta.maintenance.log_expiry import ExpiryPlan
+    from lakeops.iceberg.maintenance.expire import ExpirePlan
+    from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
+
+    Plan = ExpiryPlan | ExpirePlan
+
 __all__ = [
     "ExpiryOptions",
     "ExpiryReport",
-    "Plan",
     "SnapshotExpiryReport",
     "dry_run_report",
     "execute",
@@ -60,28 +58,6 @@ __all__ = [
     "plan_log",
     "run",
 ]
-
-Plan = ExpiryPlan | ExpirePlan
-
-
-class ExpiryOptions(CatalogOptions):
-    """Every format's expiry options; each format reads its own.
-
-    ``older_than`` as the command line writes it (``30d``; None: the table's own policy); ``force``
-    allows a retention shorter than the table's. Delta: ``keep_from_version`` V keeps version V
-    readable and every commit from V on, ``retain_last`` N the newest N versions. Iceberg:
-    ``retain_last`` and ``older_than`` override every branch's policy, ``snapshot_id`` names
-    snapshots to expire as well, and ``keep_from_version`` is a sequence number from which every
-    snapshot stays (a changelog consumer's watermark).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    older_than: str | None = None
-    force: bool = False
-    keep_from_version: int | None = Field(default=None, ge=0)
-    retain_last: int | None = Field(default=None, ge=1)
-    snapshot_id: list[int] | None = None
 
 
 class ExpiryReport(Report):
@@ -137,8 +113,8 @@ class SnapshotExpiryReport(Report):
 
 #: Each format's report.
 _REPORTS: dict[str, type[ExpiryReport | SnapshotExpiryReport]] = {
-    ExpiryPlan.format: ExpiryReport,
-    ExpirePlan.format: SnapshotExpiryReport,
+    "delta": ExpiryReport,
+    "iceberg": SnapshotExpiryReport,
 }
 
 
@@ -159,6 +135,8 @@ def execute(
     if isinstance(target, IcechunkTarget):
         refuse_options(str(target), options, "snapshot_id")
         refuse_options(target.location, options, "keep_from_version", "retain_last")
+        from lakeops.ops.icechunk import expiry as icechunk_expiry  # each format's code when it is met
+
         return icechunk_expiry.expire(
             target.location,
             retention=_retention(options),
@@ -200,6 +178,9 @@ def plan(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     match target:
         case IcebergTarget(ref=ref):
+            from lakeops.iceberg.maintenance import expire as snapshot_expiry
+            from lakeops.iceberg.table import load_table
+
             retention = _retention(options)
             iceberg_options = snapshot_expiry.ExpireOptions(
                 older_than_ms=int(retention.total_seconds() * 1000) if retention is not None else None,
@@ -214,6 +195,8 @@ def plan(
             refuse_options(str(target), options, "snapshot_id")
             retention = _retention(options)
             progress.print(f"planning log expiry of {table} ...")
+            from lakeops.delta.maintenance import log_expiry
+
             delta_options = log_expiry.ExpiryOptions(
                 retention=retention,
                 force=options.force,
@@ -233,6 +216,9 @@ def plan_log(
     location: str, options: log_expiry.ExpiryOptions, storage_options: StorageOptions, *, now_ms: int | None = None
 ) -> ExpiryPlan:
     """Delta: read the latest version and plan which log files go (``now_ms`` pins the clock)."""
+    from lakeops.delta.maintenance import log_expiry
+    from lakeops.delta.snapshot import load_snapshot
+
     location = normalize(location)
     storage = open_storage(location, storage_options)
     fmt = detect_format(storage, location)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lakeops.delta.actions import Add, Protocol
 from lakeops.delta.features import (
@@ -19,13 +20,14 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import UnsupportedFeature, UsageError
-from lakeops.iceberg.health import snapshot_at, table_health
-from lakeops.iceberg.table import TableRef, load_table
-from lakeops.ops.icechunk.inspect import IcechunkInspectReport, inspect_repository
+from lakeops.iceberg.table import TableRef
 from lakeops.ops.report import InspectionReport, TableState
 from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import cutoff_ms
+
+if TYPE_CHECKING:
+    from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 
 
 class InspectReport(InspectionReport):
@@ -149,6 +151,9 @@ def _refused_operations(protocol: Protocol, table: str) -> dict[str, str]:
 def _inspect_iceberg(
     ref: TableRef, storage_options: StorageOptions, snapshot_id: int | None, timestamp: datetime | None
 ) -> InspectReport:
+    from lakeops.iceberg.health import snapshot_at, table_health
+    from lakeops.iceberg.table import load_table
+
     started = time.monotonic()
     table = load_table(ref, storage_options)
     metadata = table.metadata
@@ -212,6 +217,8 @@ def inspect_table(
         case IcechunkTarget(location=location):
             if version is not None or snapshot_id is not None or timestamp is not None:
                 raise UsageError(f"{target}: Icechunk repositories are inspected at their branch tips only")
+            from lakeops.ops.icechunk.inspect import inspect_repository  # each format's code when it is met
+
             return inspect_repository(location, open_storage(location, storage_options), started)
         case IcebergTarget(ref=ref):
             if version is not None:

@@ -19,27 +19,18 @@ planner, not a commit.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ConfigDict, Field
 from rich.console import Console
 
 from lakeops.deletion import BatchResult, delete_batch, require_all_deleted
-from lakeops.delta.maintenance import vacuum
-from lakeops.delta.maintenance.vacuum import VacuumOptions, VacuumPlan
-from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UnsupportedFeature
 from lakeops.execution import Executor
-from lakeops.iceberg.maintenance import orphans as iceberg_orphans
-from lakeops.iceberg.maintenance.orphans import OrphanOptions, OrphanPlan, PrefixMismatchMode, UnitListing
-from lakeops.iceberg.table import TableRef, load_table
-from lakeops.ops import consumers
+from lakeops.iceberg.table import TableRef
 from lakeops.ops.detect import detect_format
-from lakeops.ops.icechunk import orphans as icechunk_orphans
-from lakeops.ops.icechunk.orphans import IcechunkGcReport
+from lakeops.ops.options import OrphansOptions
 from lakeops.ops.report import Report, show_paths
 from lakeops.ops.target import (
-    CatalogOptions,
     DeltaTarget,
     IcebergTarget,
     IcechunkTarget,
@@ -51,13 +42,18 @@ from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import format_duration, format_size, instant, parse_retention
 
+if TYPE_CHECKING:
+    from lakeops.delta.maintenance.vacuum import VacuumOptions, VacuumPlan
+    from lakeops.iceberg.maintenance.orphans import OrphanPlan
+    from lakeops.ops.icechunk.orphans import IcechunkGcReport
+
+    Plan = VacuumPlan | OrphanPlan
+
 __all__ = [
     "BatchResult",
     "IcebergOrphansReport",
     "OrphansOptions",
     "OrphansReport",
-    "Plan",
-    "VacuumOptions",
     "describe",
     "dry_run_report",
     "execute",
@@ -66,27 +62,6 @@ __all__ = [
     "plan_delta",
     "run",
 ]
-
-Plan = VacuumPlan | OrphanPlan
-
-
-class OrphansOptions(CatalogOptions):
-    """Every format's orphan-removal options; each format reads its own.
-
-    ``older_than`` as the command line writes it (``7d``; None: Delta's
-    ``delta.deletedFileRetentionDuration``, else 7 days; Iceberg 3 days); ``force_short_retention``
-    allows less than that. Delta: ``keep_from_version`` V lengthens the retention until every file a
-    reader of versions V.. needs is kept (:func:`lakeops.ops.consumers.vacuum_retention`). Iceberg:
-    ``prefix_mismatch_mode`` (None: ``error``) and ``listing_threshold`` (None: the default).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    older_than: str | None = None
-    force_short_retention: bool = False
-    keep_from_version: int | None = Field(default=None, ge=0)
-    prefix_mismatch_mode: PrefixMismatchMode | None = None
-    listing_threshold: int | None = Field(default=None, ge=0)
 
 
 class OrphansReport(Report):
@@ -144,8 +119,8 @@ class IcebergOrphansReport(Report):
 
 #: Each format's report.
 _REPORTS: dict[str, type[OrphansReport | IcebergOrphansReport]] = {
-    VacuumPlan.format: OrphansReport,
-    OrphanPlan.format: IcebergOrphansReport,
+    "delta": OrphansReport,
+    "iceberg": IcebergOrphansReport,
 }
 
 
@@ -167,6 +142,8 @@ def execute(
     if isinstance(target, IcechunkTarget):
         refuse_options(target.location, options, "prefix_mismatch_mode", "listing_threshold")
         refuse_options(target.location, options, "keep_from_version")
+        from lakeops.ops.icechunk import orphans as icechunk_orphans  # each format's code when it is met
+
         return icechunk_orphans.collect_garbage(
             target.location,
             retention=parse_retention(options.older_than) if options.older_than is not None else None,
@@ -216,10 +193,14 @@ def plan(
             refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
             retention = parse_retention(options.older_than) if options.older_than is not None else None
             if options.keep_from_version is not None:
+                from lakeops.ops import consumers
+
                 retention = consumers.vacuum_retention(
                     table, options.keep_from_version, retention, storage_options, now_ms=now
                 )
             progress.print(f"listing {table} ...")
+            from lakeops.delta.maintenance.vacuum import VacuumOptions
+
             vacuum_options = VacuumOptions(retention=retention, force_short_retention=options.force_short_retention)
             return plan_delta(table, vacuum_options, storage_options, now_ms=now)
         case IcechunkTarget():
@@ -231,6 +212,9 @@ def plan_delta(
 ) -> VacuumPlan:
     """Delta VACUUM: read the latest version, list the table and plan the deletions (``now_ms`` pins
     the clock)."""
+    from lakeops.delta.maintenance import vacuum
+    from lakeops.delta.snapshot import load_snapshot
+
     location = normalize(location)
     storage = open_storage(location, storage_options)
     fmt = detect_format(storage, location)
@@ -251,6 +235,10 @@ def _plan_iceberg(
     now_ms: int,
 ) -> OrphanPlan:
     """Load the current metadata, list the location (units of a large tree on ``executor``), plan."""
+    from lakeops.iceberg.maintenance import orphans as iceberg_orphans
+    from lakeops.iceberg.maintenance.orphans import OrphanOptions, UnitListing
+    from lakeops.iceberg.table import load_table
+
     given = {
         "older_than": parse_retention(options.older_than) if options.older_than is not None else None,
         "force_short_retention": options.force_short_retention,

@@ -6,33 +6,17 @@ from __future__ import annotations
 
 import time
 
-from pydantic import ConfigDict
 from rich.console import Console
 
 from lakeops import quarantine
+from lakeops.ops.options import PurgeOptions, RestoreOptions
 from lakeops.ops.report import Report
-from lakeops.ops.target import CatalogOptions, resolve_target, table_root
+from lakeops.ops.target import resolve_target, table_root
 from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_retention
 
 __all__ = ["PurgeOptions", "PurgeReport", "RestoreOptions", "RestoreReport", "purge", "restore"]
-
-
-class RestoreOptions(CatalogOptions):
-    """``run_id``: the quarantine run to restore (the report's ``quarantine_run``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    run_id: str
-
-
-class PurgeOptions(CatalogOptions):
-    """``older_than`` as the command line writes it (``7d``; None: 7 days)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    older_than: str | None = None
 
 
 class RestoreReport(Report):
