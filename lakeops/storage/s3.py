@@ -275,16 +275,7 @@ class S3Storage:
             _raise(exc, "list", location)
 
     def read(self, path: str) -> bytes:
-        """GetObject, read to the end inside the error handling (streams can fail mid-body)."""
-        bucket, key = _split(path)
-        location = f"s3://{bucket}/{key}"
-        try:
-            response = self._client.get_object(Bucket=bucket, Key=key)
-            with response["Body"] as body:
-                data: bytes = body.read()
-            return data
-        except (ClientError, BotoCoreError) as exc:
-            _raise(exc, "read", location)
+        return self.read_versioned(path)[0]
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
         """GetObject with ``Range``; a start at or past the end (HTTP 416) reads as empty."""
@@ -321,7 +312,8 @@ class S3Storage:
             _raise(exc, "write", f"s3://{bucket}/{key}")
 
     def read_versioned(self, path: str) -> tuple[bytes, str]:
-        """GetObject; the token is the object's ETag."""
+        """GetObject, read to the end inside the error handling (streams can fail mid-body); the token
+        is the object's ETag."""
         bucket, key = _split(path)
         location = f"s3://{bucket}/{key}"
         try:
