@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, model_validator
-
 from lakeops.errors import InvalidArgument, NotFound
-from lakeops.iceberg.catalog import Catalog, FileSystemCatalog, TableIdentifier
+from lakeops.iceberg.catalog import Catalog
 from lakeops.iceberg.metadata import TableMetadata, parse_metadata
+from lakeops.iceberg.table_ref import TableRef
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -23,43 +22,6 @@ __all__ = ["IcebergTable", "TableRef", "load_table", "read_metadata", "table_sto
 
 #: Table properties that may place data and metadata files outside the table location ("Write properties").
 PATH_PROPERTIES = ("write.data.path", "write.metadata.path")
-
-
-class TableRef(BaseModel):
-    """Where a table is: ``location`` for a file-system table, else ``catalog_uri`` (a SQLAlchemy URL
-    of a catalog shared with PyIceberg's ``SqlCatalog``) + ``identifier`` (``namespace.table``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    location: str | None = None
-    catalog_uri: str | None = None
-    identifier: str | None = None
-    catalog_name: str = "default"
-
-    @model_validator(mode="after")
-    def _one_address(self) -> TableRef:
-        if (self.location is None) == (self.catalog_uri is None):
-            raise ValueError("give either a table location or a catalog URI with an identifier")
-        if self.catalog_uri is not None and self.identifier is None:
-            raise ValueError("a catalog table needs an identifier (namespace.table)")
-        return self
-
-    def __str__(self) -> str:
-        return self.location if self.location is not None else f"{self.catalog_name}.{self.identifier}"
-
-    def catalog(self, storage_options: StorageOptions) -> Catalog:
-        if self.location is not None:
-            location = normalize(self.location)
-            return FileSystemCatalog(open_storage(location, storage_options), location)
-        assert self.catalog_uri is not None and self.identifier is not None
-        from lakeops.iceberg.sql_catalog import SqlCatalog  # SQLAlchemy only for a catalogued table
-
-        return SqlCatalog(
-            self.catalog_uri,
-            TableIdentifier.parse(self.identifier),
-            self.catalog_name,
-            storage_options=storage_options,
-        )
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from lakeops.delta.features import (
     enabled_features,
     supported_operations,
 )
-from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
+from lakeops.delta.maintenance.defaults import table_target_file_size
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import UnsupportedFeature, UsageError
-from lakeops.iceberg.table import TableRef
+from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.report import InspectionReport, TableState
 from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
 from lakeops.storage import StorageOptions, open_storage
@@ -235,7 +235,7 @@ def _inspect_delta(
 ) -> InspectReport:
     storage = open_storage(location, storage_options)
     snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
-    threshold = effective_target_size(snapshot, CompactionOptions())
+    threshold = table_target_file_size(snapshot.metadata.configuration)
     files = list(snapshot.files.values())
     retention = table_retention(
         snapshot.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION

@@ -26,7 +26,7 @@ from rich.console import Console
 from lakeops.deletion import BatchResult, delete_batch, require_all_deleted
 from lakeops.errors import UnsupportedFeature
 from lakeops.execution import Executor
-from lakeops.iceberg.table import TableRef
+from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.detect import detect_format
 from lakeops.ops.options import OrphansOptions
 from lakeops.ops.report import Report, show_paths

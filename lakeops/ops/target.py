@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
-from lakeops.iceberg.table import TableRef
+from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize

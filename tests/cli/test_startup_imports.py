@@ -34,6 +34,8 @@ NOT_FOR_LOCAL_DELTA = {
     "lakeops.ops.icechunk",
     "lakeops.iceberg.maintenance",
     "lakeops.iceberg.manifest",
+    "lakeops.iceberg.metadata",
+    "lakeops.delta.maintenance.compaction",
     "lakeops.iceberg.sql_catalog",
     "lakeops.changefeed.table",
 }

@@ -42,7 +42,10 @@ from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable, enabled_features
-from lakeops.delta.maintenance.defaults import DEFAULT_DV_PURGE_RATIO
+from lakeops.delta.maintenance.defaults import (
+    DEFAULT_DV_PURGE_RATIO,
+    table_target_file_size,
+)
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
@@ -62,9 +65,7 @@ from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file,
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
 from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.units import parse_size
 
-DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 #: Puts after the first that a commit losing races may make, and the time they may take (as Iceberg's
 #: ``commit.retry.total-timeout-ms`` default): a writer committing every second costs a retry or two.
 DEFAULT_COMMIT_RETRIES = 10
@@ -263,8 +264,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
 def effective_target_size(snapshot: DeltaSnapshot, options: CompactionOptions) -> int:
     if options.target_file_size is not None:
         return options.target_file_size
-    prop = snapshot.metadata.configuration.get("delta.targetFileSize")
-    return parse_size(prop) if prop else DEFAULT_TARGET_FILE_SIZE
+    return table_target_file_size(snapshot.metadata.configuration)
 
 
 def _typed_partition(
