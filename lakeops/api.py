@@ -5,7 +5,7 @@ Iceberg catalog identifier), detects its format, plans, runs the plan's units on
 commits and returns the operation's typed report::
 
     from lakeops import api
-    from lakeops.ops.compaction import CompactionOptions
+    from lakeops.ops.options import CompactionOptions
 
     report = api.compact("s3://lake/events", CompactionOptions(target_file_size=256 << 20), dry_run=True)
     print(report.groups, report.candidate_files)
