@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install chromium demo ui screenshot test test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
+.PHONY: install lock chromium demo ui screenshot test test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+## deploy/requirements.lock: the exact packages (versions, SHA-256 hashes) the image installs (pip lock).
+lock: install
+	$(PY) deploy/lock.py
 
 ## Build a demo warehouse in ./.lakeops-demo (Delta, Iceberg in a SQLite catalog, Icechunk), run every
 ## maintenance asset once through Dagster, print health before and after.

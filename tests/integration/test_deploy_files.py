@@ -14,11 +14,14 @@ import re
 import shlex
 import stat
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from lakeops.registry import RegisteredTable
 
@@ -81,6 +84,27 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
     assert services["user-code"]["environment"]["LAKEOPS_SPARK_MASTER"].endswith(":-spark://spark-master:7077}")
     # The driver runs in user-code: executors reach it by the name it advertises.
     assert services["user-code"]["environment"]["SPARK_LOCAL_HOSTNAME"] == services["user-code"]["hostname"]
+
+
+def test_every_image_is_pinned() -> None:
+    """No moving tag: each image names a release (or the lakeops image the required per-build tag)."""
+    images = {name: service["image"] for name, service in _compose()["services"].items() if "image" in service}
+    for name, image in images.items():
+        reference = _REFERENCE.sub(lambda m: m["rest"] if m["op"] == ":-" else "<" + m["name"] + ">", image)
+        repository, _, tag = reference.rpartition(":")
+        assert repository and tag and tag != "latest", f"{name}: image {image} is not pinned"
+    assert {images[name] for name in ("spark-master", "user-code", "webserver", "daemon")} == {
+        "lakeops:${LAKEOPS_VERSION:?set LAKEOPS_VERSION, the tag to build and run (e.g. git rev-parse --short HEAD)}"
+    }
+    values = _yaml("helm/values.yaml")
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    executor_image = next(
+        line.split()[1]
+        for line in (DEPLOY / "helm" / "spark-defaults.conf").read_text().splitlines()
+        if line.startswith("spark.kubernetes.container.image ")
+    )
+    assert executor_image == f"{deployment['image']['repository']}:{deployment['image']['tag']}"
+    assert deployment["image"]["tag"] != "latest"
 
 
 def test_compose_holds_no_secret() -> None:
@@ -159,25 +183,63 @@ def test_the_example_registry_names_valid_tables_without_secrets() -> None:
     assert catalog is not None and catalog.uri.startswith("postgresql+psycopg2://lakeops@")  # no password
 
 
-def _dockerfile_pip_packages() -> list[str]:
+def _lock() -> dict[str, tuple[str, list[str]]]:
+    """deploy/requirements.lock: package name -> (version, hashes)."""
+    locked: dict[str, tuple[str, list[str]]] = {}
+    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        requirement, *hashes = line.split()
+        name, _, version = requirement.partition("==")
+        assert version and hashes and all(h.startswith("--hash=sha256:") for h in hashes), line
+        locked[canonicalize_name(name)] = (version, hashes)
+    return locked
+
+
+def test_the_image_installs_exactly_the_locked_packages() -> None:
     text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
-    (line,) = [line for line in text.splitlines() if line.startswith("RUN pip install")]
-    words = shlex.split(line.split("&&")[0])
-    return [word for word in words[3:] if word != "."]
-
-
-def test_the_image_installs_what_these_tests_run_with() -> None:
-    packages = _dockerfile_pip_packages()
-    assert packages == ["dagster-postgres", "dagster-k8s", "psycopg2-binary"]
-    for package in packages:
-        importlib.metadata.distribution(package)  # raises PackageNotFoundError when absent
-    # The image's Dagster add-ons must match the Dagster the project resolves to, as pip pins them.
-    dagster = importlib.metadata.version("dagster")
-    assert f"dagster=={dagster}" in (importlib.metadata.requires("dagster-postgres") or [])
-    text = (DEPLOY / "Dockerfile").read_text()
+    installs = [shlex.split(line.split("&&")[0]) for line in text.splitlines() if line.startswith("RUN pip install")]
+    assert installs == [
+        ["RUN", "pip", "install", "--require-hashes", "--no-deps", "-r", "deploy/requirements.lock"],
+        ["RUN", "pip", "install", "--no-deps", "--no-build-isolation", "."],
+    ]
+    assert "pip check" in text
     for source in re.findall(r"^COPY (?!--)(\S+)", text, flags=re.MULTILINE):
         assert (ROOT / source).exists(), f"Dockerfile copies {source}, which is not in the repository"
-    assert "FROM python:3.11-" in text and "openjdk-17-jre-headless" in text
+    assert re.search(r"^FROM python:3\.11\.\d+-slim-bookworm$", text, flags=re.MULTILINE)
+    assert "openjdk-17-jre-headless" in text
+
+
+def test_the_lock_pins_every_dependency_within_pyprojects_bounds() -> None:
+    locked = _lock()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = [Requirement(r) for r in project["project"]["dependencies"]]
+    wanted += [Requirement(r) for r in ("dagster-postgres", "dagster-k8s", "psycopg2-binary")]
+    wanted += [Requirement(r) for r in project["build-system"]["requires"]]
+    for requirement in wanted:
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{requirement} is not in deploy/requirements.lock (run make lock)"
+        assert requirement.specifier.contains(locked[name][0]), f"{requirement}: locked {locked[name][0]}"
+    # Every dependency of a locked package is locked too, at a version it accepts (what pip check verifies in
+    # the image; read from the packages installed here at the locked version, e.g. dagster-postgres's exact
+    # dagster pin).
+    for name, (version, _) in locked.items():
+        metadata = importlib.metadata.metadata(name) if _installed(name, version) else None
+        for raw in (metadata.get_all("Requires-Dist") or []) if metadata else []:
+            dependency = Requirement(raw)
+            if dependency.marker is None or dependency.marker.evaluate({"extra": ""}):
+                needed = canonicalize_name(dependency.name)
+                assert needed in locked, f"{name} needs {dependency}, not locked"
+                assert dependency.specifier.contains(locked[needed][0], prereleases=True), (
+                    f"{name} needs {dependency}, locked {locked[needed][0]}"
+                )
+
+
+def _installed(name: str, version: str) -> bool:
+    try:
+        return importlib.metadata.version(name) == version
+    except importlib.metadata.PackageNotFoundError:
+        return False
 
 
 def _entrypoint(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> str:
