@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from lakeops.registry import RegisteredTable
+from spark_jobs.session import REDACTION_REGEX
 
 pytestmark = pytest.mark.integration
 
@@ -146,6 +147,7 @@ def test_spark_defaults_configure_kubernetes_executors() -> None:
         "spark.kubernetes.executor.secretKeyRef.AWS_ACCESS_KEY_ID": "lakeops-credentials:AWS_ACCESS_KEY_ID",
         "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY": "lakeops-credentials:AWS_SECRET_ACCESS_KEY",
     }
+    assert settings["spark.redaction.regex"].strip() == REDACTION_REGEX
 
 
 def test_the_example_registry_names_valid_tables_without_secrets() -> None:
