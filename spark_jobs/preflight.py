@@ -112,7 +112,5 @@ def check_executors(spark: SparkSession, units: Sequence[BaseModel]) -> None:
     failed = [row for row in rows if row["problem"]]
     if failed:
         hosts = ", ".join(sorted({row["host"] for row in failed}))
-        raise StorageError(
-            f"executors cannot read {root} (on {hosts}): {failed[0]['problem']} ({_hint(root)})"
-        )
+        raise StorageError(f"executors cannot read {root} (on {hosts}): {failed[0]['problem']} ({_hint(root)})")
     _PASSED.add(key)

@@ -151,7 +151,9 @@ def using_keys(keys: S3Keys, *, endpoint_url: str | None = None) -> Iterator[Non
         held, count = _lent.get(endpoint, (keys, 0))
         if held != keys:
             where = endpoint or "AWS S3"
-            raise InvalidArgument(f"other S3 keys for {where} are already in use in this process; one identity per endpoint")
+            raise InvalidArgument(
+                f"other S3 keys for {where} are already in use in this process; one identity per endpoint"
+            )
         _lent[endpoint] = (keys, count + 1)
     try:
         yield

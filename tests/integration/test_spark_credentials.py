@@ -4,7 +4,8 @@
   given as ``spark.executorEnv.AWS_*`` and ``spark.hadoop.fs.s3a.access.key`` appear neither in the
   event log nor on the UI's environment page (REST API), nor in lakeops' output or audit records.
 - Executors that cannot reach the table fail the run before any unit runs, with one error naming the
-  location: the driver has keys (lent by :func:`lakeops.storage.s3.using_keys`), the workers none.
+  location: the driver has keys (lent by :func:`lakeops.storage.s3.using_keys`), the workers none. Every
+  plan's unit type names the table the preflight reads.
 """
 
 from __future__ import annotations
@@ -25,14 +26,24 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 from lakeops import api
+from lakeops.changefeed.cdf_export import ExportUnit
+from lakeops.deletion import DeleteBatch
+from lakeops.delta.maintenance.checkpoint import CheckpointPart
+from lakeops.delta.maintenance.compaction import RewriteGroup as DeltaRewriteGroup
 from lakeops.errors import StorageError
+from lakeops.iceberg.maintenance.changelog import ChangeUnit
+from lakeops.iceberg.maintenance.compaction import RewriteGroup as IcebergRewriteGroup
+from lakeops.iceberg.maintenance.orphans import ListingUnit
+from lakeops.iceberg.maintenance.rewrite_manifests import OutputManifest
+from lakeops.icechunk.maintenance.diff import DiffUnit
+from lakeops.icechunk.maintenance.packing import PackUnit
 from lakeops.ops.options import CompactionOptions
 from lakeops.storage import StorageOptions
 from lakeops.storage.s3 import S3Keys, clear_client_cache, using_keys
 from spark_jobs.cli import main as lakeops
 from spark_jobs.operations import SparkSettings
+from spark_jobs.preflight import table_of
 from spark_jobs.session import build_session, stop_session
-
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -154,3 +165,33 @@ def test_executors_without_credentials_fail_the_run_before_any_unit_runs(
     peer = DeltaTable(location, storage_options=delta_rs)
     assert peer.version() == 5 and len(peer.file_uris()) == 6
     clear_client_cache()
+
+
+UNIT_TYPES = [
+    ExportUnit,
+    DeleteBatch,
+    CheckpointPart,
+    DeltaRewriteGroup,
+    ChangeUnit,
+    IcebergRewriteGroup,
+    ListingUnit,
+    OutputManifest,
+    DiffUnit,
+    PackUnit,
+]
+
+
+@pytest.mark.parametrize("unit_type", UNIT_TYPES, ids=lambda t: f"{t.__module__}.{t.__name__}")
+def test_every_plan_unit_names_the_table_the_preflight_reads(unit_type: type[Any]) -> None:
+    fields = unit_type.model_fields
+    roots = [name for name in ("table_root", "table_location") if name in fields]
+    assert len(roots) == 1 and fields[roots[0]].annotation is str
+    assert fields["storage"].annotation is StorageOptions
+
+
+def test_the_preflight_reads_a_units_table_and_skips_units_without_one() -> None:
+    options = StorageOptions(endpoint_url="http://127.0.0.1:9000")
+    batch = DeleteBatch(batch_id=0, table_root="s3://lake/events", storage=options, files=[])
+
+    assert table_of(batch) == ("s3://lake/events", options)
+    assert table_of(CompactionOptions()) is None
