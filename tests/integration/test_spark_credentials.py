@@ -114,8 +114,9 @@ def test_keys_passed_through_spark_appear_in_no_event_log_ui_output_or_audit_rec
     stop_session(spark)  # the event log is complete once the application ends
     log = _texts_under(events)
     assert "spark.executorEnv.AWS_ACCESS_KEY_ID" in log and "SparkListenerTaskEnd" in log
+    (audit,) = (table / "_lakeops_audit").glob("*.json")
+    assert json.loads(audit.read_text())["command"] == "compact"
     records = _texts_under(table)  # the table's files, its log and lakeops' audit record
-    assert "lakeops" in records
     texts = {"event log": log, "UI environment": page, "stdout": out.getvalue(), "stderr": err.getvalue()}
     texts["table and audit"] = records
     assert [(where, s) for where, text in texts.items() for s in SENTINELS if s in text] == []
