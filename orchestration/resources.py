@@ -3,13 +3,15 @@
 Both are ``ConfigurableResource``s, so the launchpad and the run config can override them per run
 (e.g. a bigger cluster for a backfill). Credentials are resource fields filled from environment
 variables through ``dagster.EnvVar`` (the registry names the variables, never the values); Dagster
-then shows only the variable's name, and the values reach boto3 as the standard AWS environment
-variables of the step process, which is also where local Spark workers inherit them from.
+then shows only the variable's name. The keys sign the S3 requests of this process only
+(:func:`lakeops.storage.s3.using_keys`): the process environment is left alone, so concurrent steps
+cannot race on it and no child process inherits the keys. Spark executors use their own identity
+(the workers' environment, an instance or pod role); local Spark workers inherit the environment the
+Dagster run started with, not these fields (deploy/README.md, "Credentials").
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,8 +22,6 @@ from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings
 
 __all__ = ["SparkResource", "StorageResource"]
-
-_AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
 class SparkResource(dg.ConfigurableResource):
@@ -47,8 +47,8 @@ class StorageResource(dg.ConfigurableResource):
 
     @contextmanager
     def credentials(self) -> Iterator[None]:
-        """The configured keys as the AWS environment variables while the block runs (unset: the
-        process's own AWS configuration chain applies unchanged). Every call of lakeops from Dagster
+        """The configured keys sign this process's S3 requests to the endpoint while the block runs
+        (unset: the process's own AWS credential chain applies unchanged). Every call of lakeops from Dagster
         runs in this block, so it is also where errors leave masked
         (:func:`lakeops.redaction.masked_errors`): Dagster records a failure with its whole cause
         chain, and a driver's or an S3 client's error may quote a catalog URI or an endpoint."""
@@ -56,13 +56,7 @@ class StorageResource(dg.ConfigurableResource):
             if self.access_key_id is None or self.secret_access_key is None:
                 yield
                 return
-            saved = {key: os.environ.get(key) for key in _AWS_KEYS}
-            os.environ.update(zip(_AWS_KEYS, (self.access_key_id, self.secret_access_key), strict=True))
-            try:
+            from lakeops.storage.s3 import S3Keys, using_keys  # boto3: only when there are keys to lend
+
+            with using_keys(S3Keys(self.access_key_id, self.secret_access_key), endpoint_url=self.endpoint_url):
                 yield
-            finally:
-                for key, value in saved.items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value

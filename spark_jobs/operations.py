@@ -127,7 +127,8 @@ class SparkSettings(BaseModel):
     ) -> list[Result]:
         """Run ``task`` on every unit, echoing ``label`` and progress to ``progress``: in threads on
         the driver when :meth:`runs_on_driver` (``work_bytes``: what the units read, if the plan
-        knows), else as Spark tasks (:func:`spark_jobs.runner.run_units`). Either way results come
+        knows), else as Spark tasks (:func:`spark_jobs.runner.run_units`) once the executors passed their
+        preflight (:func:`spark_jobs.preflight.check_executors`: they can read the table). Either way results come
         in unit order and a failed unit raises ``TaskFailed`` with the completed results."""
         from lakeops.execution import run_on_driver
         from spark_jobs.runner import run_units
@@ -144,10 +145,12 @@ class SparkSettings(BaseModel):
                 description=description,
                 progress=lambda done, total: progress.print(f"  {done}/{total} units done"),
             )
+        from spark_jobs.preflight import check_executors
         from spark_jobs.session import build_session
 
         spark = build_session(master=self.master, conf=self.conf)
         progress.print(f"{label} on Spark ({spark.conf.get('spark.master', 'connect')}) ...")
+        check_executors(spark, units)
         return run_units(
             spark,
             units,

@@ -7,6 +7,7 @@ with ``lakeops`` and Spark only runs pure ``lakeops`` functions on plan units (s
 - the right Python on the workers (the running interpreter, so locally the workers see the same
   virtualenv and therefore ``lakeops``),
 - quiet logs, no UI and a driver bound to 127.0.0.1 when local,
+- secrets redacted wherever Spark shows its settings (:data:`REDACTION_REGEX`),
 - the project's code on executors when the cluster does not have it installed
   (:func:`ship_project`).
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # imported where used: deciding not to use Spark must not cos
 __all__ = [
     "DEFAULT_MASTER",
     "MASTER_ENV",
+    "REDACTION_REGEX",
     "build_session",
     "is_local_master",
     "would_start_default_session",
@@ -75,7 +77,17 @@ _LOCAL_DEFAULTS: dict[str, str] = {
 # 40% faster on a 2-core machine (measured: ~6 s instead of ~11 s) and spare its cores.
 _LOCAL_JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 
+#: What Spark hides (``*********(redacted)``) in its UI's environment page, the event log and its own
+#: logs: every setting or environment variable whose name or value matches. Spark's default,
+#: ``(?i)secret|password|token|access[.]?key|credential``, misses ``AWS_ACCESS_KEY_ID`` (and
+#: ``spark.executorEnv.AWS_ACCESS_KEY_ID``, ``LAKEOPS_S3_ACCESS_KEY_ID``): an underscore joins
+#: "access" and "key" there. Also redacted: any value that is an AWS access key id (``AKIA``/``ASIA``
+#: and 16 more characters), whatever its name. Session tokens match ``token``. A ``conf`` of the
+#: caller's own ``spark.redaction.regex`` replaces this one (Spark Connect: the server's applies).
+REDACTION_REGEX = r"(?i)secret|password|token|access[._-]?key|credential|\b(AKIA|ASIA)[0-9A-Z]{16}\b"
+
 _COMMON_DEFAULTS: dict[str, str] = {
+    "spark.redaction.regex": REDACTION_REGEX,
     "spark.log.level": "WARN",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",

@@ -4,9 +4,11 @@ Atomic commits rely on S3 conditional writes (``PutObject`` with ``If-None-Match
 "Storage"): S3 answers 412 ``PreconditionFailed`` when the key exists and 409
 ``ConditionalRequestConflict`` while a concurrent conditional write to the key is in flight (AWS
 asks callers to retry that one). Clients are expensive to build and thread-safe, so one client per
-(endpoint, region, addressing style) is shared within a process; Spark tasks call
-``open_storage`` often. Credentials always come from the standard AWS chain (environment,
-profile, instance/IRSA role), never from lakeops configuration. ``$LAKEOPS_S3_READ_TIMEOUT``
+(endpoint, region, addressing style, keys) is shared within a process; Spark tasks call
+``open_storage`` often. Credentials come from the standard AWS chain (environment, profile,
+instance/IRSA role), unless a caller of this process lends keys for an endpoint with
+:func:`using_keys` (the Dagster resource does): those reach only this process's clients, never the
+process environment, :class:`~lakeops.storage.StorageOptions` or a Spark executor. ``$LAKEOPS_S3_READ_TIMEOUT``
 (seconds, default 120) bounds the wait for an answer before botocore re-sends a request.
 """
 
@@ -19,6 +21,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
@@ -34,10 +37,12 @@ from lakeops.storage.base import FileInfo
 __all__ = [
     "COPY_LIMIT",
     "DELETE_BATCH",
+    "S3Keys",
     "S3Storage",
     "clear_client_cache",
     "make_client",
     "shared_client",
+    "using_keys",
 ]
 
 DELETE_BATCH = 1000  # the DeleteObjects limit
@@ -54,18 +59,32 @@ _MS = timedelta(milliseconds=1)
 
 # -- clients ----------------------------------------------------------------------------------------
 
-_ClientKey = tuple[str | None, str | None, bool, float]
+
+@dataclass(frozen=True)
+class S3Keys:
+    """An access key pair lent to this process's S3 clients (:func:`using_keys`); the secret never
+    shows in a repr, so a client-cache key or a traceback's locals cannot print it."""
+
+    access_key_id: str = field(repr=False)
+    secret_access_key: str = field(repr=False)
+
+
+_ClientKey = tuple[str | None, str | None, bool, float, S3Keys | None]
 _clients: dict[_ClientKey, BaseClient] = {}
 _clients_lock = threading.Lock()
 _session: boto3.session.Session | None = None
 _session_lock = threading.Lock()
+#: Keys lent per endpoint (None: AWS), with how many :func:`using_keys` blocks hold them.
+_lent: dict[str | None, tuple[S3Keys, int]] = {}
+_lent_lock = threading.Lock()
 
 
 def _reset_after_fork() -> None:
     """A forked child must not share its parent's sockets (or a lock held at fork time)."""
-    global _clients_lock, _session, _session_lock
+    global _clients_lock, _lent_lock, _session, _session_lock
     _clients.clear()
     _clients_lock = threading.Lock()
+    _lent_lock = threading.Lock()
     _session = None
     _session_lock = threading.Lock()
 
@@ -91,23 +110,67 @@ def _read_timeout() -> float:
     return value
 
 
-def _resolve(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> _ClientKey:
-    """Fill unset settings from the standard AWS environment variables (and the read timeout); an
-    endpoint from the environment is checked here, naming its variable."""
+def _endpoint(endpoint_url: str | None) -> str | None:
+    """``endpoint_url``, else ``$AWS_ENDPOINT_URL_S3`` / ``$AWS_ENDPOINT_URL`` (checked here, naming the
+    variable), else None (AWS)."""
     endpoint = endpoint_url
     variable = next((name for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if os.environ.get(name)), None)
     if not endpoint and variable is not None:
         endpoint = os.environ[variable]
         if problem := uri.endpoint_problem(endpoint):
             raise InvalidArgument(f"${variable} {endpoint!r} {problem}")
+    return endpoint or None
+
+
+def _resolve(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> _ClientKey:
+    """Fill unset settings from the standard AWS environment variables (and the read timeout), with
+    the keys lent for the endpoint (:func:`using_keys`), if any."""
+    endpoint = _endpoint(endpoint_url)
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     # S3-compatible stores (MinIO, Ceph, moto) rarely resolve virtual-host bucket names.
     path_style = force_path_style if force_path_style is not None else endpoint is not None
-    return endpoint or None, region or None, path_style, _read_timeout()
+    lent = _lent.get(endpoint)
+    return endpoint, region or None, path_style, _read_timeout(), lent[0] if lent else None
+
+
+@contextlib.contextmanager
+def using_keys(keys: S3Keys, *, endpoint_url: str | None = None) -> Iterator[None]:
+    """Sign every S3 request of this process to ``endpoint_url`` (None: ``$AWS_ENDPOINT_URL``, else
+    AWS) with ``keys`` while the block runs, on every thread, instead of the AWS credential chain.
+
+    Nothing is written to ``os.environ`` (concurrent steps of one process would race on it, and child
+    processes would inherit the keys); clients built with the keys are cached apart from the chain's
+    and dropped when the last block lending them ends. Blocks may nest and overlap across threads
+    with the same keys; other keys for an endpoint whose keys are in use raise
+    :class:`~lakeops.errors.InvalidArgument` (a process signs with one identity per endpoint).
+    Spark executors never see these keys: they use their own identity (their environment, an
+    instance or pod role).
+    """
+    endpoint = _endpoint(endpoint_url)
+    with _lent_lock:
+        held, count = _lent.get(endpoint, (keys, 0))
+        if held != keys:
+            where = endpoint or "AWS S3"
+            raise InvalidArgument(
+                f"other S3 keys for {where} are already in use in this process; one identity per endpoint"
+            )
+        _lent[endpoint] = (keys, count + 1)
+    try:
+        yield
+    finally:
+        with _lent_lock:
+            held, count = _lent[endpoint]
+            if count > 1:
+                _lent[endpoint] = (held, count - 1)
+            else:
+                del _lent[endpoint]
+                with _clients_lock:
+                    for key in [key for key in _clients if key[4] == held]:
+                        del _clients[key]
 
 
 def _build(key: _ClientKey) -> BaseClient:
-    endpoint, region, path_style, read_timeout = key
+    endpoint, region, path_style, read_timeout, keys = key
     config = Config(
         retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
         max_pool_connections=MAX_POOL_CONNECTIONS,
@@ -124,7 +187,14 @@ def _build(key: _ClientKey) -> BaseClient:
         with _session_lock:
             if _session is None:
                 _session = boto3.session.Session()
-            return _session.client("s3", region_name=region, endpoint_url=endpoint, config=config)
+            return _session.client(
+                "s3",
+                region_name=region,
+                endpoint_url=endpoint,
+                config=config,
+                aws_access_key_id=keys.access_key_id if keys else None,
+                aws_secret_access_key=keys.secret_access_key if keys else None,
+            )
     except (BotoCoreError, ValueError) as exc:
         raise StorageError(f"cannot create an S3 client for endpoint {endpoint!r}: {exc}") from exc
 

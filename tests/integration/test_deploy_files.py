@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from lakeops.registry import RegisteredTable
+from spark_jobs.session import REDACTION_REGEX
 
 pytestmark = pytest.mark.integration
 
@@ -170,6 +171,7 @@ def test_spark_defaults_configure_kubernetes_executors() -> None:
         "spark.kubernetes.executor.secretKeyRef.AWS_ACCESS_KEY_ID": "lakeops-credentials:AWS_ACCESS_KEY_ID",
         "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY": "lakeops-credentials:AWS_SECRET_ACCESS_KEY",
     }
+    assert settings["spark.redaction.regex"].strip() == REDACTION_REGEX
 
 
 def test_the_example_registry_names_valid_tables_without_secrets() -> None:

@@ -13,6 +13,7 @@ cluster, and the reports, the tables' rows and files, and the change rows must a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
 
+from lakeops.storage.s3 import S3Keys, clear_client_cache, using_keys
 from spark_jobs.session import build_session, stop_session
 
 pytestmark = pytest.mark.integration
@@ -182,13 +184,26 @@ def test_executors_import_the_shipped_project(spark_cluster: Any, runs: tuple[Ma
 
 
 def test_compaction_on_s3_on_the_cluster(
-    spark_cluster: Any, runs: Any, s3_bucket: Any, run_lakeops: Callable[..., dict[str, Any]]
+    spark_cluster: Any,
+    runs: Any,
+    s3_bucket: Any,
+    run_lakeops: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Tasks on the workers do their own S3 IO: the endpoint travels in the plan units (``--endpoint-url``),
-    the credentials come from the workers' environment, as in deploy/compose.yaml."""
+    the credentials come from the workers' environment, as in deploy/compose.yaml. The driver's keys are
+    lent to its own clients only (as the Dagster resource lends them), so the executors' preflight and
+    their units can only have used the workers' own."""
     endpoint = s3_bucket.options.endpoint_url
     location = f"{s3_bucket.uri}/warehouse/events"
-    delta_rs = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    keys = S3Keys(os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
+    delta_rs = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": keys.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": keys.secret_access_key,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
     for i in range(8):
         write_deltalake(
             location,
@@ -197,10 +212,15 @@ def test_compaction_on_s3_on_the_cluster(
             storage_options=delta_rs,
         )
     before = DeltaTable(location, storage_options=delta_rs).to_pyarrow_table().sort_by("id")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    clear_client_cache()
 
-    report = run_lakeops(
-        "compact", location, "--endpoint-url", endpoint, "--master", spark_cluster.master_url, *_CLUSTER_CONF
-    )
+    with using_keys(keys, endpoint_url=endpoint):
+        report = run_lakeops(
+            "compact", location, "--endpoint-url", endpoint, "--master", spark_cluster.master_url, *_CLUSTER_CONF
+        )
+    clear_client_cache()
 
     table = DeltaTable(location, storage_options=delta_rs)
     assert table.to_pyarrow_table().sort_by("id").equals(before)
