@@ -191,7 +191,10 @@ def _log4j2_file() -> Path:
 def _settings(master: str | None, app_name: str, conf: Mapping[str, str], ui: bool, *, new_jvm: bool) -> dict[str, str]:
     """Merge lakeops defaults and ``conf`` (last, so it wins) into one dict of Spark settings."""
     settings: dict[str, str] = {"spark.app.name": app_name, **_COMMON_DEFAULTS}
-    settings["spark.ui.enabled"] = "true" if ui else "false"
+    if ui:
+        settings["spark.ui.enabled"] = "true"
+    elif master is not None and is_local_master(master):
+        settings["spark.ui.enabled"] = "false"  # a few local tasks: nothing to look at, one less port
     if master is not None and is_local_master(master):
         settings.update(_LOCAL_DEFAULTS)
     settings["spark.pyspark.driver.python"] = sys.executable
@@ -228,8 +231,10 @@ def build_session(
 
     ``master``: ``local[*]``/``local[N]``, a cluster URL, or ``sc://host:port`` for Spark Connect;
     defaults as described in the module docstring. ``conf`` is applied after lakeops' defaults, so a
-    cluster's settings win. ``ui=True`` enables the Spark web UI (off by default: nothing to look at
-    for a few tasks, and one less port). ``ship``: send ``lakeops`` + ``spark_jobs`` to the
+    cluster's settings win. ``ui=True`` enables the Spark web UI; without it the UI is off on a local
+    master (nothing to look at for a few tasks, and one less port) and left to the cluster's settings
+    otherwise, spark-submit's included (on by default, and in deploy/'s spark-defaults.conf).
+    ``ship``: send ``lakeops`` + ``spark_jobs`` to the
     executors with :func:`ship_project`; ``None`` decides with :func:`needs_shipping`.
 
     An active session is reused when no master was requested explicitly (argument or

@@ -67,12 +67,21 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
         "spark-master",
         "spark-worker-1",
         "spark-worker-2",
+        "spark-history",
         "user-code",
         "webserver",
         "daemon",
     }
     lakeops_image = services["user-code"]["image"]
-    for name in ("create-bucket", "spark-master", "spark-worker-1", "spark-worker-2", "webserver", "daemon"):
+    for name in (
+        "create-bucket",
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
+        "spark-history",
+        "webserver",
+        "daemon",
+    ):
         assert services[name]["image"] == lakeops_image, name
         assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile", name
     assert services["spark-master"]["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
@@ -85,6 +94,37 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
     assert services["user-code"]["environment"]["LAKEOPS_SPARK_MASTER"].endswith(":-spark://spark-master:7077}")
     # The driver runs in user-code: executors reach it by the name it advertises.
     assert services["user-code"]["environment"]["SPARK_LOCAL_HOSTNAME"] == services["user-code"]["hostname"]
+
+
+def _spark_defaults(relative: str) -> dict[str, str]:
+    pairs = (line.split(None, 1) for line in (DEPLOY / relative).read_text().splitlines())
+    return {key: value.strip() for key, value in (p for p in pairs if len(p) == 2) if not key.startswith("#")}
+
+
+def test_spark_applications_are_sized_logged_and_visible() -> None:
+    """Each run (one Spark application) is capped so several share the cluster, its Python workers get
+    memory for pyarrow, the UI is on and the event log lands where the History Server reads it."""
+    services = _compose()["services"]
+    standalone = _spark_defaults("spark-defaults.conf")
+    workers = 2 * 2  # two workers of SPARK_WORKER_CORES (default 2)
+    assert 0 < int(standalone["spark.cores.max"]) < workers
+    assert standalone["spark.executor.pyspark.memory"] and standalone["spark.ui.enabled"] == "true"
+    kubernetes = _spark_defaults("helm/spark-defaults.conf")
+    for conf in (standalone, kubernetes):
+        assert conf["spark.eventLog.enabled"] == "true" and conf["spark.eventLog.dir"] == "file:///opt/spark/events"
+    assert kubernetes["spark.kubernetes.driver.pod.name"] == "${env:POD_NAME}"
+    assert kubernetes["spark.executor.pyspark.memory"]
+    code = services["user-code"]
+    conf_dir = code["environment"]["SPARK_CONF_DIR"]
+    assert f"./spark-defaults.conf:{conf_dir}/spark-defaults.conf:ro" in code["volumes"]
+    assert "spark-events:/opt/spark/events" in code["volumes"]
+    history = services["spark-history"]
+    assert history["command"] == ["spark-class", "org.apache.spark.deploy.history.HistoryServer"]
+    assert "spark-events:/opt/spark/events" in history["volumes"]
+    assert "logDirectory=file:///opt/spark/events" in history["environment"]["SPARK_HISTORY_OPTS"]
+    (deployment,) = _yaml("helm/values.yaml")["dagster-user-deployments"]["deployments"]
+    assert {"name": "spark-events", "mountPath": "/opt/spark/events"} in deployment["volumeMounts"]
+    assert any(e["name"] == "POD_NAME" for e in deployment["env"])
 
 
 def test_every_image_is_pinned() -> None:

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError
 from lakeops.execution import TaskFailed
+from spark_jobs import session as session_module
 from spark_jobs.runner import run_units
 from spark_jobs.session import build_session, is_local_master
 
@@ -160,6 +161,21 @@ def test_session_defaults(spark: SparkSession) -> None:
 def test_workers_run_the_driver_interpreter(spark: SparkSession) -> None:
     [info] = run_units(spark, units(1), worker_python, WorkerInfo)
     assert Path(info.executable) == Path(sys.executable)
+
+
+@pytest.mark.parametrize(
+    ("master", "ui", "expected"),
+    [
+        ("local[2]", False, "false"),  # a few local tasks: no UI, one less port
+        ("spark://master:7077", False, None),  # a cluster's settings decide (deploy/ turns it on)
+        ("k8s://https://kubernetes.default.svc:443", False, None),
+        (None, False, None),  # spark-submit chose the master
+        ("local[2]", True, "true"),
+    ],
+)
+def test_the_ui_is_off_only_for_local_masters(master: str | None, ui: bool, expected: str | None) -> None:
+    settings = session_module._settings(master, "lakeops", {}, ui, new_jvm=False)
+    assert settings.get("spark.ui.enabled") == expected
 
 
 def test_build_session_reuses_the_active_session(spark: SparkSession) -> None:
