@@ -1,7 +1,7 @@
 """Regenerate deploy/requirements.lock, the exact packages (versions and SHA-256 hashes) the image installs.
 
-``pip lock`` (PEP 751) resolves the project with what production adds (Dagster's PostgreSQL storage and
-Kubernetes run launcher, the psycopg2 driver) and the build backend, for the image's platform: CPython 3.11
+``pip lock`` (PEP 751) resolves the project with what production adds (the Spark Connect client, Dagster's
+PostgreSQL storage and Kubernetes run launcher, the psycopg2 driver) and the build backend, for the image's platform: CPython 3.11
 on Linux x86_64 (deploy/Dockerfile). The result is written as a requirements file with hashes, which
 ``pip install --require-hashes`` enforces: a package that changed on the index, or one not listed, fails
 the build instead of entering the image. The project itself is not in it; the image installs it with
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "deploy" / "requirements.lock"
 #: Installed beside the project in the image; the build backend so that the project builds offline from the lock.
-EXTRAS = ("dagster-postgres", "dagster-k8s", "psycopg2-binary", "setuptools", "wheel")
+EXTRAS = ("pyspark[connect]", "dagster-postgres", "dagster-k8s", "psycopg2-binary", "setuptools", "wheel")
 PROJECT = "lakeops"
 
 

@@ -67,6 +67,7 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
         "spark-master",
         "spark-worker-1",
         "spark-worker-2",
+        "spark-connect",
         "spark-history",
         "user-code",
         "webserver",
@@ -78,6 +79,7 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
         "spark-master",
         "spark-worker-1",
         "spark-worker-2",
+        "spark-connect",
         "spark-history",
         "webserver",
         "daemon",
@@ -91,7 +93,13 @@ def test_compose_runs_the_whole_stack_from_one_image() -> None:
         assert services[worker]["environment"]["AWS_ENDPOINT_URL"], "workers do their own S3 IO"
     code = services["user-code"]["command"]
     assert code[:3] == ["dagster", "api", "grpc"] and code[-2:] == ["-m", "orchestration.definitions"]
-    assert services["user-code"]["environment"]["LAKEOPS_SPARK_MASTER"].endswith(":-spark://spark-master:7077}")
+    # Runs go to the long-lived Spark Connect server, itself an application on the standalone master.
+    assert services["user-code"]["environment"]["LAKEOPS_SPARK_MASTER"].endswith(":-sc://spark-connect:15002}")
+    connect = services["spark-connect"]["command"]
+    assert connect[:3] == ["spark-submit", "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+    assert connect[3:5] == ["--master", "spark://spark-master:7077"]
+    assert "spark.connect.grpc.binding.port=15002" in connect and "spark.scheduler.mode=FAIR" in connect
+    assert services["user-code"]["depends_on"]["spark-connect"] == {"condition": "service_healthy"}
     # The driver runs in user-code: executors reach it by the name it advertises.
     assert services["user-code"]["environment"]["SPARK_LOCAL_HOSTNAME"] == services["user-code"]["hostname"]
 
@@ -148,6 +156,25 @@ def test_every_image_is_pinned() -> None:
     assert deployment["image"]["tag"] != "latest"
 
 
+def test_kubernetes_runs_connect_to_a_long_lived_spark_connect_server() -> None:
+    deployment, service = yaml.safe_load_all((DEPLOY / "helm" / "spark-connect.yaml").read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:5] == [
+        "spark-submit",
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "k8s://https://kubernetes.default.svc:443",
+    ]
+    assert "spark.connect.grpc.binding.port=15002" in container["command"]
+    assert {e["name"] for e in container["env"]} >= {"SPARK_CONF_DIR", "SPARK_LOCAL_HOSTNAME", "POD_NAME"}
+    (code,) = _yaml("helm/values.yaml")["dagster-user-deployments"]["deployments"]
+    assert container["image"] == f"{code['image']['repository']}:{code['image']['tag']}"
+    master = next(e["value"] for e in code["env"] if e["name"] == "LAKEOPS_SPARK_MASTER")
+    assert master == f"sc://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+
+
 def test_compose_holds_no_secret() -> None:
     compose = _compose()
     text = (DEPLOY / "compose.yaml").read_text()
@@ -175,7 +202,7 @@ def test_helm_values_and_dagster_yaml_agree_on_the_run_rules() -> None:
     env = {item["name"]: item.get("value") for item in deployment["env"]}
     (driver_host,) = [item for item in deployment["env"] if item["name"] == "SPARK_LOCAL_HOSTNAME"]
     assert driver_host["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"  # executors reach the run pod
-    assert env["LAKEOPS_SPARK_MASTER"].startswith("k8s://https://")
+    assert env["LAKEOPS_SPARK_MASTER"].startswith("sc://")  # the Spark Connect server of spark-connect.yaml
     conf_dir = Path(env["SPARK_CONF_DIR"])
     assert any(Path(mount["mountPath"]) == conf_dir for mount in deployment["volumeMounts"])
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
@@ -258,6 +285,14 @@ def test_the_lock_pins_every_dependency_within_pyprojects_bounds() -> None:
     wanted = [Requirement(r) for r in project["project"]["dependencies"]]
     wanted += [Requirement(r) for r in ("dagster-postgres", "dagster-k8s", "psycopg2-binary")]
     wanted += [Requirement(r) for r in project["build-system"]["requires"]]
+    # The Spark Connect client production runs use (the `connect` extra): pyspark's own `connect` extra.
+    (connect,) = [Requirement(r) for r in project["project"]["optional-dependencies"]["connect"]]
+    wanted += [
+        Requirement(raw)
+        for raw in importlib.metadata.requires("pyspark") or []
+        if Requirement(raw).marker is not None and Requirement(raw).marker.evaluate({"extra": "connect"})
+    ]
+    assert connect.name == "pyspark" and connect.extras == {"connect"}
     for requirement in wanted:
         name = canonicalize_name(requirement.name)
         assert name in locked, f"{requirement} is not in deploy/requirements.lock (run make lock)"
