@@ -326,10 +326,18 @@ def _create(master: str | None, app_name: str, conf: Mapping[str, str], ui: bool
 
 
 def stop_session(spark: SparkSession | None = None) -> None:
-    """Stop ``spark`` (default: the active or default session), if any; safe to call twice."""
+    """Stop ``spark`` (default: the active or default session), if any; safe to call twice.
+
+    After a Spark Connect session pyspark keeps marking the process as a Connect client
+    (``SPARK_CONNECT_MODE_ENABLED``), so a classic session built next (another master, a later run
+    in the same process) would be taken for a Connect one and fail for want of a URL: the mark goes
+    with the session."""
     spark = spark if spark is not None else _existing_session()
     if spark is not None:
+        connect = _is_connect_session(spark)
         spark.stop()
+        if connect:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
 def _package_dir(name: str) -> Path:

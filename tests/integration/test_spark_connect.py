@@ -143,3 +143,19 @@ def test_one_application_on_both_executors_registered_once(connect_server: Conne
     assert ran_on == executors
     assert kinds.count("SparkListenerExecutorAdded") == 2  # once, at the server's start: not per run
     assert kinds.count("SparkListenerJobStart") >= 5  # cdc, compactions, checkpoint, listing sent work here
+
+
+def test_a_classic_session_follows_in_the_same_process(connect_server: ConnectServer) -> None:
+    """pyspark marks a process that made a Connect session as a Connect client; stopping the session
+    (spark_jobs.session.stop_session) must clear that, or the next local session fails for want of a URL."""
+    from spark_jobs.session import build_session
+
+    remote = build_session(master=connect_server.url)
+    assert "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    stop_session(remote)
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
+    local = build_session(master="local[1]")
+    try:
+        assert local.range(3).count() == 3 and local.sparkContext.master == "local[1]"
+    finally:
+        stop_session(local)
