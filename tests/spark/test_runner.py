@@ -26,6 +26,8 @@ from spark_jobs.session import build_session, is_local_master
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
+_LOCAL_RELATION_THRESHOLD = "spark.sql.execution.arrow.localRelationThreshold"
+
 
 class Unit(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True)
@@ -92,6 +94,16 @@ def test_units_share_tasks_round_robin_beyond_parallelism(spark: SparkSession) -
     assert [p.partition for p in placed] == [0, 1, 2, 0, 1, 2, 0]
 
 
+def test_placement_holds_for_a_unit_table_above_the_local_relation_threshold(spark: SparkSession) -> None:
+    # Above the threshold Spark Classic parallelizes the Arrow batches (one per slot) instead.
+    spark.conf.set(_LOCAL_RELATION_THRESHOLD, "0")
+    try:
+        placed = run_units(spark, units(7), partition_of, Placement, parallelism=3)
+    finally:
+        spark.conf.unset(_LOCAL_RELATION_THRESHOLD)
+    assert [p.partition for p in placed] == [0, 1, 2, 0, 1, 2, 0]
+
+
 def test_one_stage_of_one_task_per_slot_places_and_runs_the_units(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,10 +138,22 @@ def _task_payloads(spark: SparkSession, count: int, slots: int) -> tuple[list[in
         return partitions, len(serialize(rdd)), plan.toString()
 
 
-def test_each_task_receives_only_its_own_units_however_large_the_plan(spark: SparkSession) -> None:
-    # Five units per task in both plans; the second is a hundred times larger.
-    small_parts, small_binary, small_plan = _task_payloads(spark, 10, slots=2)
-    large_parts, large_binary, large_plan = _task_payloads(spark, 1000, slots=200)
+@pytest.mark.parametrize(
+    ("threshold", "scan"),
+    [(None, "LocalTableScan"), ("0", "Scan ExistingRDD")],
+    ids=["local-relation", "above-local-relation-threshold"],
+)
+def test_each_task_receives_only_its_own_units_however_large_the_plan(
+    spark: SparkSession, threshold: str | None, scan: str
+) -> None:
+    if threshold is not None:
+        spark.conf.set(_LOCAL_RELATION_THRESHOLD, threshold)
+    try:
+        # Five units per task in both plans; the second is a hundred times larger.
+        small_parts, small_binary, small_plan = _task_payloads(spark, 10, slots=2)
+        large_parts, large_binary, large_plan = _task_payloads(spark, 1000, slots=200)
+    finally:
+        spark.conf.unset(_LOCAL_RELATION_THRESHOLD)
 
     assert (len(small_parts), len(large_parts)) == (2, 200)
     # Index digits make the larger plan's units a few bytes longer; nothing else may grow.
@@ -140,7 +164,7 @@ def test_each_task_receives_only_its_own_units_however_large_the_plan(spark: Spa
     assert max(large_parts) * 20 < whole_plan
     for plan in (small_plan, large_plan):
         assert "Exchange" not in plan  # neither broadcast nor shuffle
-        assert "LocalTableScan" in plan
+        assert scan in plan
 
 
 def test_leaf_parallelism_setting_is_restored(spark: SparkSession) -> None:
