@@ -177,24 +177,38 @@ def _slot_rows(spark: SparkSession, units: Sequence[BaseModel], slots: int) -> D
     return spark.createDataFrame(pa.Table.from_batches(batches, _SLOT_SCHEMA), schema=_SLOT_DDL)
 
 
+# Per session (by id) in this process: (run_units calls in progress, the caller's own value, largest slots).
+_leaf_settings: dict[int, tuple[int, str | None, int]] = {}
+_leaf_lock = threading.Lock()
+
+
 @contextmanager
 def _leaf_parallelism(spark: SparkSession, slots: int) -> Iterator[None]:
-    """Cut a local relation into ``slots`` partitions while the job runs, then restore the session's value.
+    """Cut a local relation of ``slots`` rows into ``slots`` partitions while the job runs, then restore
+    the session's own value.
 
     A local relation of ``n`` rows is parallelized into ``min(n, spark.sql.leafNodeDefaultParallelism)``
-    contiguous slices (default: the cluster's cores); at ``slots`` rows and slices, slice ``k`` is row ``k``.
-    The setting is the session's: a concurrent ``run_units`` on the same session may briefly see another
-    value, which changes how many tasks its units share, never which units run.
+    contiguous slices (default: the cluster's cores); at ``n = slots`` rows and at least as many slices,
+    slice ``k`` is row ``k``. The setting is the session's, so concurrent calls on one session share it:
+    it is the largest of their ``slots`` (exact for each of them), restored when the last one ends.
     """
-    saved = spark.conf.get(_LEAF_PARALLELISM, None)
-    spark.conf.set(_LEAF_PARALLELISM, str(slots))
+    key = id(spark)
+    with _leaf_lock:
+        users, saved, largest = _leaf_settings.get(key) or (0, spark.conf.get(_LEAF_PARALLELISM, None), 0)
+        largest = max(largest, slots)
+        _leaf_settings[key] = (users + 1, saved, largest)
+        spark.conf.set(_LEAF_PARALLELISM, str(largest))
     try:
         yield
     finally:
-        if saved is None:
-            spark.conf.unset(_LEAF_PARALLELISM)
-        else:
-            spark.conf.set(_LEAF_PARALLELISM, saved)
+        with _leaf_lock:
+            users, saved, largest = _leaf_settings.pop(key)
+            if users > 1:
+                _leaf_settings[key] = (users - 1, saved, largest)
+            elif saved is None:
+                spark.conf.unset(_LEAF_PARALLELISM)
+            else:
+                spark.conf.set(_LEAF_PARALLELISM, saved)
 
 
 def _outside_unit_failure(label: str, exc: PythonException) -> TaskFailed:

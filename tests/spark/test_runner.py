@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,16 @@ def test_leaf_parallelism_setting_is_restored(spark: SparkSession) -> None:
         assert spark.conf.get(key) == "5"
     finally:
         spark.conf.unset(key)
+
+
+def test_concurrent_calls_on_one_session_each_get_their_own_placement(spark: SparkSession) -> None:
+    key = "spark.sql.leafNodeDefaultParallelism"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        wide = pool.submit(run_units, spark, units(6, sleep_s=0.5), partition_of, Placement)
+        narrow = pool.submit(run_units, spark, units(6, sleep_s=0.5), partition_of, Placement, parallelism=2)
+        assert [p.partition for p in wide.result()] == [0, 1, 2, 3, 4, 5]
+        assert [p.partition for p in narrow.result()] == [0, 1, 0, 1, 0, 1]
+    assert spark.conf.get(key, None) is None
 
 
 def test_unit_error_surfaces_with_type_and_message(spark: SparkSession) -> None:
