@@ -21,9 +21,9 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
@@ -226,17 +226,27 @@ def safe_progress(callback: Progress | None) -> Progress:
     return report
 
 
-def collect_results(label: str, rows: list[dict[str, object]], count: int, result_type: type[Result]) -> list[Result]:
-    """Validate the task rows into results in unit order, or raise :class:`TaskFailed`."""
-    by_index = {row["idx"]: row for row in rows}
-    missing = sorted(set(range(count)) - set(by_index))
+def collect_results(
+    label: str, rows: Iterable[Mapping[str, Any]], count: int, result_type: type[Result]
+) -> list[Result]:
+    """Validate the task rows into results in unit order, or raise :class:`TaskFailed`.
+
+    ``rows`` is read once, each result validated as it comes, so a streamed source is never held whole.
+    """
+    completed: dict[int, Result] = {}
+    failures: dict[int, Mapping[str, Any]] = {}
+    for row in rows:
+        idx: int = row["idx"]
+        if row["error_type"] is None:
+            completed[idx] = load_model(result_type, str(row["result"]))
+        else:
+            failures[idx] = row
+    missing = sorted(set(range(count)) - completed.keys() - failures.keys())
     if missing:  # an executor lost rows without failing: never commit on a partial result
         raise LakeopsError(f"{label}: no result came back for units {missing[:10]}")
-    failed = [i for i in range(count) if by_index[i]["error_type"] is not None]
-    failed_set = set(failed)
-    completed = {i: load_model(result_type, str(by_index[i]["result"])) for i in range(count) if i not in failed_set}
-    if failed:
-        first = by_index[failed[0]]
+    if failures:
+        failed = sorted(failures)
+        first = failures[failed[0]]
         more = f" ({len(failed) - 1} more of {count} units failed)" if len(failed) > 1 else ""
         raise TaskFailed(
             f"{label}: unit {failed[0]} failed: {first['error_type']}: {first['error_message']}{more}",
@@ -245,7 +255,7 @@ def collect_results(label: str, rows: list[dict[str, object]], count: int, resul
             error_message=str(first["error_message"]),
             remote_traceback=str(first["error_traceback"]) if first["error_traceback"] else None,
             failed=failed,
-            completed=completed,
+            completed=dict(sorted(completed.items())),
         )
     return [completed[i] for i in range(count)]
 

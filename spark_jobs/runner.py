@@ -3,13 +3,28 @@
 
 :func:`run_units` sends plan units (pydantic models, as JSON) to Spark tasks, runs a *pure*
 ``lakeops`` function on each one and returns the results, in unit order, to the driver. It uses
-only the DataFrame API (``createDataFrame`` + ``mapInArrow``), so it runs unchanged under Spark
-Connect.
+only the DataFrame API and session settings (``createDataFrame`` + ``mapInArrow``), so it runs
+unchanged under Spark Connect.
 
-Placement: each unit should get its own task so that big units run in parallel. ``repartition``
-cannot promise that (hash and round-robin partitioning may put two units in one partition and
-leave another empty), so the units are broadcast-joined onto ``spark.range(p, numPartitions=p)``:
-partition ``k`` holds exactly the units whose index is ``k`` modulo ``p``. No shuffle either.
+Placement: each task receives only its own units, and no stage exists only to place them. The
+units are dealt round-robin into ``slots`` (unit ``i`` to slot ``i % slots``) and sent as a
+``createDataFrame`` of an Arrow table with one row per slot (its indices and its units' JSON). That
+local relation is parallelized into ``min(rows, spark.sql.leafNodeDefaultParallelism)`` contiguous
+slices, so with that setting at ``slots`` for the job (:func:`_leaf_parallelism`) partition ``k`` is
+exactly slot ``k``: each task's partition carries one row, its payload bounded by its own units
+however large the plan, and ``mapInArrow`` runs them in the scan's own stage (no shuffle, no
+broadcast). One row per slot, not per unit, because contiguous slices of unit rows would not fall
+on slot boundaries. ``repartition`` cannot promise one slot per partition (hash and round-robin
+partitioning may put two slots in one partition and leave another empty) and costs a shuffle.
+The alternatives weighed: the broadcast join this replaces sent every unit to every executor
+and built the table in a stage of its own; ``parallelize(slices, numSlices)`` places as exactly but
+is RDD API, absent under Spark Connect; units written to a staging file per slot, each task reading
+its own, keep the driver's plan small too, but need a writable location known to ``run_units`` and
+executor credentials for it, and cost a write, a read and a delete per run. The local relation
+stays on the driver and in the query plan (under Connect, in the plan sent to the server, which
+caches large ones as artifacts), so the driver holds the units' JSON once more while the job runs.
+Results come back as Arrow batches; each is turned into models and released, so the driver does not
+hold them as Arrow, dicts and models at once. They are all returned, which the list signature asks.
 
 Errors: a unit's exception is caught in the task and returned as data, not raised through Spark
 (:mod:`lakeops.execution`, whose per-unit wrapper and result collection run here too, so results,
@@ -45,7 +60,7 @@ from lakeops.execution import (
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.errors import PythonException
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MAX_DEFAULT_PARALLELISM", "run_units"]
 
@@ -87,7 +102,6 @@ def run_units(
         return []
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PythonException
-    from pyspark.sql import functions as F
 
     unit_type = unit_type_of(units)
     if parallelism is not None and parallelism < 1:
@@ -95,36 +109,106 @@ def run_units(
     slots = min(len(units), parallelism or MAX_DEFAULT_PARALLELISM)
     label = description or f"lakeops {task_name(task)} on {len(units)} units"
 
-    unit_df = spark.createDataFrame(
-        [(i, dump_model(unit)) for i, unit in enumerate(units)], schema="idx bigint, unit string"
-    )
-    placed = (
-        spark.range(0, slots, 1, numPartitions=slots)
-        .join(F.broadcast(unit_df), on=F.col("id") == F.col("idx") % F.lit(slots))
-        .select("idx", "unit")
-    )
+    results_df = _results_frame(spark, units, task, unit_type, slots)
+    group = f"lakeops-{uuid.uuid4().hex[:12]}"
+    try:
+        with (
+            _job_group(spark, group, label),
+            _leaf_parallelism(spark, slots),
+            _progress_poller(spark, group, slots, progress),
+        ):
+            batches = results_df.toArrow().to_batches()
+    except PythonException as exc:
+        raise _outside_unit_failure(label, exc) from exc
+    except Py4JJavaError as exc:  # the JVM gave up on the job: a Python worker crashed or was killed, an executor lost
+        raise _job_failure(label, exc) from None
+    return collect_results(label, _drain(batches), len(units), result_type)
+
+
+def _results_frame(
+    spark: SparkSession, units: Sequence[Unit], task: Callable[[Unit], BaseModel], unit_type: type[Unit], slots: int
+) -> DataFrame:
+    """The job: each slot's row, in its own partition, runs its units and yields one result row per unit."""
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            indices = batch.column("idx").to_pylist()
-            payloads = batch.column("unit").to_pylist()
-            for idx, payload in zip(indices, payloads, strict=True):
-                yield run_unit(task, unit_type, idx, payload)
+            slot = batch.to_pydict()
+            for indices, payloads in zip(slot["idx"], slot["unit"], strict=True):
+                for idx, payload in zip(indices, payloads, strict=True):
+                    yield run_unit(task, unit_type, idx, payload)
 
     with warnings.catch_warnings():
         # pyspark warns on every new Arrow UDF that it "does not yet fully support pandas >= 3";
         # this path never touches pandas (Arrow batches in, Arrow batches out).
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-        results_df = placed.mapInArrow(run_partition, RESULT_DDL)
-    group = f"lakeops-{uuid.uuid4().hex[:12]}"
+        return _slot_rows(spark, units, slots).mapInArrow(run_partition, RESULT_DDL)
+
+
+def _drain(batches: list[pa.RecordBatch]) -> Iterator[dict[str, object]]:
+    """The result rows, each batch released once read: the driver holds the results as Arrow or as models,
+    not as both plus a dict per row."""
+    batches.reverse()
+    while batches:
+        yield from batches.pop().to_pylist()
+
+
+_SLOT_DDL = "idx array<bigint>, unit array<string>"
+_SLOT_SCHEMA = pa.schema([("idx", pa.list_(pa.int64())), ("unit", pa.list_(pa.string()))])
+_LEAF_PARALLELISM = "spark.sql.leafNodeDefaultParallelism"
+
+
+def _slot_rows(spark: SparkSession, units: Sequence[BaseModel], slots: int) -> DataFrame:
+    """One row per slot ``k``: the indices ``k, k + slots, ...`` and those units' JSON, in that order.
+
+    ``createDataFrame`` of an Arrow table makes a local relation (or, above
+    ``spark.sql.execution.arrow.localRelationThreshold``, an RDD of one partition per Arrow batch); with
+    :func:`_leaf_parallelism` in force either is cut into exactly ``slots`` partitions of one row each.
+    """
+    batches = [
+        pa.record_batch(
+            [
+                pa.array([list(range(k, len(units), slots))], pa.list_(pa.int64())),
+                pa.array([[dump_model(units[i]) for i in range(k, len(units), slots)]], pa.list_(pa.string())),
+            ],
+            schema=_SLOT_SCHEMA,
+        )
+        for k in range(slots)
+    ]
+    return spark.createDataFrame(pa.Table.from_batches(batches, _SLOT_SCHEMA), schema=_SLOT_DDL)
+
+
+# Per session (by id) in this process: (run_units calls in progress, the caller's own value, largest slots).
+_leaf_settings: dict[int, tuple[int, str | None, int]] = {}
+_leaf_lock = threading.Lock()
+
+
+@contextmanager
+def _leaf_parallelism(spark: SparkSession, slots: int) -> Iterator[None]:
+    """Cut a local relation of ``slots`` rows into ``slots`` partitions while the job runs, then restore
+    the session's own value.
+
+    A local relation of ``n`` rows is parallelized into ``min(n, spark.sql.leafNodeDefaultParallelism)``
+    contiguous slices (default: the cluster's cores); at ``n = slots`` rows and at least as many slices,
+    slice ``k`` is row ``k``. The setting is the session's, so concurrent calls on one session share it:
+    it is the largest of their ``slots`` (exact for each of them), restored when the last one ends.
+    """
+    key = id(spark)
+    with _leaf_lock:
+        users, saved, largest = _leaf_settings.get(key) or (0, spark.conf.get(_LEAF_PARALLELISM, None), 0)
+        largest = max(largest, slots)
+        _leaf_settings[key] = (users + 1, saved, largest)
+        spark.conf.set(_LEAF_PARALLELISM, str(largest))
     try:
-        with _job_group(spark, group, label), _progress_poller(spark, group, slots, progress):
-            table = results_df.toArrow()
-    except PythonException as exc:
-        raise _outside_unit_failure(label, exc) from exc
-    except Py4JJavaError as exc:  # the JVM gave up on the job: a Python worker crashed or was killed, an executor lost
-        raise _job_failure(label, exc) from None
-    return collect_results(label, table.to_pylist(), len(units), result_type)
+        yield
+    finally:
+        with _leaf_lock:
+            users, saved, largest = _leaf_settings.pop(key)
+            if users > 1:
+                _leaf_settings[key] = (users - 1, saved, largest)
+            elif saved is None:
+                spark.conf.unset(_LEAF_PARALLELISM)
+            else:
+                spark.conf.set(_LEAF_PARALLELISM, saved)
 
 
 def _outside_unit_failure(label: str, exc: PythonException) -> TaskFailed:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,14 @@ from pyspark.sql import SparkSession
 
 from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError
 from lakeops.execution import TaskFailed
+from spark_jobs import runner
 from spark_jobs import session as session_module
 from spark_jobs.runner import run_units
 from spark_jobs.session import build_session, is_local_master
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+_LOCAL_RELATION_THRESHOLD = "spark.sql.execution.arrow.localRelationThreshold"
 
 
 class Unit(BaseModel):
@@ -90,6 +94,103 @@ def test_each_unit_gets_its_own_task(spark: SparkSession) -> None:
 def test_units_share_tasks_round_robin_beyond_parallelism(spark: SparkSession) -> None:
     placed = run_units(spark, units(7), partition_of, Placement, parallelism=3)
     assert [p.partition for p in placed] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_placement_holds_for_a_unit_table_above_the_local_relation_threshold(spark: SparkSession) -> None:
+    # Above the threshold Spark Classic parallelizes the Arrow batches (one per slot) instead.
+    spark.conf.set(_LOCAL_RELATION_THRESHOLD, "0")
+    try:
+        placed = run_units(spark, units(7), partition_of, Placement, parallelism=3)
+    finally:
+        spark.conf.unset(_LOCAL_RELATION_THRESHOLD)
+    assert [p.partition for p in placed] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_one_stage_of_one_task_per_slot_places_and_runs_the_units(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    groups: list[str] = []
+    label_jobs = runner._job_group
+
+    def recording(session: SparkSession, group: str, description: str) -> object:
+        groups.append(group)
+        return label_jobs(session, group, description)
+
+    monkeypatch.setattr(runner, "_job_group", recording)
+    placed = run_units(spark, units(1000), partition_of, Placement, parallelism=8)
+
+    assert [p.partition for p in placed] == [i % 8 for i in range(1000)]
+    tracker = spark.sparkContext.statusTracker()
+    stages = [stage for job in tracker.getJobIdsForGroup(groups[0]) for stage in tracker.getJobInfo(job).stageIds]
+    # No stage builds or broadcasts a unit table: the units are read by the stage that runs them.
+    assert [tracker.getStageInfo(stage).numTasks for stage in stages] == [8]
+
+
+def _task_payloads(spark: SparkSession, count: int, slots: int) -> tuple[list[int], int, str]:
+    """What Spark ships per task of the run_units job for ``count`` units in ``slots`` tasks: each
+    partition serialized (a task carries its partition) and the stage's task binary (the RDD lineage
+    with the pickled task, sent once per executor), measured by the JVM's own Java serialization,
+    and the physical plan."""
+    frame = runner._results_frame(spark, units(count), echo, Unit, slots)
+    serialize = spark.sparkContext._jvm.org.apache.spark.util.Utils.serialize  # type: ignore[union-attr]
+    with runner._leaf_parallelism(spark, slots):
+        plan = frame._jdf.queryExecution().executedPlan()
+        rdd = plan.execute()
+        partitions = [len(serialize(partition)) for partition in rdd.partitions()]
+        return partitions, len(serialize(rdd)), plan.toString()
+
+
+@pytest.mark.parametrize(
+    ("threshold", "scan"),
+    [(None, "LocalTableScan"), ("0", "Scan ExistingRDD")],
+    ids=["local-relation", "above-local-relation-threshold"],
+)
+def test_each_task_receives_only_its_own_units_however_large_the_plan(
+    spark: SparkSession, threshold: str | None, scan: str
+) -> None:
+    if threshold is not None:
+        spark.conf.set(_LOCAL_RELATION_THRESHOLD, threshold)
+    try:
+        # Five units per task in both plans; the second is a hundred times larger.
+        small_parts, small_binary, small_plan = _task_payloads(spark, 10, slots=2)
+        large_parts, large_binary, large_plan = _task_payloads(spark, 1000, slots=200)
+    finally:
+        spark.conf.unset(_LOCAL_RELATION_THRESHOLD)
+
+    assert (len(small_parts), len(large_parts)) == (2, 200)
+    # Index digits make the larger plan's units a few bytes longer; nothing else may grow.
+    assert max(large_parts) <= max(small_parts) * 1.1
+    assert large_binary <= small_binary * 1.1
+    # A task's partition is its five units' share of the plan, not the plan.
+    whole_plan = sum(len(unit.model_dump_json(by_alias=True)) for unit in units(1000))
+    assert max(large_parts) * 20 < whole_plan
+    for plan in (small_plan, large_plan):
+        assert "Exchange" not in plan  # neither broadcast nor shuffle
+        assert scan in plan
+
+
+def test_leaf_parallelism_setting_is_restored(spark: SparkSession) -> None:
+    key = "spark.sql.leafNodeDefaultParallelism"
+    assert spark.conf.get(key, None) is None
+    run_units(spark, units(3), echo, Echo)
+    assert spark.conf.get(key, None) is None
+    spark.conf.set(key, "5")
+    try:
+        with pytest.raises(TaskFailed):
+            run_units(spark, units(3), corrupt_on_odd, Echo)
+        assert spark.conf.get(key) == "5"
+    finally:
+        spark.conf.unset(key)
+
+
+def test_concurrent_calls_on_one_session_each_get_their_own_placement(spark: SparkSession) -> None:
+    key = "spark.sql.leafNodeDefaultParallelism"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        wide = pool.submit(run_units, spark, units(6, sleep_s=0.5), partition_of, Placement)
+        narrow = pool.submit(run_units, spark, units(6, sleep_s=0.5), partition_of, Placement, parallelism=2)
+        assert [p.partition for p in wide.result()] == [0, 1, 2, 3, 4, 5]
+        assert [p.partition for p in narrow.result()] == [0, 1, 0, 1, 0, 1]
+    assert spark.conf.get(key, None) is None
 
 
 def test_unit_error_surfaces_with_type_and_message(spark: SparkSession) -> None:
