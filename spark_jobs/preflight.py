@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from lakeops.errors import StorageError
 from lakeops.execution import TaskFailed
-from lakeops.storage import StorageOptions, open_storage, scheme
+from lakeops.storage import StorageOptions, normalize, open_storage, scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,8 +48,11 @@ def table_of(unit: BaseModel) -> tuple[str, StorageOptions] | None:
 
 def probe(root: str, options: StorageOptions) -> str | None:
     """What keeps this process from reading ``root`` (None: nothing): its first entry is listed and
-    stat'ed, which needs the same permissions as the units (list and read), and no data."""
+    stat'ed, which needs the same permissions as the units (list and read), and no data. A ``file:`` URI
+    is read literally: only Iceberg units carry one (their table's recorded location); Delta's roots are
+    normalised paths already."""
     try:
+        root = normalize(root, literal=True)
         storage = open_storage(root, options)
         first = next(iter(storage.list(root)), None)
         if first is None:

@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,12 @@ class ConnectServer:
     url: str
     #: The server application's event log directory (its one log is ``….inprogress`` while it runs).
     events: Path
+
+
+def _cores_granted(web_ui: str) -> int:
+    """Cores the master has granted to running applications (the server's executors, once registered)."""
+    with urllib.request.urlopen(f"{web_ui}/json/", timeout=5) as response:
+        return sum(int(app.get("cores", 0)) for app in json.load(response).get("activeapps", []))
 
 
 def _listening(port: int) -> bool:
@@ -74,6 +81,8 @@ def connect_server(spark_cluster: Any, tmp_path_factory: pytest.TempPathFactory)
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: _listening(port), "the Spark Connect server", 120)
+        # Both workers' executors up before the first run (on a loaded machine they may come late).
+        wait_for(lambda: _cores_granted(spark_cluster.web_ui) == 2, "the server's two executors", 120)
         stop_session()  # one session per process: the runs below must connect to the server
         yield ConnectServer(url=f"sc://127.0.0.1:{port}", events=events)
     finally:
