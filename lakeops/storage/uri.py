@@ -40,6 +40,7 @@ reading, writing or deleting the wrong file.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from urllib.parse import unquote, urlsplit
@@ -165,7 +166,26 @@ def resolve(base: str, path: str) -> str:
         return normalize(path)
     if "://" in path or path.startswith("/"):
         return normalize(unquote(path))
+    if _PLAIN_RELATIVE.fullmatch(path) and _absolute(base):
+        # Nothing to decode or collapse (most paths, once per file of a table): the root, normalised
+        # once per root, and the path as written.
+        root = _normalized_root(base)
+        return f"{root}/{path}" if root != "/" else f"/{path}"
     return join(base, *(unquote(part) for part in path.split("/")))
+
+
+#: A relative path of ordinary segments: no percent-escape, empty, ``.`` or ``..`` segment, or colon.
+_PLAIN_RELATIVE = re.compile(r"(?:(?!\.\.?(?:/|$))[^/%:]+/)*(?!\.\.?$)[^/%:]+")
+
+
+def _absolute(location: str) -> bool:
+    """An absolute local path or an S3 URI: normalising it does not depend on the working directory."""
+    return location.startswith(("/", "s3://", "s3a://", "s3n://"))
+
+
+@functools.lru_cache(maxsize=256)
+def _normalized_root(location: str) -> str:
+    return normalize(location)
 
 
 def _split(location: str) -> tuple[str, str, list[str]]:

@@ -57,7 +57,7 @@ from lakeops.delta.log_segment import LOG_DIR, list_log, read_log_file
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
-from lakeops.quarantine import is_reserved
+from lakeops.quarantine import reserved_dirs
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import join, normalize, relative_to
@@ -221,6 +221,16 @@ def _batches(table: str, storage_options: StorageOptions, candidates: list[Candi
     return batches + [b.model_copy(update={"batch_id": len(batches) + b.batch_id}) for b in extra]
 
 
+def _below(table: str, path: str) -> tuple[str, str]:
+    """``path``'s location relative to ``table`` and its normalised form. A listing spells every path
+    as the normalised root, a slash and the rest (the storage contract), which is taken as it is: the
+    general routes normalise each path several times over, a tenth of VACUUM's time at 100,000 files."""
+    prefix = table + "/"
+    if path.startswith(prefix) and "//" not in path[len(prefix) :]:
+        return path[len(prefix) :], path
+    return relative_to(table, path), normalize(path)
+
+
 def plan_vacuum(
     snapshot: DeltaSnapshot,
     storage: Storage,
@@ -249,16 +259,17 @@ def plan_vacuum(
     directories = {""}
     candidates: list[Candidate] = []
     change_data: list[Candidate] = []
+    # lakeops's trash and audit records (staging files included), as prefixes below the root.
+    reserved = tuple(relative_to(table, d) + "/" for d in reserved_dirs(table))
     for info in storage.list(table):
-        relative = relative_to(table, info.path)
-        if is_reserved(table, info.path):  # lakeops's trash and audit records, staging files included
+        relative, location = _below(table, info.path)
+        if relative.startswith(reserved):
             continue
         if is_hidden(relative, partition_dirs) and not is_abandoned_temp(relative):
             continue
         scanned += 1
         parts = relative.split("/")[:-1]
         directories.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-        location = normalize(info.path)
         if location in keep:
             continue
         if info.mtime_ms >= cutoff_ms:

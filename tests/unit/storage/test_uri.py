@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakeops.deletion import Candidate
 from lakeops.errors import InvalidArgument, LakeopsError, OutsideRoot
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.local import LocalStorage
 from lakeops.storage.s3 import S3Storage
-from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, scheme
+from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, resolve, scheme
 
 
 @pytest.mark.parametrize(
@@ -207,3 +210,30 @@ def test_storage_options_are_small_frozen_json() -> None:
         StorageOptions(endpoint_url="127.0.0.1:9000")
     with pytest.raises(ValueError):
         StorageOptions.model_validate({"secret_access_key": "x"})
+
+
+@settings(deadline=None, max_examples=400)
+@given(
+    base=st.sampled_from(["/tmp/t", "/tmp/t/", "/", "s3://b/t", "s3a://b/t/", "relative/root"]),
+    segments=st.lists(
+        st.one_of(
+            st.sampled_from([".", "..", "", "a%20b", "x:y", "%2F", "day=2024-01-01", ".hidden", "..a"]),
+            st.text(alphabet="ab.%:=é_ -", min_size=1, max_size=6),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_resolve_agrees_with_the_general_route_for_every_relative_path(base: str, segments: list[str]) -> None:
+    """``resolve``'s shortcut for plain relative paths gives what decoding and joining segment by segment
+    gives (``join``), errors included."""
+    path = "/".join(segments)
+    if path.startswith("/") or "://" in path or path.startswith("file:"):
+        return
+    outcomes = []
+    for route in (lambda: resolve(base, path), lambda: join(base, *(unquote(p) for p in path.split("/")))):
+        try:
+            outcomes.append(route())
+        except LakeopsError as exc:
+            outcomes.append(type(exc).__name__)
+    assert outcomes[0] == outcomes[1]
