@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from lakeops.errors import InvalidArgument, UnsafeOperation
 from lakeops.quarantine import remove, reserved_dirs
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import is_within, normalize, relative_to, storage_location
+from lakeops.storage.uri import is_within, is_within_normalized, normalize, relative_to, storage_location
 
 __all__ = [
     "DRIVER_DELETE_THREADS",
@@ -125,7 +125,7 @@ def delete_batch(batch: DeleteBatch) -> BatchResult:
     for candidate in batch.files:
         location = normalize(candidate.path)
         for guarded in protected:
-            if is_within(guarded, location):
+            if is_within_normalized(guarded, location):
                 name = relative_to(batch.table_root, guarded) if is_within(batch.table_root, guarded) else guarded
                 raise UnsafeOperation(f"{batch.table_root}: refusing to delete {location}: it is inside {name}")
         paths.append(location)

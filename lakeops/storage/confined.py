@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator
 
 from lakeops.errors import OutsideRoot
 from lakeops.storage.base import FileInfo, Storage
-from lakeops.storage.uri import LOCAL, is_within, normalize, relative_to, scheme, storage_location
+from lakeops.storage.uri import LOCAL, is_within, is_within_normalized, normalize, relative_to, scheme, storage_location
 
 __all__ = ["ConfinedStorage"]
 
@@ -68,7 +68,7 @@ class _Check:
         ``directory``: ``path`` is a directory the operation walks into, so it is resolved itself."""
         location = storage_location(path)
         table = self.roots[0]
-        containing = [r for r in self.roots if r != location and is_within(r, location)]
+        containing = [r for r in self.roots if r != location and is_within_normalized(r, location)]
         if not containing:
             where = " or ".join(self.roots)
             raise OutsideRoot(f"{table}: refusing to {verb} {location}: it is not inside the table root {where}")
@@ -76,7 +76,7 @@ class _Check:
             return location
         parent = location if directory else os.path.dirname(location)
         for root in containing:  # nested roots (an Iceberg data path inside the location) must all hold
-            if not is_within(self._real(root), self._real(parent)):
+            if not is_within_normalized(self._real(root), self._real(parent)):
                 raise OutsideRoot(f"{table}: refusing to {verb} {location}: {self._escape(root, parent)}")
         return location
 

@@ -50,6 +50,7 @@ from lakeops.errors import InvalidArgument, OutsideRoot
 __all__ = [
     "endpoint_problem",
     "is_within",
+    "is_within_normalized",
     "join",
     "normalize",
     "relative_to",
@@ -203,8 +204,15 @@ def is_within(root: str, path: str) -> bool:
     before comparing; an S3 key with a ``.`` or ``..`` segment below the root is refused, since
     some S3-compatible stores and proxies collapse dot segments and the object could land outside.
     """
-    r_scheme, r_bucket, r_parts = _split(normalize(root))
-    p_scheme, p_bucket, p_parts = _split(normalize(path))
+    return is_within_normalized(normalize(root), normalize(path))
+
+
+def is_within_normalized(root: str, path: str) -> bool:
+    """:func:`is_within` for two locations already in :func:`normalize`'s spelling (a listing's paths,
+    a confined storage's roots, ``realpath``'s results), which it does not normalise again: checks made
+    once per file of a 100,000-file deletion."""
+    r_scheme, r_bucket, r_parts = _split(root)
+    p_scheme, p_bucket, p_parts = _split(path)
     if r_scheme != p_scheme or r_bucket != p_bucket:
         return False
     if p_parts[: len(r_parts)] != r_parts:
