@@ -114,9 +114,11 @@ class Schema:
         return sum(2 if isinstance(f.kind, UnionOf) else 1 for f in self.fields)
 
 
-def decode(table: Table, schema: Schema) -> Record:
-    """Every field of ``table``, refusing a field ``schema`` does not know."""
-    _refuse_unknown_fields(table, schema)
+def decode(table: Table, schema: Schema, *, to_rewrite: bool = True) -> Record:
+    """Every field of ``table``. A field ``schema`` does not know is refused when the record is read
+    ``to_rewrite`` (encoding it back would drop that field), and skipped by a reader."""
+    if to_rewrite:
+        _refuse_unknown_fields(table, schema)
     record: Record = {}
     for slot, field in schema.slots():
         kind = field.kind
@@ -129,15 +131,15 @@ def decode(table: Table, schema: Schema) -> Record:
                     raise UnsupportedFeature(
                         f"{table.path}: {schema.name}.{field.name} has union type {code}, unknown to lakeops"
                     )
-                record[field.name] = (code, decode(child, member))
+                record[field.name] = (code, decode(child, member, to_rewrite=to_rewrite))
             continue
         if not table.has(slot):
             continue
-        record[field.name] = _decode_value(table, slot, kind)
+        record[field.name] = _decode_value(table, slot, kind, to_rewrite)
     return record
 
 
-def _decode_value(table: Table, slot: int, kind: Kind) -> Any:
+def _decode_value(table: Table, slot: int, kind: Kind, to_rewrite: bool) -> Any:
     if isinstance(kind, Scalar):
         return table.scalar(slot, kind.fmt, kind.default)
     if isinstance(kind, Struct):
@@ -148,7 +150,7 @@ def _decode_value(table: Table, slot: int, kind: Kind) -> Any:
         return table.byte_vector(slot)
     if isinstance(kind, Child):
         child = table.table(slot)
-        return None if child is None else decode(child, kind.schema)
+        return None if child is None else decode(child, kind.schema, to_rewrite=to_rewrite)
     if isinstance(kind, Vector):
         element = kind.element
         if isinstance(element, Scalar):
@@ -157,7 +159,7 @@ def _decode_value(table: Table, slot: int, kind: Kind) -> Any:
             return table.structs(slot, element.size)
         if isinstance(element, String):
             return table.strings(slot)
-        return [decode(child, element.schema) for child in table.tables(slot)]
+        return [decode(child, element.schema, to_rewrite=to_rewrite) for child in table.tables(slot)]
     raise AssertionError(kind)
 
 

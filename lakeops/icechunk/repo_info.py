@@ -9,25 +9,30 @@ parent's index in that list, -1 for none; ``flushed_at`` in microseconds; the me
 Format 1 (spec version 1, "Reference Files" of https://icechunk.io/en/stable/spec/): each branch and
 tag is ``refs/branch.NAME/ref.json`` or ``refs/tag.NAME/ref.json`` holding ``{"snapshot": ID}``; a
 deleted tag keeps its ``ref.json`` beside a ``ref.json.deleted`` marker; a snapshot's parent is its
-own ``parent_id``. :class:`RepoInfo` is the same view of both.
+own ``parent_id``. :class:`RepoInfo` is the same view of both. The repo object is read whole with the
+schema of :mod:`lakeops.icechunk.fbs` into a :class:`RepoDocument`, the form
+:mod:`lakeops.icechunk.repo_update` also edits and writes back.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import CorruptFile, NotATable, UnsafeOperation
+from lakeops.icechunk import fbs
 from lakeops.icechunk.binary import FileType, read_payload
-from lakeops.icechunk.flatbuf import Table
-from lakeops.icechunk.ids import encode_bytes, validate_id
-from lakeops.icechunk.objects import Snapshot, object_id
+from lakeops.icechunk.flatbuf_codec import Record, decode
+from lakeops.icechunk.ids import decode_bytes, encode_bytes, validate_id
+from lakeops.icechunk.objects import Snapshot
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE, TAG_PREFIX
 from lakeops.storage import Storage, join, relative_to
 
 __all__ = [
+    "RepoDocument",
     "REPO_OBJECT",
     "RepoInfo",
     "RepoStatus",
@@ -114,49 +119,96 @@ class RepoInfo(BaseModel):
         return line
 
 
-def _ref_map(refs: list[Table], snapshot_ids: list[str], path: str) -> dict[str, str]:
-    named: dict[str, str] = {}
-    for ref in refs:
-        name, index = ref.string(0), ref.scalar(1, "I")
-        if name is None or index >= len(snapshot_ids):
-            raise CorruptFile(f"{path}: ref {name!r} points at snapshot index {index} of {len(snapshot_ids)}")
-        named[name] = snapshot_ids[index]
-    return named
+@dataclass
+class RepoDocument:
+    """The repo object as a graph: ``SnapshotInfo`` records keyed by id with ``parent_id`` (an id, or
+    None) instead of ``parent_offset``, refs as name to snapshot id; the rest of the record as read."""
+
+    record: Record
+    snapshots: dict[str, Record] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: Record, path: str) -> RepoDocument:
+        infos: list[Record] = record.get("snapshots", [])
+        if any("id" not in info for info in infos):
+            raise CorruptFile(f"{path}: a SnapshotInfo has no id")
+        ids = [encode_bytes(info["id"]) for info in infos]
+        document = cls(record=record)
+        for snapshot_id, info in zip(ids, infos, strict=True):
+            offset = info.get("parent_offset", 0)
+            if not -1 <= offset < len(ids):
+                raise CorruptFile(f"{path}: SnapshotInfo {snapshot_id} has parent_offset {offset}")
+            document.snapshots[snapshot_id] = info
+            document.parents[snapshot_id] = None if offset < 0 else ids[offset]
+
+        def refs(name: str) -> dict[str, str]:
+            named = {}
+            for ref in record.get(name, []):
+                index = ref.get("snapshot_index", 0)
+                if "name" not in ref or index >= len(ids):
+                    raise CorruptFile(f"{path}: ref {ref.get('name')!r} points at snapshot index {index} of {len(ids)}")
+                named[ref["name"]] = ids[index]
+            return named
+
+        document.branches, document.tags = refs("branches"), refs("tags")
+        return document
+
+    def add_snapshot(self, snapshot_id: str, parent_id: str | None, flushed_at: int, message: str) -> None:
+        self.snapshots[snapshot_id] = {
+            "id": decode_bytes(snapshot_id),
+            "flushed_at": flushed_at,
+            "message": message,
+            "metadata": [],
+        }
+        self.parents[snapshot_id] = parent_id
+
+    def to_record(self) -> Record:
+        """The ``Repo`` record: snapshots sorted by id, refs by name, offsets recomputed."""
+        ids = sorted(self.snapshots, key=decode_bytes)
+        index = {snapshot_id: i for i, snapshot_id in enumerate(ids)}
+        snapshots = []
+        for snapshot_id in ids:
+            parent = self.parents[snapshot_id]
+            snapshots.append({**self.snapshots[snapshot_id], "parent_offset": -1 if parent is None else index[parent]})
+
+        def refs(named: dict[str, str]) -> list[Record]:
+            return [{"name": name, "snapshot_index": index[named[name]]} for name in sorted(named, key=str.encode)]
+
+        return {**self.record, "snapshots": snapshots, "branches": refs(self.branches), "tags": refs(self.tags)}
 
 
 def decode_repo_object(data: bytes, path: str) -> RepoInfo:
-    """The repo object ``path`` (``repo.fbs``'s ``Repo``: tags 1, branches 2, deleted_tags 3, snapshots 4)."""
-    version, repo = read_payload(data, path, FileType.REPO_INFO)
-    entries = repo.tables(4)
-    ids = [object_id(entry, 0) or "" for entry in entries]
-    snapshots: dict[str, SnapshotInfo] = {}
-    for entry, snapshot_id in zip(entries, ids, strict=True):
-        parent = entry.scalar(1, "i")
-        if not snapshot_id or parent >= len(ids) or parent < -1:
-            raise CorruptFile(f"{path}: SnapshotInfo {snapshot_id or '?'} has parent_offset {parent}")
-        snapshots[snapshot_id] = SnapshotInfo(
+    """The repo object ``path`` (``repo.fbs``'s ``Repo``), read through :class:`RepoDocument`; fields a
+    later spec adds are skipped, as a reader may."""
+    version, table = read_payload(data, path, FileType.REPO_INFO)
+    record = decode(table, fbs.REPO, to_rewrite=False)
+    document = RepoDocument.from_record(record, path)
+    snapshots = {
+        snapshot_id: SnapshotInfo(
             id=snapshot_id,
-            parent_id=None if parent < 0 else ids[parent],
-            flushed_at=entry.scalar(2, "Q"),
-            message=entry.string(3) or "",
-            pruned_ancestor_tx_logs=[encode_bytes(raw) for raw in entry.structs(5, _ID12)],
+            parent_id=document.parents[snapshot_id],
+            flushed_at=info.get("flushed_at", 0),
+            message=info.get("message") or "",
+            pruned_ancestor_tx_logs=[encode_bytes(raw) for raw in info.get("pruned_ancestor_tx_logs", [])],
         )
+        for snapshot_id, info in document.snapshots.items()
+    }
+    status = record.get("status") or {}
     return RepoInfo(
         source=path,
         spec_version=version,
-        branches=_ref_map(repo.tables(2), ids, path),
-        tags=_ref_map(repo.tables(1), ids, path),
-        deleted_tags=repo.strings(3),
+        branches=document.branches,
+        tags=document.tags,
+        deleted_tags=record.get("deleted_tags", []),
         snapshots=snapshots,
-        status=_status(repo.table(5)),
-    )
-
-
-def _status(table: Table | None) -> RepoStatus:
-    if table is None:
-        return RepoStatus()
-    return RepoStatus(
-        availability=table.scalar(0, "B"), set_at=table.scalar(1, "Q"), limited_availability_reason=table.string(2)
+        status=RepoStatus(
+            availability=status.get("availability", 0),
+            set_at=status.get("set_at", 0),
+            limited_availability_reason=status.get("limited_availability_reason"),
+        ),
     )
 
 

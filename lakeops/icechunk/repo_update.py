@@ -1,13 +1,14 @@
 """Changing the refs and snapshot graph of an Icechunk format 1 or 2 repository, atomically.
 
 Format 2 (https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md, "Repo Info File",
-"Updates to the repo info file", "Write New Snapshot"): the ``repo`` object is the only mutable file;
-an update reads it, changes it in memory (:class:`RepoDocument`: snapshots by id, refs by name, every
-other field kept as read), copies the bytes it read to ``overwritten/repo.<3000-01-01 minus now, in
-ms>.<12 random bytes, Crockford base 32>``, records the operation at the head of ``latest_updates``
-(the previous head gets that backup as its ``backup_path``; beyond :data:`UPDATES_KEPT` entries the
-oldest are dropped and ``repo_before_updates`` points at the backup holding them), and replaces the
-object only if it is still the version read. A lost race re-reads and re-applies the change.
+"Updates to the repo info file", "Write New Snapshot"): the ``repo`` object is the only mutable file.
+An update reads it and changes it in memory (:class:`~lakeops.icechunk.repo_info.RepoDocument`:
+snapshots by id, refs by name, every other field kept as read); copies the bytes it read to
+``overwritten/repo.<ms until 3000-01-01>.<12 random bytes, Crockford base 32>``; records the operation
+at the head of ``latest_updates`` (the previous head gets that backup as its ``backup_path``; beyond
+:data:`UPDATES_KEPT` entries the oldest are dropped and ``repo_before_updates`` points at the backup
+holding them); and replaces the object only if it is still the version read. A lost race re-reads
+and re-applies the change.
 
 Format 1 ("Reference Files" of https://icechunk.io/en/stable/spec/): a branch is the mutable
 ``refs/branch.NAME/ref.json`` (``{"snapshot": ID}``), replaced under the same compare-and-swap.
@@ -19,17 +20,16 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lakeops.errors import CommitConflict, CommitStateUnknown, CorruptFile, StorageError, Superseded
+from lakeops.errors import CommitConflict, CommitStateUnknown, StorageError, Superseded
 from lakeops.icechunk import fbs
 from lakeops.icechunk.binary import FileType, file_bytes, read_payload
 from lakeops.icechunk.flatbuf_codec import Record, decode, encode
-from lakeops.icechunk.ids import decode_bytes, encode_bytes
+from lakeops.icechunk.ids import encode_bytes
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE
-from lakeops.icechunk.repo_info import REPO_OBJECT
+from lakeops.icechunk.repo_info import REPO_OBJECT, RepoDocument
 from lakeops.storage import Storage, join
 
 __all__ = [
@@ -51,65 +51,6 @@ _ATTEMPTS = 10
 def backup_name(now_ms: int) -> str:
     """``repo.<ms until 3000-01-01>.<random id>``: newest backups list first."""
     return f"repo.{_YEAR_3000_MS - now_ms}.{encode_bytes(os.urandom(12))}"
-
-
-@dataclass
-class RepoDocument:
-    """The repo object as a graph: ``SnapshotInfo`` records keyed by id with ``parent_id`` (an id, or
-    None) instead of ``parent_offset``, refs as name to snapshot id; the rest of the record as read."""
-
-    record: Record
-    snapshots: dict[str, Record] = field(default_factory=dict)
-    parents: dict[str, str | None] = field(default_factory=dict)
-    branches: dict[str, str] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_record(cls, record: Record, path: str) -> RepoDocument:
-        infos: list[Record] = record.get("snapshots", [])
-        ids = [encode_bytes(info["id"]) for info in infos]
-        document = cls(record=record)
-        for snapshot_id, info in zip(ids, infos, strict=True):
-            offset = info.get("parent_offset", 0)
-            if not -1 <= offset < len(ids):
-                raise CorruptFile(f"{path}: SnapshotInfo {snapshot_id} has parent_offset {offset}")
-            document.snapshots[snapshot_id] = info
-            document.parents[snapshot_id] = None if offset < 0 else ids[offset]
-
-        def refs(name: str) -> dict[str, str]:
-            named = {}
-            for ref in record.get(name, []):
-                index = ref.get("snapshot_index", 0)
-                if index >= len(ids):
-                    raise CorruptFile(f"{path}: ref {ref['name']!r} points at snapshot index {index} of {len(ids)}")
-                named[ref["name"]] = ids[index]
-            return named
-
-        document.branches, document.tags = refs("branches"), refs("tags")
-        return document
-
-    def add_snapshot(self, snapshot_id: str, parent_id: str | None, flushed_at: int, message: str) -> None:
-        self.snapshots[snapshot_id] = {
-            "id": decode_bytes(snapshot_id),
-            "flushed_at": flushed_at,
-            "message": message,
-            "metadata": [],
-        }
-        self.parents[snapshot_id] = parent_id
-
-    def to_record(self) -> Record:
-        """The ``Repo`` record: snapshots sorted by id, refs by name, offsets recomputed."""
-        ids = sorted(self.snapshots, key=decode_bytes)
-        index = {snapshot_id: i for i, snapshot_id in enumerate(ids)}
-        snapshots = []
-        for snapshot_id in ids:
-            parent = self.parents[snapshot_id]
-            snapshots.append({**self.snapshots[snapshot_id], "parent_offset": -1 if parent is None else index[parent]})
-
-        def refs(named: dict[str, str]) -> list[Record]:
-            return [{"name": name, "snapshot_index": index[named[name]]} for name in sorted(named, key=str.encode)]
-
-        return {**self.record, "snapshots": snapshots, "branches": refs(self.branches), "tags": refs(self.tags)}
 
 
 def update_repo(

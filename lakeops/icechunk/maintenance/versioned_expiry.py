@@ -55,8 +55,8 @@ from lakeops.icechunk.binary import FileType, file_bytes, read_payload
 from lakeops.icechunk.flatbuf_codec import Record, decode, encode
 from lakeops.icechunk.ids import decode_bytes, encode_bytes
 from lakeops.icechunk.maintenance.retention import resolve_retention
-from lakeops.icechunk.repo_info import REPO_OBJECT, RepoInfo
-from lakeops.icechunk.repo_update import RepoDocument, update_repo
+from lakeops.icechunk.repo_info import REPO_OBJECT, RepoDocument, RepoInfo
+from lakeops.icechunk.repo_update import update_repo
 from lakeops.icechunk.repository import SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.storage import Storage, StorageOptions, join, open_storage

@@ -59,7 +59,8 @@ from lakeops.icechunk.maintenance.packing import (
 from lakeops.icechunk.manifest import ChunkIndices
 from lakeops.icechunk.manifest import ChunkRef as PackedRef
 from lakeops.icechunk.objects import Snapshot
-from lakeops.icechunk.repo_update import RepoDocument, replace_branch_ref, update_repo
+from lakeops.icechunk.repo_info import RepoDocument
+from lakeops.icechunk.repo_update import replace_branch_ref, update_repo
 from lakeops.icechunk.repository import MANIFESTS_DIR, SNAPSHOTS_DIR
 from lakeops.icechunk.versioned import TRANSACTIONS_DIR, VersionedRepository
 from lakeops.plan import CommitOutcome
