@@ -20,7 +20,9 @@ from lakeops.delta.log_segment import list_log, read_log_file
 from lakeops.errors import NotATable, VersionNotFound
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
+from lakeops.icechunk.maintenance.versioned_packing import is_lakeops_compaction
 from lakeops.icechunk.repository import Repository
+from lakeops.icechunk.versioned import VersionedRepository, format_version
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.storage import StorageOptions, open_storage
 
@@ -63,7 +65,10 @@ def _iceberg(ref: TableRef, storage_options: StorageOptions) -> str:
 
 
 def _icechunk(location: str, storage_options: StorageOptions) -> str:
-    repo = Repository(open_storage(location, storage_options), location)
+    storage = open_storage(location, storage_options)
+    if format_version(storage, location) is not None:
+        return _versioned_icechunk(VersionedRepository(storage, location))
+    repo = Repository(storage, location)
     snapshot = repo.read_snapshot(repo.resolve("main"))
     while snapshot.properties.get(OPERATION_PROPERTY) == COMPACT and (parent := snapshot.parent_id) is not None:
         try:
@@ -71,6 +76,16 @@ def _icechunk(location: str, storage_options: StorageOptions) -> str:
         except VersionNotFound:  # expired: its id is all that is known of it
             return parent
     return snapshot.id
+
+
+def _versioned_icechunk(repo: VersionedRepository) -> str:
+    """Icechunk format 1 and 2: the parents come from the repository's refs (format 2: the repo object)."""
+    info = repo.info
+    line = info.ancestry(info.branches["main"])
+    for entry in line:
+        if not is_lakeops_compaction(repo.snapshot(entry.id)):
+            return entry.id
+    return line[-1].id
 
 
 def data_version(target: Target, storage_options: StorageOptions | None = None) -> str:
