@@ -1,7 +1,7 @@
 """The Python API: one typed function per maintenance operation, for any table format.
 
-Each function resolves ``table`` (a location, a registry name, or with ``options.catalog_uri`` an
-Iceberg catalog identifier), detects its format, plans, runs the plan's units on ``executor``,
+Each function resolves ``table`` (a location, a registry name, or with the options' catalog
+(``catalog_uri``, ``catalog_type``) an Iceberg catalog identifier), detects its format, plans, runs the plan's units on ``executor``,
 commits and returns the operation's typed report::
 
     from lakeops import api
@@ -67,7 +67,7 @@ def _resolved(table: str, options: OptionsT, storage_options: StorageOptions) ->
     """A registry name as its entry's address (location, or identifier and catalog), and a cdc
     ``output`` name as its location, as the CLI resolves them; any other table as given."""
     table, catalog = resolve_name(table, options, storage_options)
-    update: dict[str, object] = {"catalog_uri": catalog.catalog_uri, "catalog_name": catalog.catalog_name}
+    update = catalog.catalog_fields()
     if isinstance(options, CdcOptions):
         update["output"] = resolve_output(options.output)
     return table, options.model_copy(update=update)

@@ -2,8 +2,9 @@
 
 The registry (``$LAKEOPS_REGISTRY``, else ``lakeops.yaml`` in the working directory) lists the tables
 the platform maintains; the command line accepts a registry name wherever it takes a table. Only the
-address of each entry is read here (``name``, ``location`` or ``catalog: {uri, name}`` +
-``identifier``, ``format``); policies are the orchestration layer's business and are validated there.
+address of each entry is read here (``name``, ``location`` or ``catalog`` (``{uri, name}`` of a SQL
+catalog, ``{type: glue, region, endpoint_url, catalog_id}``) + ``identifier``, ``format``); policies
+are the orchestration layer's business and are validated there.
 """
 
 from __future__ import annotations
@@ -18,17 +19,58 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from lakeops.errors import InvalidArgument
 
-__all__ = ["REGISTRY_ENV", "RegisteredTable", "lookup", "registry_audit_location", "registry_path", "why_unknown"]
+__all__ = [
+    "REGISTRY_ENV",
+    "CatalogAddress",
+    "CatalogType",
+    "RegisteredTable",
+    "lookup",
+    "registry_audit_location",
+    "registry_path",
+    "why_unknown",
+]
+
+#: The Iceberg catalogs an entry (and the command line) can name, beside a file-system table's location.
+CatalogType = Literal["sql", "glue"]
 
 REGISTRY_ENV = "LAKEOPS_REGISTRY"
 DEFAULT_FILE = "lakeops.yaml"
 
 
 class CatalogAddress(BaseModel):
+    """An entry's catalog: ``type: sql`` (the default) with ``uri`` (a SQLAlchemy URL) and ``name``, or
+    ``type: glue`` with optional ``region``, ``endpoint_url`` and ``catalog_id`` (the AWS account)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    uri: str
+    type: CatalogType = "sql"
+    uri: str | None = None
     name: str = "default"
+    region: str | None = None
+    endpoint_url: str | None = None
+    catalog_id: str | None = None
+
+    @model_validator(mode="after")
+    def _keys_of_its_type(self) -> CatalogAddress:
+        glue_keys = [key for key in ("region", "endpoint_url", "catalog_id") if getattr(self, key) is not None]
+        if self.type == "sql" and self.uri is None:
+            raise ValueError("a SQL catalog needs a uri (a SQLAlchemy URL)")
+        if self.type == "sql" and glue_keys:
+            raise ValueError(f"{', '.join(glue_keys)}: only for a Glue catalog (type: glue)")
+        if self.type == "glue" and self.uri is not None:
+            raise ValueError("uri: a Glue catalog takes endpoint_url (and region, catalog_id), not uri")
+        return self
+
+    def options(self) -> dict[str, str | None]:
+        """The operations' catalog options (:class:`lakeops.ops.target.CatalogOptions` fields)."""
+        if self.type == "glue":
+            return {
+                "catalog_type": "glue",
+                "catalog_uri": self.endpoint_url,
+                "catalog_region": self.region,
+                "catalog_id": self.catalog_id,
+            }
+        return {"catalog_uri": self.uri, "catalog_name": self.name}
 
 
 class RegisteredTable(BaseModel):

@@ -16,6 +16,7 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
     tables:
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
+                                                   # (or catalog: {type: glue, region: eu-west-1})
         format: auto                               # auto | delta | iceberg | icechunk
         owners: [team:data-platform]
         tags: {tier: gold}
@@ -323,11 +324,9 @@ class TableEntry(RegisteredTable):
         """How the operations name the table: its location, or its catalog identifier."""
         return self.location or str(self.identifier)
 
-    def catalog_options(self) -> dict[str, str]:
-        """The operations' ``catalog_uri``/``catalog_name`` options for a catalog table, else none."""
-        if self.catalog is None:
-            return {}
-        return {"catalog_uri": self.catalog.uri, "catalog_name": self.catalog.name}
+    def catalog_options(self) -> dict[str, str | None]:
+        """The operations' catalog options (``catalog_uri``, ``catalog_type``, ...) for a catalog table, else none."""
+        return {} if self.catalog is None else self.catalog.options()
 
 
 class StorageConfig(_Strict):

@@ -109,16 +109,26 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
         "table",
         type=location_arg,
         help="table location (a path, file://, s3://; s3a:// and s3n:// accepted), namespace.table with "
-        "--catalog-uri, or a table name from the registry file ($LAKEOPS_REGISTRY, else ./lakeops.yaml)",
+        "--catalog-uri or --catalog-type glue, or a table name from the registry file ($LAKEOPS_REGISTRY, else ./lakeops.yaml)",
+    )
+    parser.add_argument(
+        "--catalog-type",
+        choices=["sql", "glue"],
+        default="sql",
+        help="the Iceberg catalog of TABLE (namespace.table): sql (default; with --catalog-uri) or glue "
+        "(AWS Glue Data Catalog; TABLE is database.table)",
     )
     parser.add_argument(
         "--catalog-uri",
         help="Iceberg SQL catalog as a SQLAlchemy URL (sqlite:///catalog.db, "
-        "postgresql+psycopg2://user@host/db with PGPASSWORD); TABLE is then namespace.table",
+        "postgresql+psycopg2://user@host/db with PGPASSWORD); TABLE is then namespace.table. "
+        "With --catalog-type glue: the Glue endpoint URL (default: AWS)",
     )
     parser.add_argument(
         "--catalog-name", default="default", help="catalog name within --catalog-uri (default: default)"
     )
+    parser.add_argument("--catalog-region", help="Glue: the catalog's region (default: --region, else the AWS chain)")
+    parser.add_argument("--catalog-id", help="Glue: the Data Catalog's AWS account id (default: the caller's)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)")
     parser.add_argument("--region", help="S3 region (default: the AWS configuration chain)")

@@ -9,12 +9,15 @@ Two catalogs, one contract: :meth:`Catalog.current` names the current metadata f
   rewritten afterwards as a hint only.
 - :class:`~lakeops.iceberg.sql_catalog.SqlCatalog`: the tables PyIceberg's ``SqlCatalog`` uses, in a
   module of its own so that only a command on a catalogued table imports SQLAlchemy.
+- :class:`~lakeops.iceberg.glue_catalog.GlueCatalog`: an AWS Glue Data Catalog table's parameters,
+  in a module of its own so that only a command on a Glue table imports boto3's Glue client.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,7 +31,7 @@ from lakeops.errors import (
     StorageError,
 )
 from lakeops.storage import Storage
-from lakeops.storage.uri import join
+from lakeops.storage.uri import join, normalize
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -82,6 +85,15 @@ def metadata_version(location: str) -> int | None:
     name = location.rsplit("/", 1)[-1]
     match = _FS_VERSION.match(name) or _SQL_VERSION.match(name)
     return int(match.group(1)) if match else None
+
+
+def numbered_metadata_location(table_location: str, current: str) -> str:
+    """``<location>/metadata/<N+1, 5 digits>-<uuid>.metadata.json``: the naming metastore catalogs
+    (PyIceberg's SQL and Glue catalogs, Java's) give the file after ``current``."""
+    version = metadata_version(current)
+    next_version = 0 if version is None else version + 1
+    location = normalize(table_location, literal=True)  # the metadata's ``location``: an Iceberg path
+    return join(location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
 
 
 class FileSystemCatalog:

@@ -1,5 +1,5 @@
-"""The table an operation acts on: a location (its format detected), an Iceberg table in a SQL
-catalog (``namespace.table`` with a catalog URI), or a name from the registry file.
+"""The table an operation acts on: a location (its format detected), an Iceberg table in a SQL or
+Glue catalog (``namespace.table`` with the catalog's options), or a name from the registry file.
 
 A registry name is turned into its entry's address once (:func:`resolve_name`, which every
 :mod:`lakeops.api` function calls before anything else); everything after that sees only addresses.
@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
 from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.detect import TableFormat, detect_format
+from lakeops.registry import CatalogType
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -35,13 +36,38 @@ __all__ = [
 
 
 class CatalogOptions(BaseModel):
-    """``catalog_uri``: a SQLAlchemy URL of an Iceberg SQL catalog (PyIceberg's ``SqlCatalog`` tables);
-    the table is then ``namespace.table`` in catalog ``catalog_name``."""
+    """The catalog of an Iceberg table named ``namespace.table`` (all unset: the table is a location).
+    ``catalog_type`` ``sql``: ``catalog_uri`` a SQLAlchemy URL of an Iceberg SQL catalog (PyIceberg's
+    ``SqlCatalog`` tables), ``catalog_name`` the catalog within it. ``glue``: an AWS Glue Data Catalog
+    at endpoint ``catalog_uri`` (None: AWS) in ``catalog_region`` (None: the S3 region, else the AWS
+    chain's) of account ``catalog_id`` (None: the caller's)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    catalog_type: CatalogType = "sql"
     catalog_uri: str | None = None
     catalog_name: str = "default"
+    catalog_region: str | None = None
+    catalog_id: str | None = None
+
+    @model_validator(mode="after")
+    def _glue_settings_for_glue(self) -> CatalogOptions:
+        if self.catalog_type != "glue" and (self.catalog_region is not None or self.catalog_id is not None):
+            raise ValueError("catalog_region and catalog_id apply to a Glue catalog (catalog_type glue) only")
+        return self
+
+    @property
+    def catalogued(self) -> bool:
+        """Whether these options name a catalog (the table is then ``namespace.table``)."""
+        return self.catalog_uri is not None or self.catalog_type != "sql"
+
+    def catalog_fields(self) -> dict[str, Any]:
+        """These options' catalog fields alone (an operation's options carry more)."""
+        return self.model_dump(include=set(CatalogOptions.model_fields))
+
+    def table_ref(self, identifier: str) -> TableRef:
+        """``identifier``'s address in this catalog."""
+        return TableRef(identifier=identifier, **self.catalog_fields())
 
 
 class _TargetBase:
@@ -110,7 +136,7 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
     returned as given. Resolving once, up front, is what keeps a command from reading a name as a path
     in the working directory. A bare name that is neither a registry table nor a file here is refused,
     naming the registry searched (or its absence) and its closest names."""
-    if catalog.catalog_uri is not None or not _looks_like_name(table):
+    if catalog.catalogued or not _looks_like_name(table):
         return table, catalog
     entry = registry.lookup(table)
     if entry is None:
@@ -118,8 +144,10 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
             return table, catalog
         raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
     if entry.catalog is not None:
-        _sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
-        return str(entry.identifier), CatalogOptions(catalog_uri=entry.catalog.uri, catalog_name=entry.catalog.name)
+        catalog = CatalogOptions.model_validate(entry.catalog.options())
+        if catalog.catalog_type == "sql":
+            _sql_engine(str(catalog.catalog_uri), option=f"{table}: catalog.uri in registry {registry.registry_path()}")
+        return str(entry.identifier), catalog
     location = normalize(str(entry.location))
     if entry.format != "auto":
         found = detect_format(open_storage(location, storage_options), location)
@@ -145,14 +173,13 @@ def resolve_output(output: str) -> str:
 
 
 def resolve_target(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> Target:
-    """Where ``table`` (an address: see :func:`resolve_name`) is and which format it has. A catalog URI
-    makes it a catalog identifier; anything else is a location. A catalog URI SQLAlchemy cannot use is
-    refused here, where it is known who gave it."""
-    if catalog.catalog_uri is not None:
-        _sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
-        return IcebergTarget(
-            TableRef(catalog_uri=catalog.catalog_uri, identifier=table, catalog_name=catalog.catalog_name)
-        )
+    """Where ``table`` (an address: see :func:`resolve_name`) is and which format it has. A catalog
+    makes it a catalog identifier; anything else is a location. A SQL catalog URI SQLAlchemy cannot use
+    is refused here, where it is known who gave it."""
+    if catalog.catalogued:
+        if catalog.catalog_type == "sql":  # an unusable URI: an error naming it
+            _sql_engine(str(catalog.catalog_uri), option=f"{table}: --catalog-uri")
+        return IcebergTarget(catalog.table_ref(table))
     location = normalize(table)
     match detect_format(open_storage(location, storage_options), location):
         case "delta":
