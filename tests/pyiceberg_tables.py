@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -66,7 +67,10 @@ SPECS: dict[str, PartitionSpec] = {
 
 @dataclass
 class PyIcebergTable:
-    catalog: SqlCatalog
+    """A PyIceberg table; ``catalog_uri`` is lakeops' name for its catalog (a SQLAlchemy URL, or a Glue
+    endpoint)."""
+
+    catalog: Catalog
     catalog_uri: str
     identifier: str
     table: Table
