@@ -1,8 +1,8 @@
 """The Python API: one typed function per maintenance operation, for any table format.
 
 Each function resolves ``table`` (a location, a registry name, or with the options' catalog
-(``catalog_uri``, ``catalog_type``) an Iceberg catalog identifier), detects its format, plans, runs the plan's units on ``executor``,
-commits and returns the operation's typed report::
+(``catalog_uri``, ``catalog_type``) an Iceberg catalog identifier), detects its format, plans, runs the
+plan's units on ``executor``, commits and returns the operation's typed report::
 
     from lakeops import api
     from lakeops.ops.options import CompactionOptions

@@ -109,7 +109,8 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
         "table",
         type=location_arg,
         help="table location (a path, file://, s3://; s3a:// and s3n:// accepted), namespace.table with "
-        "--catalog-uri or --catalog-type glue, or a table name from the registry file ($LAKEOPS_REGISTRY, else ./lakeops.yaml)",
+        "--catalog-uri or --catalog-type glue, or a table name from the registry file ($LAKEOPS_REGISTRY, "
+        "else ./lakeops.yaml)",
     )
     parser.add_argument(
         "--catalog-type",

@@ -37,6 +37,7 @@ NOT_FOR_LOCAL_DELTA = {
     "lakeops.iceberg.metadata",
     "lakeops.delta.maintenance.compaction",
     "lakeops.iceberg.sql_catalog",
+    "lakeops.iceberg.glue_catalog",
     "lakeops.changefeed.table",
 }
 

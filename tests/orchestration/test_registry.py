@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from registry_samples import SAMPLE
 
+from lakeops.ops.target import CatalogOptions
 from orchestration.registry import RegistryError, load_registry, parse_registry
 
 
@@ -75,12 +76,51 @@ def test_a_full_registry_loads_with_its_policies() -> None:
             "tables:\n  - name: events\n    location: /t\n    health: {reclaimable_bytes: {warn: lots}}\n",
             "table 'events': health.reclaimable_bytes.warn: bad size 'lots'",
         ),
+        (
+            "tables:\n  - {name: orders, identifier: shop.orders, catalog: {name: shop}}\n",
+            "table 'orders': catalog: a SQL catalog needs a uri",
+        ),
+        (
+            "tables:\n  - {name: orders, identifier: shop.orders, catalog: {uri: 'sqlite://', region: eu-west-1}}\n",
+            "table 'orders': catalog: region: only for a Glue catalog (type: glue)",
+        ),
+        (
+            "tables:\n  - {name: orders, identifier: shop.orders, catalog: {type: glue, uri: 'http://glue'}}\n",
+            "table 'orders': catalog: uri: a Glue catalog takes endpoint_url",
+        ),
+        (
+            "tables:\n  - {name: orders, identifier: shop.orders, catalog: {type: hive}}\n",
+            "table 'orders': catalog.type: Input should be 'sql' or 'glue'",
+        ),
     ],
 )
 def test_a_broken_registry_names_the_table_and_the_key(text: str, message: str) -> None:
     with pytest.raises(RegistryError) as error:
         parse_registry(text, "lakeops.yaml")
     assert str(error.value).startswith("lakeops.yaml: ") and message in str(error.value)
+
+
+def test_a_glue_catalog_entry_reaches_the_operations_as_a_glue_table() -> None:
+    text = (
+        "tables:\n  - name: orders\n    identifier: shop.orders\n"
+        "    catalog: {type: glue, region: eu-west-1, endpoint_url: 'http://127.0.0.1:5000',"
+        " catalog_id: '123456789012'}\n"
+    )
+    (orders,) = parse_registry(text).tables
+    options = orders.catalog_options()
+    assert options == {
+        "catalog_type": "glue",
+        "catalog_uri": "http://127.0.0.1:5000",
+        "catalog_region": "eu-west-1",
+        "catalog_id": "123456789012",
+    }
+    ref = CatalogOptions.model_validate(options).table_ref(orders.address)
+    assert (ref.catalog_type, ref.identifier, ref.catalog_region, ref.catalog_id) == (
+        "glue",
+        "shop.orders",
+        "eu-west-1",
+        "123456789012",
+    )
 
 
 def test_health_thresholds_default_to_the_policies_and_the_registry_overrides_them() -> None:
