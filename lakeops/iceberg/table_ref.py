@@ -41,7 +41,12 @@ class TableRef(BaseModel):
         return self
 
     def __str__(self) -> str:
-        return self.location if self.location is not None else f"{self.catalog_name}.{self.identifier}"
+        if self.location is not None:
+            return self.location
+        if self.catalog_type == "glue":  # named by its account, if given; catalog_name is not Glue's
+            account = f"{self.catalog_id}." if self.catalog_id else ""
+            return f"glue:{account}{self.identifier}"
+        return f"{self.catalog_name}.{self.identifier}"
 
     def catalog(self, storage_options: StorageOptions) -> Catalog:
         if self.location is not None:

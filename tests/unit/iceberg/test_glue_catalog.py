@@ -309,9 +309,24 @@ def test_a_registry_glue_table_and_the_catalog_flags(
     )
 
     for report in (by_name, by_flags):
-        assert (report["format"], report["snapshot_id"], report["snapshots"], report["rows"]) == (
-            "iceberg",
+        assert (report["table"], report["snapshot_id"], report["snapshots"], report["rows"]) == (
+            f"glue:{table.identifier}",
             snapshot,
             4,
             40,
         )
+
+
+@pytest.mark.orchestration
+def test_dagster_inspects_a_glue_registry_table(table: PyIcebergTable) -> None:
+    from orchestration.maintenance import inspect
+    from orchestration.registry import parse_registry
+    from orchestration.resources import StorageResource
+
+    registry = parse_registry(
+        f"tables:\n  - name: events\n    identifier: {table.identifier}\n"
+        f"    catalog: {{type: glue, endpoint_url: '{table.catalog_uri}'}}\n"
+    )
+    report = inspect(registry.table("events"), StorageResource(endpoint_url=table.catalog_uri))
+
+    assert report.model_dump()["rows"] == 40 and report.table == f"glue:{table.identifier}"
