@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from deltalake import DeltaTable
 from lakeops_cli import run_json
 from pyiceberg.catalog.glue import GlueCatalog as PyIcebergGlueCatalog
 from pyiceberg_tables import SCHEMA, SPECS, PyIcebergTable, batch
@@ -29,7 +30,7 @@ from lakeops.errors import CommitConflict, CommitStateUnknown, NotATable
 from lakeops.iceberg.catalog import TableIdentifier
 from lakeops.iceberg.glue_catalog import GlueCatalog, glue_client
 from lakeops.ops import compaction
-from lakeops.ops.options import CheckpointOptions, CompactionOptions, ExpiryOptions, OrphansOptions
+from lakeops.ops.options import CdcOptions, CheckpointOptions, CompactionOptions, ExpiryOptions, OrphansOptions
 from lakeops.registry import REGISTRY_ENV
 from lakeops.storage import StorageOptions, open_storage
 
@@ -167,10 +168,19 @@ def test_not_an_iceberg_table(table: PyIcebergTable) -> None:
         GlueCatalog(TableIdentifier(database, "missing"), endpoint_url=table.catalog_uri).current()
 
 
-def test_every_maintenance_operation_through_glue_reads_identically(table: PyIcebergTable, s3_server: Any) -> None:
+def test_every_maintenance_operation_through_glue_reads_identically(
+    table: PyIcebergTable, s3_server: Any, tmp_path: Path
+) -> None:
     storage = s3_server.options
     rows = table.rows()
     first = table.table.metadata_location
+
+    changes = api.cdc(
+        table.identifier,
+        CdcOptions(**_options(table), from_version=0, output=str(tmp_path / "changes")),
+        storage_options=storage,
+    )
+    assert (changes.rows_insert, DeltaTable(str(tmp_path / "changes")).to_pyarrow_table().num_rows) == (40, 40)
 
     compacted = api.compact(
         table.identifier, CompactionOptions(**_options(table), min_input_files=2), storage_options=storage
