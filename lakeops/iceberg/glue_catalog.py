@@ -14,6 +14,7 @@ come from the standard AWS chain of the process.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -55,6 +56,16 @@ _TABLE_INPUT_FIELDS = (
 
 _clients: dict[tuple[str | None, str | None], BaseClient] = {}
 _clients_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    """A forked child must not share its parent's sockets (or a lock held at fork time)."""
+    global _clients_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def glue_client(region: str | None, endpoint_url: str | None) -> BaseClient:

@@ -26,7 +26,7 @@ from pyiceberg.catalog.glue import GlueCatalog as PyIcebergGlueCatalog
 from pyiceberg_tables import SCHEMA, SPECS, PyIcebergTable, batch
 
 from lakeops import api
-from lakeops.errors import CommitConflict, CommitStateUnknown, NotATable
+from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable
 from lakeops.iceberg.catalog import TableIdentifier
 from lakeops.iceberg.glue_catalog import GlueCatalog, glue_client
 from lakeops.ops import compaction
@@ -166,6 +166,13 @@ def test_not_an_iceberg_table(table: PyIcebergTable) -> None:
         GlueCatalog(TableIdentifier(database, "plain"), endpoint_url=table.catalog_uri).current()
     with pytest.raises(NotATable, match=f"{database}.missing .*no such table"):
         GlueCatalog(TableIdentifier(database, "missing"), endpoint_url=table.catalog_uri).current()
+
+
+def test_a_nested_namespace_or_a_bad_endpoint_is_refused_before_any_request() -> None:
+    with pytest.raises(InvalidArgument, match="a.b.events: a Glue database is one level"):
+        GlueCatalog(TableIdentifier("a.b", "events"))
+    with pytest.raises(InvalidArgument, match="db.events: Glue endpoint 'glue.local' must start with http"):
+        GlueCatalog(TableIdentifier("db", "events"), endpoint_url="glue.local")
 
 
 def test_every_maintenance_operation_through_glue_reads_identically(
