@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
@@ -49,12 +49,6 @@ class CatalogOptions(BaseModel):
     catalog_name: str = "default"
     catalog_region: str | None = None
     catalog_id: str | None = None
-
-    @model_validator(mode="after")
-    def _glue_settings_for_glue(self) -> CatalogOptions:
-        if self.catalog_type != "glue" and (self.catalog_region is not None or self.catalog_id is not None):
-            raise ValueError("catalog_region and catalog_id apply to a Glue catalog (catalog_type glue) only")
-        return self
 
     @property
     def catalogued(self) -> bool:
@@ -136,6 +130,10 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
     returned as given. Resolving once, up front, is what keeps a command from reading a name as a path
     in the working directory. A bare name that is neither a registry table nor a file here is refused,
     naming the registry searched (or its absence) and its closest names."""
+    if catalog.catalog_type != "glue" and (catalog.catalog_region is not None or catalog.catalog_id is not None):
+        raise UsageError(
+            f"{table}: --catalog-region and --catalog-id apply to a Glue catalog only (--catalog-type glue)"
+        )
     if catalog.catalogued or not _looks_like_name(table):
         return table, catalog
     entry = registry.lookup(table)

@@ -73,6 +73,8 @@ CASES: list[tuple[list[str], str]] = [
     (["inspect", DELTA, "--snapshot-id", "1"], "--snapshot-id is for Iceberg tables"),
     (["inspect", *ICEBERG, "--version", "1"], "Iceberg tables are inspected at a --snapshot-id, not a --version"),
     (["orphans", *ICEBERG, "--keep-from-version", "1"], "--keep-from-version does not apply"),
+    (["inspect", *ICEBERG, "--catalog-id", "1"], "--catalog-region and --catalog-id apply to a Glue catalog only"),
+    (["compact", "db.t", "--catalog-type", "hive"], "--catalog-type: invalid choice: 'hive'"),
 ]
 
 
