@@ -67,7 +67,7 @@ def _resolved(table: str, options: OptionsT, storage_options: StorageOptions) ->
     """A registry name as its entry's address (location, or identifier and catalog), and a cdc
     ``output`` name as its location, as the CLI resolves them; any other table as given."""
     table, catalog = resolve_name(table, options, storage_options)
-    update: dict[str, object] = {"catalog_uri": catalog.catalog_uri, "catalog_name": catalog.catalog_name}
+    update: dict[str, object] = catalog.model_dump()
     if isinstance(options, CdcOptions):
         update["output"] = resolve_output(options.output)
     return table, options.model_copy(update=update)

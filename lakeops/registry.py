@@ -2,8 +2,11 @@
 
 The registry (``$LAKEOPS_REGISTRY``, else ``lakeops.yaml`` in the working directory) lists the tables
 the platform maintains; the command line accepts a registry name wherever it takes a table. Only the
-address of each entry is read here (``name``, ``location`` or ``catalog: {uri, name}`` +
-``identifier``, ``format``); policies are the orchestration layer's business and are validated there.
+address of each entry is read here (``name``, ``location`` or ``catalog`` + ``identifier``,
+``format``); policies are the orchestration layer's business and are validated there. A catalog is
+``{type: sql, uri, name}`` (the default type, a SQLAlchemy URL) or ``{type: rest, uri, warehouse,
+credential_env, token_env, prefix}`` (an Iceberg REST catalog; its secrets only by the names of the
+environment variables that hold them).
 """
 
 from __future__ import annotations
@@ -25,10 +28,35 @@ DEFAULT_FILE = "lakeops.yaml"
 
 
 class CatalogAddress(BaseModel):
+    """An Iceberg catalog: ``type`` picks the client; ``warehouse``, ``credential_env``, ``token_env``
+    and ``prefix`` are REST settings (see :class:`lakeops.iceberg.rest_client.RestSettings`)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    type: Literal["sql", "rest"] = "sql"
     uri: str
     name: str = "default"
+    warehouse: str | None = None
+    credential_env: str | None = None
+    token_env: str | None = None
+    prefix: str | None = None
+
+    @model_validator(mode="after")
+    def _rest_settings_on_rest_only(self) -> CatalogAddress:
+        given = [key for key in REST_ONLY if getattr(self, key) is not None]
+        if self.type != "rest" and given:
+            raise ValueError(f"{', '.join(given)}: only a catalog of type rest takes them")
+        return self
+
+    def options(self) -> dict[str, str]:
+        """The operations' ``catalog_*`` options (:class:`lakeops.ops.target.CatalogOptions`)."""
+        fields = {"type": self.type, "uri": self.uri, "name": self.name}
+        fields |= {key: getattr(self, key) for key in REST_ONLY if getattr(self, key) is not None}
+        return {f"catalog_{key}": value for key, value in fields.items()}
+
+
+#: The catalog settings only a REST catalog has.
+REST_ONLY = ("warehouse", "credential_env", "token_env", "prefix")
 
 
 class RegisteredTable(BaseModel):

@@ -16,6 +16,7 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
     tables:
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
+                                                   # (REST: catalog: {type: rest, uri: https://..., warehouse: ..., token_env: NAME})
         format: auto                               # auto | delta | iceberg | icechunk
         owners: [team:data-platform]
         tags: {tier: gold}
@@ -324,10 +325,9 @@ class TableEntry(RegisteredTable):
         return self.location or str(self.identifier)
 
     def catalog_options(self) -> dict[str, str]:
-        """The operations' ``catalog_uri``/``catalog_name`` options for a catalog table, else none."""
-        if self.catalog is None:
-            return {}
-        return {"catalog_uri": self.catalog.uri, "catalog_name": self.catalog.name}
+        """The operations' ``catalog_*`` options for a catalog table (its type, URI, and for a REST
+        catalog the names of the environment variables with its secrets), else none."""
+        return {} if self.catalog is None else self.catalog.options()
 
 
 class StorageConfig(_Strict):

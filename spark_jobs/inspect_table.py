@@ -61,7 +61,7 @@ def execute(
 
     return api.inspect(
         table,
-        CatalogOptions(catalog_uri=options.catalog_uri, catalog_name=options.catalog_name),
+        CatalogOptions.model_validate(options.model_dump(include=set(CatalogOptions.model_fields))),
         version=options.version,
         snapshot_id=options.snapshot_id,
         timestamp=options.timestamp,

@@ -1,7 +1,7 @@
 """Where an Iceberg table's current metadata file is, and the atomic swap that commits a new one
 ("Optimistic Concurrency", "File System Tables", "Metastore Tables" in the Iceberg spec).
 
-Two catalogs, one contract: :meth:`Catalog.current` names the current metadata file and
+Several catalogs, one contract: :meth:`Catalog.current` names the current metadata file and
 :meth:`Catalog.swap` replaces it only if it is still the one the writer started from.
 
 - :class:`FileSystemCatalog`: a table is a location; version ``N`` is ``metadata/vN.metadata.json``,
@@ -9,12 +9,17 @@ Two catalogs, one contract: :meth:`Catalog.current` names the current metadata f
   rewritten afterwards as a hint only.
 - :class:`~lakeops.iceberg.sql_catalog.SqlCatalog`: the tables PyIceberg's ``SqlCatalog`` uses, in a
   module of its own so that only a command on a catalogued table imports SQLAlchemy.
+- :class:`~lakeops.iceberg.rest_catalog.RestCatalog`: an Iceberg REST catalog, whose server writes
+  the metadata file from the changes it is sent.
+
+Which one serves a table address: :func:`lakeops.iceberg.catalogs.open_catalog`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,7 +33,7 @@ from lakeops.errors import (
     StorageError,
 )
 from lakeops.storage import Storage
-from lakeops.storage.uri import join
+from lakeops.storage.uri import join, normalize
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -68,13 +73,22 @@ class Catalog(Protocol):
         """Where the next metadata file goes (the catalog decides the naming)."""
         ...
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
-        """Write ``payload`` at ``new`` and make it current if ``expected`` still is.
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
+        """Write ``payload`` at ``new`` and make it current if ``expected`` still is; returns the
+        location now current (``new``, or the file a catalog that writes metadata itself chose).
 
         Raises :class:`CommitConflict` (nothing changed; ``new`` is removed when it was written) or
         :class:`CommitStateUnknown` (the outcome cannot be established: delete nothing).
         """
         ...
+
+
+def metastore_metadata_location(table_location: str, current: str) -> str:
+    """``<location>/metadata/<V+1>-<uuid>.metadata.json`` after ``current`` ("Metastore Tables")."""
+    version = metadata_version(current)
+    next_version = 0 if version is None else version + 1
+    location = normalize(table_location, literal=True)  # the metadata's ``location``: an Iceberg path
+    return join(location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
 
 
 def metadata_version(location: str) -> int | None:
@@ -115,7 +129,7 @@ class FileSystemCatalog:
             raise InvalidArgument(f"{current}: not a file-system table metadata file name (v<N>.metadata.json)")
         return join(self.location, METADATA_DIR, f"v{version + 1}.metadata.json")
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
         if self.current() != expected:
             raise CommitConflict(f"{self.table}: the table changed since {expected.rsplit('/', 1)[-1]}")
         try:
@@ -127,6 +141,7 @@ class FileSystemCatalog:
         # The hint is advisory: readers that list find the new version even if this write fails.
         with contextlib.suppress(StorageError):
             self.storage.write(join(self.location, METADATA_DIR, VERSION_HINT), f"{metadata_version(new)}".encode())
+        return new
 
     def _resolve_lost_answer(self, new: str, payload: bytes, failure: StorageError) -> None:
         """The create of ``new`` failed without a verdict (its answer lost, the store failing): the

@@ -6,16 +6,13 @@ conflict. SQLite is the embedded default, PostgreSQL the production one.
 
 from __future__ import annotations
 
-import uuid
-
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, StorageError
-from lakeops.iceberg.catalog import ICEBERG_TABLE_TYPE, METADATA_DIR, TableIdentifier, metadata_version
+from lakeops.iceberg.catalog import ICEBERG_TABLE_TYPE, TableIdentifier, metastore_metadata_location
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import join, normalize
 
 __all__ = ["ICEBERG_NAMESPACE_PROPERTIES", "ICEBERG_TABLES", "SqlCatalog", "sql_engine"]
 
@@ -128,12 +125,9 @@ class SqlCatalog:
         return str(row[0])
 
     def new_metadata_location(self, table_location: str, current: str) -> str:
-        version = metadata_version(current)
-        next_version = 0 if version is None else version + 1
-        location = normalize(table_location, literal=True)  # the metadata's ``location``: an Iceberg path
-        return join(location, METADATA_DIR, f"{next_version:05d}-{uuid.uuid4()}.metadata.json")
+        return metastore_metadata_location(table_location, current)
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
         # The table's files may live on another store than the catalog: open the one ``new`` is on, at the
         # table location (``new`` is ``<location>/metadata/<name>``, see new_metadata_location), so a
         # metadata directory that is a symlink out of the table is refused.
@@ -155,10 +149,11 @@ class SqlCatalog:
             except StorageError:
                 landed = False
             if landed:
-                return
+                return new
             raise CommitStateUnknown(
                 f"{self.table}: the catalog update to {new} failed ({exc}); whether it landed is unknown"
             ) from exc
         if updated != 1:
             storage.delete_many([new])
             raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")
+        return new

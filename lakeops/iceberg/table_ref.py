@@ -6,23 +6,31 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from lakeops.iceberg.catalog import Catalog, FileSystemCatalog, TableIdentifier
-from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import normalize
+from lakeops.iceberg.catalog import Catalog
+from lakeops.iceberg.catalogs import CatalogType, open_catalog
+from lakeops.storage import StorageOptions
 
 __all__ = ["TableRef"]
 
 
 class TableRef(BaseModel):
-    """Where a table is: ``location`` for a file-system table, else ``catalog_uri`` (a SQLAlchemy URL
-    of a catalog shared with PyIceberg's ``SqlCatalog``) + ``identifier`` (``namespace.table``)."""
+    """Where a table is: ``location`` for a file-system table, else ``catalog_uri`` + ``identifier``
+    (``namespace.table``) in a catalog of ``catalog_type``: ``sql``, a SQLAlchemy URL of a catalog shared
+    with PyIceberg's ``SqlCatalog``; ``rest``, the base URL of an Iceberg REST catalog with its
+    ``warehouse``, ``prefix`` and the names of the environment variables holding its secrets
+    (``credential_env``, ``token_env``: names only, so a plan or an audit record never holds a secret)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     location: str | None = None
+    catalog_type: CatalogType = "sql"
     catalog_uri: str | None = None
     identifier: str | None = None
     catalog_name: str = "default"
+    warehouse: str | None = None
+    credential_env: str | None = None
+    token_env: str | None = None
+    prefix: str | None = None
 
     @model_validator(mode="after")
     def _one_address(self) -> TableRef:
@@ -36,15 +44,4 @@ class TableRef(BaseModel):
         return self.location if self.location is not None else f"{self.catalog_name}.{self.identifier}"
 
     def catalog(self, storage_options: StorageOptions) -> Catalog:
-        if self.location is not None:
-            location = normalize(self.location)
-            return FileSystemCatalog(open_storage(location, storage_options), location)
-        assert self.catalog_uri is not None and self.identifier is not None
-        from lakeops.iceberg.sql_catalog import SqlCatalog  # SQLAlchemy only for a catalogued table
-
-        return SqlCatalog(
-            self.catalog_uri,
-            TableIdentifier.parse(self.identifier),
-            self.catalog_name,
-            storage_options=storage_options,
-        )
+        return open_catalog(self, storage_options)

@@ -1,5 +1,5 @@
-"""The table an operation acts on: a location (its format detected), an Iceberg table in a SQL
-catalog (``namespace.table`` with a catalog URI), or a name from the registry file.
+"""The table an operation acts on: a location (its format detected), an Iceberg table in a SQL or
+REST catalog (``namespace.table`` with a catalog URI), or a name from the registry file.
 
 A registry name is turned into its entry's address once (:func:`resolve_name`, which every
 :mod:`lakeops.api` function calls before anything else); everything after that sees only addresses.
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
+from lakeops.iceberg.catalogs import CatalogType, check_catalog
 from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
@@ -35,13 +36,34 @@ __all__ = [
 
 
 class CatalogOptions(BaseModel):
-    """``catalog_uri``: a SQLAlchemy URL of an Iceberg SQL catalog (PyIceberg's ``SqlCatalog`` tables);
-    the table is then ``namespace.table`` in catalog ``catalog_name``."""
+    """``catalog_uri``: where the Iceberg catalog is; the table is then ``namespace.table`` in it.
+    ``catalog_type`` ``sql`` (default): a SQLAlchemy URL of PyIceberg's ``SqlCatalog`` tables, in catalog
+    ``catalog_name``; ``rest``: the base URL of an Iceberg REST catalog, with ``catalog_warehouse``,
+    ``catalog_prefix`` and the *names* of the environment variables holding its OAuth2 client credential
+    (``client_id:client_secret``) or bearer token, never the secrets themselves."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    catalog_type: CatalogType = "sql"
     catalog_uri: str | None = None
     catalog_name: str = "default"
+    catalog_warehouse: str | None = None
+    catalog_credential_env: str | None = None
+    catalog_token_env: str | None = None
+    catalog_prefix: str | None = None
+
+    def table_ref(self, identifier: str) -> TableRef:
+        """The address of catalog table ``identifier`` (``catalog_uri`` must be set)."""
+        return TableRef(
+            catalog_type=self.catalog_type,
+            catalog_uri=self.catalog_uri,
+            identifier=identifier,
+            catalog_name=self.catalog_name,
+            warehouse=self.catalog_warehouse,
+            credential_env=self.catalog_credential_env,
+            token_env=self.catalog_token_env,
+            prefix=self.catalog_prefix,
+        )
 
 
 class _TargetBase:
@@ -118,8 +140,9 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
             return table, catalog
         raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
     if entry.catalog is not None:
-        _sql_engine(entry.catalog.uri, option=f"{table}: catalog.uri in registry {registry.registry_path()}")
-        return str(entry.identifier), CatalogOptions(catalog_uri=entry.catalog.uri, catalog_name=entry.catalog.name)
+        options = CatalogOptions.model_validate(entry.catalog.options())
+        check_catalog(options.table_ref(str(entry.identifier)), f"{table}: catalog.uri in registry {registry.registry_path()}")
+        return str(entry.identifier), options
     location = normalize(str(entry.location))
     if entry.format != "auto":
         found = detect_format(open_storage(location, storage_options), location)
@@ -146,13 +169,12 @@ def resolve_output(output: str) -> str:
 
 def resolve_target(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> Target:
     """Where ``table`` (an address: see :func:`resolve_name`) is and which format it has. A catalog URI
-    makes it a catalog identifier; anything else is a location. A catalog URI SQLAlchemy cannot use is
-    refused here, where it is known who gave it."""
+    makes it a catalog identifier; anything else is a location. A catalog URI its client cannot use
+    is refused here, where it is known who gave it."""
     if catalog.catalog_uri is not None:
-        _sql_engine(catalog.catalog_uri, option=f"{table}: --catalog-uri")  # an unusable URI: an error naming it
-        return IcebergTarget(
-            TableRef(catalog_uri=catalog.catalog_uri, identifier=table, catalog_name=catalog.catalog_name)
-        )
+        ref = catalog.table_ref(table)
+        check_catalog(ref, f"{table}: --catalog-uri")  # an unusable URI: an error naming it
+        return IcebergTarget(ref)
     location = normalize(table)
     match detect_format(open_storage(location, storage_options), location):
         case "delta":
@@ -175,10 +197,3 @@ def table_root(target: Target, storage_options: StorageOptions) -> str:
             return normalize(load_table(ref, storage_options).metadata.location, literal=True)
         case DeltaTarget(location=location) | IcechunkTarget(location=location):
             return normalize(location)
-
-
-def _sql_engine(uri: str, *, option: str) -> None:
-    """Check the catalog URI by creating its engine (SQLAlchemy imported only when a catalog is named)."""
-    from lakeops.iceberg.sql_catalog import sql_engine
-
-    sql_engine(uri, option=option)
