@@ -9,7 +9,9 @@ that does not is answered 400; every violation is recorded in :attr:`RestCatalog
 which the fixture requires to be empty, so the server cannot drift from the specification.
 
 Faults for the tests: :attr:`RestCatalogServer.lose_commit_answers` commits the next commits and then
-answers 503 (``"503"``) or drops the connection (``"drop"``).
+answers 503 (``"503"``) or drops the connection (``"drop"``), or answers 503 without committing
+(``"503-unapplied"``). :attr:`RestCatalogServer.answers` records every ``(method, path, status)``,
+:attr:`RestCatalogServer.commits` the update actions of every commit request.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.sorting import SortOrder
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 SPEC_PATH = Path(__file__).parent / "data" / "openapi" / "iceberg-rest-catalog-open-api.yaml"
@@ -122,6 +124,13 @@ class OpenApiDocument:
         return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(instance)]
 
 
+class _Quiet(WSGIRequestHandler):
+    """No access log: :attr:`RestCatalogServer.answers` records the requests."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
 class RestCatalogServer:
     """The server; ``url`` is its base URI, ``token`` the bearer token it issues and requires."""
 
@@ -133,10 +142,11 @@ class RestCatalogServer:
         self.token = token
         self.document = OpenApiDocument()
         self.violations: list[str] = []
-        self.requests: list[tuple[str, str]] = []
+        self.answers: list[tuple[str, str, int]] = []
+        self.commits: list[list[str]] = []
         self.lose_commit_answers: list[str] = []
         self.before_commit: Callable[[], None] | None = None
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True)
+        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -149,7 +159,6 @@ class RestCatalogServer:
 
     def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
-        self.requests.append((request.method, request.path))
         try:
             template, operation = self.document.operation(request.method, request.path)
         except LookupError as exc:
@@ -161,6 +170,7 @@ class RestCatalogServer:
             status, body = 400, _error(400, "BadRequestException", "; ".join(problems))
         else:
             status, body = self._handle(request, operation["operationId"])
+        self.answers.append((request.method, request.path, status))
         if status == 0:  # a lost answer: the connection closes without a response
             environ["werkzeug.socket"].shutdown(socket.SHUT_RDWR)
             return iter(())
@@ -237,6 +247,10 @@ class RestCatalogServer:
             hook, self.before_commit = self.before_commit, None
             hook()
         commit = CommitTableRequest.model_validate(payload)
+        self.commits.append([u["action"] for u in payload["updates"]])
+        if self.lose_commit_answers[:1] == ["503-unapplied"]:
+            self.lose_commit_answers.pop(0)
+            return 503, _error(503, "SlowDownException", "the commit was not applied")
         try:
             table = self.catalog.load_table(self._identifier(namespace, name))
         except NoSuchTableError as exc:
