@@ -28,12 +28,14 @@ from urllib.parse import unquote
 
 import yaml
 from openapi_schema_validator import OAS31Validator
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, NoSuchTableError
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableRequest
+from pyiceberg.table import CommitTableRequest, Table
 from pyiceberg.table.sorting import SortOrder
+from pyiceberg_tables import SCHEMA, batch
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -274,6 +276,19 @@ def _load_result(location: str, metadata: Any, *, config: bool = True) -> dict[s
 
 def _error(code: int, kind: str, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def appended_table(server: RestCatalogServer, identifier: str, appends: int) -> tuple[RestCatalog, Table]:
+    """A table PyIceberg's ``RestCatalog`` creates through ``server`` and grows by ``appends`` appends
+    of 10 rows (one small file each), signed in with the server's client credential."""
+    catalog = RestCatalog("rest", uri=server.url, credential=":".join(server.client))
+    namespace = identifier.rsplit(".", 1)[0]
+    if (namespace,) not in catalog.list_namespaces():
+        catalog.create_namespace(namespace)
+    table = catalog.create_table(identifier, SCHEMA)
+    for i in range(appends):
+        table.append(batch(i * 10, 10))
+    return catalog, table
 
 
 def serve(root: Path, **secrets: str) -> Iterator[RestCatalogServer]:

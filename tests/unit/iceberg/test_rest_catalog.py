@@ -18,8 +18,8 @@ from deltalake import DeltaTable
 from pyiceberg.catalog.rest import RestCatalog as PyIcebergRestCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
-from pyiceberg_tables import SCHEMA, batch, rows_of
-from rest_catalog_server import RestCatalogServer, serve
+from pyiceberg_tables import batch, rows_of
+from rest_catalog_server import RestCatalogServer, appended_table, serve
 
 from lakeops import api, audit
 from lakeops.errors import CommitStateUnknown, NotATable, UnsupportedFeature
@@ -57,11 +57,7 @@ def rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rest]:
     reaches it with the OAuth2 client credential in ``$LAKEOPS_TEST_CREDENTIAL``."""
     monkeypatch.setenv("LAKEOPS_TEST_CREDENTIAL", f"lakeops:{CLIENT_SECRET}")
     for server in serve(tmp_path, client_id="lakeops", client_secret=CLIENT_SECRET, token=SENTINEL):
-        catalog = PyIcebergRestCatalog("rest", uri=server.url, credential=f"lakeops:{CLIENT_SECRET}")
-        catalog.create_namespace("db")
-        table = catalog.create_table(IDENTIFIER, SCHEMA)
-        for i in range(6):
-            table.append(batch(i * 10, 10))
+        catalog, table = appended_table(server, IDENTIFIER, 6)
         table.delete(EqualTo("id", 3))
         options = {"catalog_type": "rest", "catalog_uri": server.url, "catalog_credential_env": "LAKEOPS_TEST_CREDENTIAL"}
         yield Rest(server, catalog, catalog.load_table(IDENTIFIER), options)
