@@ -16,7 +16,7 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
     tables:
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
-                                                   # (REST: catalog: {type: rest, uri: https://..., warehouse: ..., token_env: NAME})
+                                                   # REST: catalog: {type: rest, uri: https://..., token_env: NAME}
         format: auto                               # auto | delta | iceberg | icechunk
         owners: [team:data-platform]
         tags: {tier: gold}

@@ -180,9 +180,9 @@ class RestCatalogServer:
             f"{request.method} {request.path} response {status}: {p}"
             for p in self.document.check_response(template, request.method, status, body)
         ]
-        return Response(
-            None if body is None else json.dumps(body), status=status, mimetype="application/json"
-        )(environ, start_response)
+        return Response(None if body is None else json.dumps(body), status=status, mimetype="application/json")(
+            environ, start_response
+        )
 
     def _handle(self, request: Request, operation: str) -> tuple[int, Any]:
         if operation == "getToken":
@@ -204,7 +204,10 @@ class RestCatalogServer:
                 return 200, {"namespace": payload["namespace"], "properties": payload.get("properties", {})}
             case "loadNamespaceMetadata":
                 namespace = tuple(names[4].split("\x1f"))
-                return 200, {"namespace": list(namespace), "properties": self.catalog.load_namespace_properties(namespace)}
+                return 200, {
+                    "namespace": list(namespace),
+                    "properties": self.catalog.load_namespace_properties(namespace),
+                }
             case "createTable":
                 return self._create_table(names[4], request.get_json())
             case "loadTable":

@@ -12,7 +12,7 @@ Several catalogs, one contract: :meth:`Catalog.current` names the current metada
 - :class:`~lakeops.iceberg.rest_catalog.RestCatalog`: an Iceberg REST catalog, whose server writes
   the metadata file from the changes it is sent.
 
-Which one serves a table address: :func:`lakeops.iceberg.catalogs.open_catalog`.
+Which one serves a table address: :meth:`lakeops.iceberg.table_ref.TableRef.catalog`.
 """
 
 from __future__ import annotations

@@ -76,5 +76,6 @@ class RestCatalog:
             return str(loaded["metadata-location"])
         raise CommitStateUnknown(
             f"{self.table}: the commit got no answer ({failure}) and the reloaded table "
-            f"({json.dumps(loaded.get('metadata-location'))}) does not hold it yet; it may still land, so nothing is deleted"
+            f"({json.dumps(loaded.get('metadata-location'))}) does not hold it yet; "
+            "it may still land, so nothing is deleted"
         ) from failure

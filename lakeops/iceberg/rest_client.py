@@ -22,7 +22,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -30,9 +30,6 @@ from urllib3.exceptions import HTTPError
 
 from lakeops.errors import CommitConflict, InvalidArgument, LakeopsError, NotATable, StorageError
 from lakeops.iceberg.catalog import TableIdentifier
-
-if TYPE_CHECKING:
-    from lakeops.iceberg.table_ref import TableRef
 
 __all__ = ["CatalogUnavailable", "RestClient", "RestRefused", "RestSettings", "check_settings", "rest_client"]
 
@@ -61,21 +58,17 @@ class RestSettings:
     token_env: str | None = None
     prefix: str | None = None
 
-    @classmethod
-    def of(cls, ref: TableRef) -> RestSettings:
-        assert ref.catalog_uri is not None
-        return cls(ref.catalog_uri.rstrip("/"), ref.warehouse, ref.credential_env, ref.token_env, ref.prefix)
 
-
-def check_settings(ref: TableRef, option: str) -> None:
+def check_settings(settings: RestSettings, option: str) -> None:
     """Refuse a REST address that cannot work, before any request: no http(s) URL, or a secret's
     environment variable that is not set."""
-    settings = RestSettings.of(ref)
     if not settings.uri.startswith(("http://", "https://")):
         raise InvalidArgument(f"{option} {settings.uri!r}: a REST catalog URI is an http:// or https:// URL")
     for name in (settings.credential_env, settings.token_env):
         if name is not None and not os.environ.get(name):
-            raise InvalidArgument(f"{option}: the environment variable {name} that should hold the catalog's secret is not set")
+            raise InvalidArgument(
+                f"{option}: the environment variable {name} that should hold the catalog's secret is not set"
+            )
 
 
 @dataclass
@@ -94,7 +87,9 @@ class RestClient:
         """``LoadTableResult`` of ``identifier``; :class:`NotATable` on a 404."""
         status, body = self._call("GET", self._table_path(identifier))
         if status == 404:
-            raise NotATable(f"{identifier}: no such table in the REST catalog at {self.settings.uri} ({_message(body)})")
+            raise NotATable(
+                f"{identifier}: no such table in the REST catalog at {self.settings.uri} ({_message(body)})"
+            )
         return self._ok(status, body, f"loading table {identifier}")
 
     def commit_table(self, identifier: TableIdentifier, requirements: list[Any], updates: list[Any]) -> dict[str, Any]:
@@ -166,7 +161,9 @@ class RestClient:
                     headers={"Content-Type": "application/x-www-form-urlencoded"},
                 )
             except HTTPError as exc:
-                raise CatalogUnavailable(f"REST catalog {self.settings.uri}: no answer to the token request ({type(exc).__name__})") from None
+                raise CatalogUnavailable(
+                    f"REST catalog {self.settings.uri}: no answer to the token request ({type(exc).__name__})"
+                ) from None
             if response.status != 200:
                 raise RestRefused(
                     f"REST catalog {self.settings.uri}: the client credential in ${self.settings.credential_env} "
@@ -223,9 +220,8 @@ _CLIENTS: dict[RestSettings, RestClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def rest_client(ref: TableRef) -> RestClient:
-    """The process's client of ``ref``'s catalog (one per settings: one configuration, one token)."""
-    settings = RestSettings.of(ref)
+def rest_client(settings: RestSettings) -> RestClient:
+    """The process's client of a catalog (one per settings: one configuration, one token)."""
     with _CLIENTS_LOCK:
         if settings not in _CLIENTS:
             _CLIENTS[settings] = RestClient(settings)

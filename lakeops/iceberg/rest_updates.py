@@ -117,7 +117,9 @@ def _snapshot_json(metadata: TableMetadata, snapshot: Snapshot) -> Json:
 
 def _schema_updates(base: TableMetadata, new: TableMetadata) -> list[Json]:
     known = {s.schema_id for s in base.schemas}
-    updates: list[Json] = [{"action": "add-schema", "schema": s.to_json()} for s in new.schemas if s.schema_id not in known]
+    updates: list[Json] = [
+        {"action": "add-schema", "schema": s.to_json()} for s in new.schemas if s.schema_id not in known
+    ]
     if new.current_schema_id != base.current_schema_id:
         updates.append({"action": "set-current-schema", "schema-id": new.current_schema_id})
     if {s.schema_id for s in new.schemas} < known:
@@ -127,7 +129,11 @@ def _schema_updates(base: TableMetadata, new: TableMetadata) -> list[Json]:
 
 def _ref_updates(base: dict[str, SnapshotRef], new: dict[str, SnapshotRef]) -> list[Json]:
     moved = [
-        {"action": "set-snapshot-ref", "ref-name": name, **ref.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        {
+            "action": "set-snapshot-ref",
+            "ref-name": name,
+            **ref.model_dump(mode="json", by_alias=True, exclude_none=True),
+        }
         for name, ref in new.items()
         if base.get(name) != ref
     ]

@@ -1,16 +1,28 @@
 """Where an Iceberg table is, as lakeops addresses it ("File System Tables", "Metastore Tables"): the
 JSON-serialisable address that travels in plans and registry entries, in a module of its own so that
-resolving a table's format and options imports none of the Iceberg metadata code."""
+resolving a table's format and options imports none of the Iceberg metadata code.
+
+It is also the one place that dispatches on the catalog type (:meth:`TableRef.catalog`,
+:meth:`TableRef.check`): a new type is one value of :data:`CatalogType` and one branch in each. Each
+client is imported only when a table names its type (SQLAlchemy, the HTTP client)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from lakeops.iceberg.catalog import Catalog
-from lakeops.iceberg.catalogs import CatalogType, open_catalog
-from lakeops.storage import StorageOptions
+from lakeops.iceberg.catalog import Catalog, FileSystemCatalog, TableIdentifier
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import normalize
 
-__all__ = ["TableRef"]
+if TYPE_CHECKING:
+    from lakeops.iceberg.rest_client import RestSettings
+
+__all__ = ["CatalogType", "TableRef"]
+
+#: The catalog types a table address may name (the registry's ``catalog.type``, ``--catalog-type``).
+CatalogType = Literal["sql", "rest"]
 
 
 class TableRef(BaseModel):
@@ -44,4 +56,43 @@ class TableRef(BaseModel):
         return self.location if self.location is not None else f"{self.catalog_name}.{self.identifier}"
 
     def catalog(self, storage_options: StorageOptions) -> Catalog:
-        return open_catalog(self, storage_options)
+        """The catalog of this address: its location's file-system catalog, else a client of its type."""
+        if self.location is not None:
+            location = normalize(self.location)
+            return FileSystemCatalog(open_storage(location, storage_options), location)
+        assert self.catalog_uri is not None and self.identifier is not None
+        identifier = TableIdentifier.parse(self.identifier)
+        match self.catalog_type:
+            case "sql":
+                from lakeops.iceberg.sql_catalog import SqlCatalog
+
+                return SqlCatalog(self.catalog_uri, identifier, self.catalog_name, storage_options=storage_options)
+            case "rest":
+                from lakeops.iceberg.rest_catalog import RestCatalog
+                from lakeops.iceberg.rest_client import rest_client
+
+                client = rest_client(self._rest_settings())
+                return RestCatalog(client, identifier, self.catalog_name, storage_options=storage_options)
+
+    def check(self, option: str) -> None:
+        """Refuse a catalog address its client cannot use, naming ``option`` (who gave it), before any
+        work: a SQL URL SQLAlchemy cannot open; a REST URI that is no http(s) URL, or a secret's
+        variable that is not set."""
+        assert self.catalog_uri is not None
+        match self.catalog_type:
+            case "sql":
+                from lakeops.iceberg.sql_catalog import sql_engine
+
+                sql_engine(self.catalog_uri, option=option)
+            case "rest":
+                from lakeops.iceberg.rest_client import check_settings
+
+                check_settings(self._rest_settings(), option)
+
+    def _rest_settings(self) -> RestSettings:
+        from lakeops.iceberg.rest_client import RestSettings
+
+        assert self.catalog_uri is not None
+        return RestSettings(
+            self.catalog_uri.rstrip("/"), self.warehouse, self.credential_env, self.token_env, self.prefix
+        )

@@ -15,8 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
-from lakeops.iceberg.catalogs import CatalogType, check_catalog
-from lakeops.iceberg.table_ref import TableRef
+from lakeops.iceberg.table_ref import CatalogType, TableRef
 from lakeops.ops.detect import TableFormat, detect_format
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -141,7 +140,7 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
         raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
     if entry.catalog is not None:
         options = CatalogOptions.model_validate(entry.catalog.options())
-        check_catalog(options.table_ref(str(entry.identifier)), f"{table}: catalog.uri in registry {registry.registry_path()}")
+        options.table_ref(str(entry.identifier)).check(f"{table}: catalog.uri in registry {registry.registry_path()}")
         return str(entry.identifier), options
     location = normalize(str(entry.location))
     if entry.format != "auto":
@@ -173,7 +172,7 @@ def resolve_target(table: str, catalog: CatalogOptions, storage_options: Storage
     is refused here, where it is known who gave it."""
     if catalog.catalog_uri is not None:
         ref = catalog.table_ref(table)
-        check_catalog(ref, f"{table}: --catalog-uri")  # an unusable URI: an error naming it
+        ref.check(f"{table}: --catalog-uri")  # an unusable URI: an error naming it
         return IcebergTarget(ref)
     location = normalize(table)
     match detect_format(open_storage(location, storage_options), location):

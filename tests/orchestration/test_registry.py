@@ -19,7 +19,11 @@ def test_a_full_registry_loads_with_its_policies() -> None:
     assert events.cdc.output == "s3://lake/events_changes" and events.cdc.key == ["event_id"]
     assert (events.schedules.nightly, events.schedules.health) == ("30 2 * * *", "*/30 * * * *")
     assert orders.address == "shop.orders"
-    assert orders.catalog_options() == {"catalog_type": "sql", "catalog_uri": "sqlite:///catalog.db", "catalog_name": "default"}
+    assert orders.catalog_options() == {
+        "catalog_type": "sql",
+        "catalog_uri": "sqlite:///catalog.db",
+        "catalog_name": "default",
+    }
     assert registry.storage.access_key_id_env == "LAKE_KEY" and registry.spark.master == "local[2]"
     assert registry.audit_location is None
     assert parse_registry(SAMPLE + "audit_location: s3://lake/_audit\n").audit_location == "s3://lake/_audit"
@@ -94,7 +98,8 @@ def test_a_broken_registry_names_the_table_and_the_key(text: str, message: str) 
 def test_a_rest_catalog_reaches_the_operations_with_the_names_of_its_secrets() -> None:
     text = (
         "tables:\n  - name: orders\n    identifier: shop.orders\n    catalog:\n      type: rest\n"
-        "      uri: https://polaris.example.com/api/catalog\n      warehouse: lake\n      credential_env: POLARIS_CREDENTIAL\n"
+        "      uri: https://polaris.example.com/api/catalog\n      warehouse: lake\n"
+        "      credential_env: POLARIS_CREDENTIAL\n"
     )
     (orders,) = parse_registry(text).tables
     assert orders.catalog_options() == {

@@ -59,7 +59,11 @@ def rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rest]:
     for server in serve(tmp_path, client_id="lakeops", client_secret=CLIENT_SECRET, token=SENTINEL):
         catalog, table = appended_table(server, IDENTIFIER, 6)
         table.delete(EqualTo("id", 3))
-        options = {"catalog_type": "rest", "catalog_uri": server.url, "catalog_credential_env": "LAKEOPS_TEST_CREDENTIAL"}
+        options = {
+            "catalog_type": "rest",
+            "catalog_uri": server.url,
+            "catalog_credential_env": "LAKEOPS_TEST_CREDENTIAL",
+        }
         yield Rest(server, catalog, catalog.load_table(IDENTIFIER), options)
 
 
@@ -111,7 +115,9 @@ def test_a_pyiceberg_append_between_plan_and_commit_is_rebased_over(rest: Rest) 
 
     assert report.commit_attempts == 2
     assert [status for method, _, status in rest.server.answers if method == "POST"][-3:] == [200, 409, 200]
-    assert rest.rows() == sorted([*rows, *rows_of(appended)], key=lambda r: tuple((v is None, str(v)) for v in r.values()))
+    assert rest.rows() == sorted(
+        [*rows, *rows_of(appended)], key=lambda r: tuple((v is None, str(v)) for v in r.values())
+    )
 
 
 @pytest.mark.parametrize("lost", ["503", "drop"])
@@ -148,7 +154,10 @@ def test_no_secret_appears_in_output_logs_audit_or_reports(
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("LAKEOPS_TEST_TOKEN", SENTINEL)
     common = ["--catalog-type", "rest", "--catalog-uri", rest.server.url, "--json"]
-    assert main(["compact", IDENTIFIER, *common, "--catalog-token-env", "LAKEOPS_TEST_TOKEN", "--min-input-files", "2"]) == 0
+    assert (
+        main(["compact", IDENTIFIER, *common, "--catalog-token-env", "LAKEOPS_TEST_TOKEN", "--min-input-files", "2"])
+        == 0
+    )
     assert main(["inspect", IDENTIFIER, *common, "--catalog-credential-env", "LAKEOPS_TEST_CREDENTIAL"]) == 0
     monkeypatch.setenv("LAKEOPS_TEST_REVOKED", SENTINEL + "-revoked")  # refused: the error must not quote it
     assert main(["inspect", IDENTIFIER, *common, "--catalog-token-env", "LAKEOPS_TEST_REVOKED"]) == 1
