@@ -22,7 +22,7 @@ from pyiceberg_tables import batch, rows_of
 from rest_catalog_server import RestCatalogServer, appended_table, serve
 
 from lakeops import api, audit
-from lakeops.errors import CommitStateUnknown, NotATable, UnsupportedFeature
+from lakeops.errors import CommitStateUnknown, InvalidArgument, NotATable, UnsupportedFeature
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.rest_updates import rest_change
 from lakeops.iceberg.table import load_table
@@ -200,3 +200,14 @@ def test_a_commit_asserts_the_table_uuid_and_the_refs_it_moves(rest: Rest) -> No
 def test_an_unknown_table_is_named(rest: Rest) -> None:
     with pytest.raises(NotATable, match=r"db\.missing: no such table in the REST catalog"):
         api.inspect("db.missing", CatalogOptions(**rest.options))
+
+
+def test_an_unusable_rest_address_is_refused_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAKEOPS_TEST_UNSET", raising=False)
+    unset = CatalogOptions(
+        catalog_type="rest", catalog_uri="http://127.0.0.1:9", catalog_token_env="LAKEOPS_TEST_UNSET"
+    )
+    with pytest.raises(InvalidArgument, match="the environment variable LAKEOPS_TEST_UNSET .* is not set"):
+        api.inspect(IDENTIFIER, unset)
+    with pytest.raises(InvalidArgument, match="'sqlite:///c.db': a REST catalog URI is an http:// or https:// URL"):
+        api.inspect(IDENTIFIER, CatalogOptions(catalog_type="rest", catalog_uri="sqlite:///c.db"))
