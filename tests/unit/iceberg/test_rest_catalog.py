@@ -22,7 +22,7 @@ from pyiceberg_tables import batch, rows_of
 from rest_catalog_server import RestCatalogServer, appended_table, serve
 
 from lakeops import api, audit
-from lakeops.errors import CommitStateUnknown, InvalidArgument, NotATable, UnsupportedFeature
+from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, UnsupportedFeature
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.rest_updates import rest_change
 from lakeops.iceberg.table import load_table
@@ -118,6 +118,21 @@ def test_a_pyiceberg_append_between_plan_and_commit_is_rebased_over(rest: Rest) 
     assert rest.rows() == sorted(
         [*rows, *rows_of(appended)], key=lambda r: tuple((v is None, str(v)) for v in r.values())
     )
+
+
+def test_a_pyiceberg_delete_between_plan_and_commit_aborts_cleanly(rest: Rest) -> None:
+    plan = compaction.plan(IDENTIFIER, CompactionOptions(**rest.options, min_input_files=2), StorageOptions())
+    results = [plan.task()(group) for group in plan.groups]
+    written = [Path(w.location.removeprefix("file://")) for r in results for w in r.written]
+    # PyIceberg rewrites a file lakeops is compacting just before lakeops' commit reaches the server.
+    rest.server.before_commit = lambda: rest.table.refresh().delete(EqualTo("id", 15))
+
+    with pytest.raises(CommitConflict, match=r"db\.events: .* is no longer in the table"):
+        compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+
+    assert [status for method, _, status in rest.server.answers if method == "POST"][-2:] == [200, 409]
+    assert written and not any(path.exists() for path in written)  # only lakeops' own files went
+    assert 15 not in [r["id"] for r in rest.rows()] and len(rest.rows()) == 58
 
 
 @pytest.mark.parametrize("lost", ["503", "drop"])
