@@ -67,7 +67,7 @@ def rest_change(table: str, base: TableMetadata, new: TableMetadata) -> RestChan
     a field no update here expresses (a new partition spec, sort order, location, format version)."""
     unexpressed = [
         name
-        for name, field in TableMetadata.model_fields.items()
+        for name in TableMetadata.model_fields
         if name not in _DERIVED | _EXPRESSED and getattr(base, name) != getattr(new, name)
     ]
     if unexpressed:
@@ -78,7 +78,7 @@ def rest_change(table: str, base: TableMetadata, new: TableMetadata) -> RestChan
     added = [s for s in new.snapshots if s.snapshot_id not in base_snapshots]
     removed = sorted(set(base_snapshots) - set(new_snapshots))
     updates = [
-        *_schema_updates(base, new),
+        *_schema_updates(table, base, new),
         *({"action": "add-snapshot", "snapshot": _snapshot_json(new, s)} for s in added),
         *_ref_updates(base.refs, new.refs),
         *([{"action": "remove-snapshots", "snapshot-ids": removed}] if removed else []),
@@ -115,7 +115,7 @@ def _snapshot_json(metadata: TableMetadata, snapshot: Snapshot) -> Json:
     return next(s for s in metadata.to_json().get("snapshots", []) if s["snapshot-id"] == snapshot.snapshot_id)
 
 
-def _schema_updates(base: TableMetadata, new: TableMetadata) -> list[Json]:
+def _schema_updates(table: str, base: TableMetadata, new: TableMetadata) -> list[Json]:
     known = {s.schema_id for s in base.schemas}
     updates: list[Json] = [
         {"action": "add-schema", "schema": s.to_json()} for s in new.schemas if s.schema_id not in known
@@ -123,7 +123,7 @@ def _schema_updates(base: TableMetadata, new: TableMetadata) -> list[Json]:
     if new.current_schema_id != base.current_schema_id:
         updates.append({"action": "set-current-schema", "schema-id": new.current_schema_id})
     if {s.schema_id for s in new.schemas} < known:
-        raise UnsupportedFeature("a REST catalog commit that removes schemas is not supported")
+        raise UnsupportedFeature(f"{table}: a REST catalog commit that removes schemas is not supported")
     return updates
 
 
