@@ -2,9 +2,11 @@
 
 The registry (``$LAKEOPS_REGISTRY``, else ``lakeops.yaml`` in the working directory) lists the tables
 the platform maintains; the command line accepts a registry name wherever it takes a table. Only the
-address of each entry is read here (``name``, ``location`` or ``catalog`` (``{uri, name}`` of a SQL
-catalog, ``{type: glue, region, endpoint_url, catalog_id}``) + ``identifier``, ``format``); policies
-are the orchestration layer's business and are validated there.
+address of each entry is read here (``name``, ``location`` or ``catalog`` + ``identifier``,
+``format``); policies are the orchestration layer's business and are validated there. A catalog is
+``{type: sql, uri, name}`` (the default type, a SQLAlchemy URL), ``{type: glue, region, endpoint_url,
+catalog_id}`` (AWS Glue) or ``{type: rest, uri, warehouse, credential_env, token_env, prefix}`` (an
+Iceberg REST catalog; its secrets only by the names of the environment variables that hold them).
 """
 
 from __future__ import annotations
@@ -31,15 +33,17 @@ __all__ = [
 ]
 
 #: The Iceberg catalogs an entry (and the command line) can name, beside a file-system table's location.
-CatalogType = Literal["sql", "glue"]
+CatalogType = Literal["sql", "glue", "rest"]
 
 REGISTRY_ENV = "LAKEOPS_REGISTRY"
 DEFAULT_FILE = "lakeops.yaml"
 
 
 class CatalogAddress(BaseModel):
-    """An entry's catalog: ``type: sql`` (the default) with ``uri`` (a SQLAlchemy URL) and ``name``, or
-    ``type: glue`` with optional ``region``, ``endpoint_url`` and ``catalog_id`` (the AWS account)."""
+    """An entry's Iceberg catalog: ``type: sql`` (the default) with ``uri`` (a SQLAlchemy URL) and
+    ``name``; ``type: glue`` with optional ``region``, ``endpoint_url`` and ``catalog_id`` (the AWS
+    account); ``type: rest`` with ``uri`` and the REST settings ``warehouse``, ``credential_env``,
+    ``token_env`` and ``prefix`` (see :class:`lakeops.iceberg.rest_client.RestSettings`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -49,20 +53,27 @@ class CatalogAddress(BaseModel):
     region: str | None = None
     endpoint_url: str | None = None
     catalog_id: str | None = None
+    warehouse: str | None = None
+    credential_env: str | None = None
+    token_env: str | None = None
+    prefix: str | None = None
 
     @model_validator(mode="after")
     def _keys_of_its_type(self) -> CatalogAddress:
-        glue_keys = [key for key in ("region", "endpoint_url", "catalog_id") if getattr(self, key) is not None]
-        if self.type == "sql" and self.uri is None:
-            raise ValueError("a SQL catalog needs a uri (a SQLAlchemy URL)")
-        if self.type == "sql" and glue_keys:
+        glue_keys = [key for key in GLUE_ONLY if getattr(self, key) is not None]
+        rest_keys = [key for key in REST_ONLY if getattr(self, key) is not None]
+        if self.type != "glue" and self.uri is None:
+            raise ValueError(f"a {self.type.upper()} catalog needs a uri")
+        if self.type != "glue" and glue_keys:
             raise ValueError(f"{', '.join(glue_keys)}: only for a Glue catalog (type: glue)")
         if self.type == "glue" and self.uri is not None:
             raise ValueError("uri: a Glue catalog takes endpoint_url (and region, catalog_id), not uri")
+        if self.type != "rest" and rest_keys:
+            raise ValueError(f"{', '.join(rest_keys)}: only a catalog of type rest takes them")
         return self
 
     def options(self) -> dict[str, str | None]:
-        """The operations' catalog options (:class:`lakeops.ops.target.CatalogOptions` fields)."""
+        """The operations' ``catalog_*`` options (:class:`lakeops.ops.target.CatalogOptions` fields)."""
         if self.type == "glue":
             return {
                 "catalog_type": "glue",
@@ -70,7 +81,15 @@ class CatalogAddress(BaseModel):
                 "catalog_region": self.region,
                 "catalog_id": self.catalog_id,
             }
-        return {"catalog_uri": self.uri, "catalog_name": self.name}
+        fields = {"type": self.type, "uri": self.uri, "name": self.name}
+        fields |= {key: getattr(self, key) for key in REST_ONLY if getattr(self, key) is not None}
+        return {f"catalog_{key}": value for key, value in fields.items()}
+
+
+#: The catalog settings only a Glue catalog has.
+GLUE_ONLY = ("region", "endpoint_url", "catalog_id")
+#: The catalog settings only a REST catalog has.
+REST_ONLY = ("warehouse", "credential_env", "token_env", "prefix")
 
 
 class RegisteredTable(BaseModel):

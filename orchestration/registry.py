@@ -17,6 +17,7 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
                                                    # (or catalog: {type: glue, region: eu-west-1})
+                                                   # REST: catalog: {type: rest, uri: https://..., token_env: NAME}
         format: auto                               # auto | delta | iceberg | icechunk
         owners: [team:data-platform]
         tags: {tier: gold}
@@ -325,7 +326,8 @@ class TableEntry(RegisteredTable):
         return self.location or str(self.identifier)
 
     def catalog_options(self) -> dict[str, str | None]:
-        """The operations' catalog options (``catalog_uri``, ``catalog_type``, ...) for a catalog table, else none."""
+        """The operations' ``catalog_*`` options for a catalog table (its type, address, and for a REST
+        catalog the names of the environment variables with its secrets), else none."""
         return {} if self.catalog is None else self.catalog.options()
 
 

@@ -114,22 +114,32 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
     )
     parser.add_argument(
         "--catalog-type",
-        choices=["sql", "glue"],
+        choices=["sql", "glue", "rest"],
         default="sql",
-        help="the Iceberg catalog of TABLE (namespace.table): sql (default; with --catalog-uri) or glue "
-        "(AWS Glue Data Catalog; TABLE is database.table)",
+        help="the Iceberg catalog of TABLE (namespace.table): sql (default; with --catalog-uri), glue "
+        "(AWS Glue Data Catalog; TABLE is database.table) or rest (an Iceberg REST catalog at --catalog-uri)",
     )
     parser.add_argument(
         "--catalog-uri",
-        help="Iceberg SQL catalog as a SQLAlchemy URL (sqlite:///catalog.db, "
-        "postgresql+psycopg2://user@host/db with PGPASSWORD); TABLE is then namespace.table. "
-        "With --catalog-type glue: the Glue endpoint URL (default: AWS)",
+        help="Iceberg catalog: with --catalog-type sql a SQLAlchemy URL (sqlite:///catalog.db, "
+        "postgresql+psycopg2://user@host/db with PGPASSWORD), with glue the Glue endpoint URL (default: AWS), "
+        "with rest the catalog's base URL (https://host/api/catalog); TABLE is then namespace.table",
     )
     parser.add_argument(
         "--catalog-name", default="default", help="catalog name within --catalog-uri (default: default)"
     )
     parser.add_argument("--catalog-region", help="Glue: the catalog's region (default: --region, else the AWS chain)")
     parser.add_argument("--catalog-id", help="Glue: the Data Catalog's AWS account id (default: the caller's)")
+    parser.add_argument("--catalog-warehouse", help="REST catalog: the warehouse to ask /v1/config for")
+    parser.add_argument("--catalog-prefix", help="REST catalog: the path prefix, unless its configuration gives one")
+    parser.add_argument(
+        "--catalog-credential-env",
+        metavar="NAME",
+        help="REST catalog: the environment variable holding the OAuth2 client credential client_id:client_secret",
+    )
+    parser.add_argument(
+        "--catalog-token-env", metavar="NAME", help="REST catalog: the environment variable holding a bearer token"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)")
     parser.add_argument("--region", help="S3 region (default: the AWS configuration chain)")

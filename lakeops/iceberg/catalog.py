@@ -1,7 +1,7 @@
 """Where an Iceberg table's current metadata file is, and the atomic swap that commits a new one
 ("Optimistic Concurrency", "File System Tables", "Metastore Tables" in the Iceberg spec).
 
-Two catalogs, one contract: :meth:`Catalog.current` names the current metadata file and
+Several catalogs, one contract: :meth:`Catalog.current` names the current metadata file and
 :meth:`Catalog.swap` replaces it only if it is still the one the writer started from.
 
 - :class:`FileSystemCatalog`: a table is a location; version ``N`` is ``metadata/vN.metadata.json``,
@@ -11,6 +11,10 @@ Two catalogs, one contract: :meth:`Catalog.current` names the current metadata f
   module of its own so that only a command on a catalogued table imports SQLAlchemy.
 - :class:`~lakeops.iceberg.glue_catalog.GlueCatalog`: an AWS Glue Data Catalog table's parameters,
   in a module of its own so that only a command on a Glue table imports boto3's Glue client.
+- :class:`~lakeops.iceberg.rest_catalog.RestCatalog`: an Iceberg REST catalog, whose server writes
+  the metadata file from the changes it is sent.
+
+Which one serves a table address: :meth:`lakeops.iceberg.table_ref.TableRef.catalog`.
 """
 
 from __future__ import annotations
@@ -71,8 +75,9 @@ class Catalog(Protocol):
         """Where the next metadata file goes (the catalog decides the naming)."""
         ...
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
-        """Write ``payload`` at ``new`` and make it current if ``expected`` still is.
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
+        """Write ``payload`` at ``new`` and make it current if ``expected`` still is; returns the
+        location now current (``new``, or the file a catalog that writes metadata itself chose).
 
         Raises :class:`CommitConflict` (nothing changed; ``new`` is removed when it was written) or
         :class:`CommitStateUnknown` (the outcome cannot be established: delete nothing).
@@ -127,7 +132,7 @@ class FileSystemCatalog:
             raise InvalidArgument(f"{current}: not a file-system table metadata file name (v<N>.metadata.json)")
         return join(self.location, METADATA_DIR, f"v{version + 1}.metadata.json")
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
         if self.current() != expected:
             raise CommitConflict(f"{self.table}: the table changed since {expected.rsplit('/', 1)[-1]}")
         try:
@@ -139,6 +144,7 @@ class FileSystemCatalog:
         # The hint is advisory: readers that list find the new version even if this write fails.
         with contextlib.suppress(StorageError):
             self.storage.write(join(self.location, METADATA_DIR, VERSION_HINT), f"{metadata_version(new)}".encode())
+        return new
 
     def _resolve_lost_answer(self, new: str, payload: bytes, failure: StorageError) -> None:
         """The create of ``new`` failed without a verdict (its answer lost, the store failing): the

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from lakeops.errors import CommitConflict, LakeopsError
 from lakeops.iceberg.metadata import MetadataLogEntry, TableMetadata, TableOperation, serialize_metadata
-from lakeops.iceberg.table import IcebergTable
+from lakeops.iceberg.table import IcebergTable, read_metadata
 from lakeops.storage.uri import normalize
 
 __all__ = ["CatalogCommit", "RetryPolicy", "TableChange", "commit_change"]
@@ -138,7 +138,7 @@ def commit_change(
             change.abandon(None)  # nothing was sent to the catalog: every file of every attempt can go
             raise
         try:
-            current.catalog.swap(current.metadata_location, location, serialize_metadata(new))
+            landed = current.catalog.swap(current.metadata_location, location, serialize_metadata(new))
         except CommitConflict:
             if attempt > policy.num_retries or time.monotonic() >= deadline:
                 change.abandon(None)
@@ -146,7 +146,9 @@ def commit_change(
             sleep(policy.wait_ms(attempt) / 1000)
             current = current.refresh()
             continue
-        committed = IcebergTable(current.ref, current.catalog, current.storage_options, location, new)
+        if landed != location:  # the catalog wrote the metadata file itself (REST): read what it wrote
+            new = read_metadata(current.storage, landed, current.name)
+        committed = IcebergTable(current.ref, current.catalog, current.storage_options, landed, new)
         change.abandon(new)
         if trimmed and new.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true":
             _delete_trimmed(committed, trimmed)

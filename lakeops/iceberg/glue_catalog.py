@@ -153,7 +153,7 @@ class GlueCatalog:
     def new_metadata_location(self, table_location: str, current: str) -> str:
         return numbered_metadata_location(table_location, current)
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
         table = self._get_table()
         if table["Parameters"][METADATA_LOCATION] != expected:
             raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")
@@ -186,6 +186,7 @@ class GlueCatalog:
             self._resolve_lost_answer(new, exc)
         except BotoCoreError as exc:
             self._resolve_lost_answer(new, exc)
+        return new
 
     def _resolve_lost_answer(self, new: str, failure: Exception) -> None:
         """The update failed without a verdict we can trust (its answer lost, or refused on a re-send

@@ -127,7 +127,7 @@ class SqlCatalog:
     def new_metadata_location(self, table_location: str, current: str) -> str:
         return numbered_metadata_location(table_location, current)
 
-    def swap(self, expected: str, new: str, payload: bytes) -> None:
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
         # The table's files may live on another store than the catalog: open the one ``new`` is on, at the
         # table location (``new`` is ``<location>/metadata/<name>``, see new_metadata_location), so a
         # metadata directory that is a symlink out of the table is refused.
@@ -149,10 +149,11 @@ class SqlCatalog:
             except StorageError:
                 landed = False
             if landed:
-                return
+                return new
             raise CommitStateUnknown(
                 f"{self.table}: the catalog update to {new} failed ({exc}); whether it landed is unknown"
             ) from exc
         if updated != 1:
             storage.delete_many([new])
             raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")
+        return new

@@ -153,7 +153,7 @@ class CdcOptions(CatalogOptions):
     """The range as given: ``from_version``/``to_version`` are versions (integers) of a Delta table,
     snapshot ids, branch or tag names of an Iceberg table (``--to`` default: the current snapshot;
     ``--from 0``: from the table's creation);
-    ``catalog_uri``/``catalog_name`` find an Iceberg table in a SQL catalog."""
+    the ``catalog_*`` options find an Iceberg table in a SQL or REST catalog."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

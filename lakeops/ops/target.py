@@ -1,5 +1,5 @@
-"""The table an operation acts on: a location (its format detected), an Iceberg table in a SQL or
-Glue catalog (``namespace.table`` with the catalog's options), or a name from the registry file.
+"""The table an operation acts on: a location (its format detected), an Iceberg table in a SQL, Glue
+or REST catalog (``namespace.table`` with the catalog's options), or a name from the registry file.
 
 A registry name is turned into its entry's address once (:func:`resolve_name`, which every
 :mod:`lakeops.api` function calls before anything else); everything after that sees only addresses.
@@ -37,10 +37,13 @@ __all__ = [
 
 class CatalogOptions(BaseModel):
     """The catalog of an Iceberg table named ``namespace.table`` (all unset: the table is a location).
-    ``catalog_type`` ``sql``: ``catalog_uri`` a SQLAlchemy URL of an Iceberg SQL catalog (PyIceberg's
-    ``SqlCatalog`` tables), ``catalog_name`` the catalog within it. ``glue``: an AWS Glue Data Catalog
-    at endpoint ``catalog_uri`` (None: AWS) in ``catalog_region`` (None: the S3 region, else the AWS
-    chain's) of account ``catalog_id`` (None: the caller's)."""
+    ``catalog_type`` ``sql`` (default): ``catalog_uri`` a SQLAlchemy URL of an Iceberg SQL catalog
+    (PyIceberg's ``SqlCatalog`` tables), ``catalog_name`` the catalog within it. ``glue``: an AWS Glue
+    Data Catalog at endpoint ``catalog_uri`` (None: AWS) in ``catalog_region`` (None: the S3 region,
+    else the AWS chain's) of account ``catalog_id`` (None: the caller's). ``rest``: ``catalog_uri`` the
+    base URL of an Iceberg REST catalog, with ``catalog_warehouse``, ``catalog_prefix`` and the *names*
+    of the environment variables holding its OAuth2 client credential (``client_id:client_secret``) or
+    bearer token, never the secrets themselves."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -49,6 +52,10 @@ class CatalogOptions(BaseModel):
     catalog_name: str = "default"
     catalog_region: str | None = None
     catalog_id: str | None = None
+    catalog_warehouse: str | None = None
+    catalog_credential_env: str | None = None
+    catalog_token_env: str | None = None
+    catalog_prefix: str | None = None
 
     @property
     def catalogued(self) -> bool:
@@ -61,7 +68,18 @@ class CatalogOptions(BaseModel):
 
     def table_ref(self, identifier: str) -> TableRef:
         """``identifier``'s address in this catalog."""
-        return TableRef(identifier=identifier, **self.catalog_fields())
+        return TableRef(
+            catalog_type=self.catalog_type,
+            catalog_uri=self.catalog_uri,
+            identifier=identifier,
+            catalog_name=self.catalog_name,
+            catalog_region=self.catalog_region,
+            catalog_id=self.catalog_id,
+            warehouse=self.catalog_warehouse,
+            credential_env=self.catalog_credential_env,
+            token_env=self.catalog_token_env,
+            prefix=self.catalog_prefix,
+        )
 
 
 class _TargetBase:
@@ -120,6 +138,10 @@ def refuse_options(table: str, options: BaseModel, *names: str) -> None:
         raise UsageError(f"{table}: {flags} does not apply to this table's format")
 
 
+#: The options only a REST catalog has.
+_REST_OPTIONS = ("catalog_warehouse", "catalog_prefix", "catalog_credential_env", "catalog_token_env")
+
+
 def _looks_like_name(table: str) -> bool:
     return "/" not in table and "://" not in table and not table.startswith(".")
 
@@ -134,6 +156,10 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
         raise UsageError(
             f"{table}: --catalog-region and --catalog-id apply to a Glue catalog only (--catalog-type glue)"
         )
+    rest_only = [name for name in _REST_OPTIONS if getattr(catalog, name) is not None]
+    if catalog.catalog_type != "rest" and rest_only:
+        flags = ", ".join("--" + name.replace("_", "-") for name in rest_only)
+        raise UsageError(f"{table}: {flags}: only a REST catalog takes them (--catalog-type rest)")
     if catalog.catalogued or not _looks_like_name(table):
         return table, catalog
     entry = registry.lookup(table)
@@ -142,10 +168,9 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
             return table, catalog
         raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
     if entry.catalog is not None:
-        catalog = CatalogOptions.model_validate(entry.catalog.options())
-        if catalog.catalog_type == "sql":
-            _sql_engine(str(catalog.catalog_uri), option=f"{table}: catalog.uri in registry {registry.registry_path()}")
-        return str(entry.identifier), catalog
+        options = CatalogOptions.model_validate(entry.catalog.options())
+        options.table_ref(str(entry.identifier)).check(f"{table}: catalog.uri in registry {registry.registry_path()}")
+        return str(entry.identifier), options
     location = normalize(str(entry.location))
     if entry.format != "auto":
         found = detect_format(open_storage(location, storage_options), location)
@@ -172,12 +197,12 @@ def resolve_output(output: str) -> str:
 
 def resolve_target(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> Target:
     """Where ``table`` (an address: see :func:`resolve_name`) is and which format it has. A catalog
-    makes it a catalog identifier; anything else is a location. A SQL catalog URI SQLAlchemy cannot use
+    makes it a catalog identifier; anything else is a location. A catalog URI its client cannot use
     is refused here, where it is known who gave it."""
     if catalog.catalogued:
-        if catalog.catalog_type == "sql":  # an unusable URI: an error naming it
-            _sql_engine(str(catalog.catalog_uri), option=f"{table}: --catalog-uri")
-        return IcebergTarget(catalog.table_ref(table))
+        ref = catalog.table_ref(table)
+        ref.check(f"{table}: --catalog-uri")  # an unusable URI: an error naming it
+        return IcebergTarget(ref)
     location = normalize(table)
     match detect_format(open_storage(location, storage_options), location):
         case "delta":
@@ -200,10 +225,3 @@ def table_root(target: Target, storage_options: StorageOptions) -> str:
             return normalize(load_table(ref, storage_options).metadata.location, literal=True)
         case DeltaTarget(location=location) | IcechunkTarget(location=location):
             return normalize(location)
-
-
-def _sql_engine(uri: str, *, option: str) -> None:
-    """Check the catalog URI by creating its engine (SQLAlchemy imported only when a catalog is named)."""
-    from lakeops.iceberg.sql_catalog import sql_engine
-
-    sql_engine(uri, option=option)

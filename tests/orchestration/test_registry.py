@@ -20,7 +20,11 @@ def test_a_full_registry_loads_with_its_policies() -> None:
     assert events.cdc.output == "s3://lake/events_changes" and events.cdc.key == ["event_id"]
     assert (events.schedules.nightly, events.schedules.health) == ("30 2 * * *", "*/30 * * * *")
     assert orders.address == "shop.orders"
-    assert orders.catalog_options() == {"catalog_uri": "sqlite:///catalog.db", "catalog_name": "default"}
+    assert orders.catalog_options() == {
+        "catalog_type": "sql",
+        "catalog_uri": "sqlite:///catalog.db",
+        "catalog_name": "default",
+    }
     assert registry.storage.access_key_id_env == "LAKE_KEY" and registry.spark.master == "local[2]"
     assert registry.audit_location is None
     assert parse_registry(SAMPLE + "audit_location: s3://lake/_audit\n").audit_location == "s3://lake/_audit"
@@ -90,7 +94,15 @@ def test_a_full_registry_loads_with_its_policies() -> None:
         ),
         (
             "tables:\n  - {name: orders, identifier: shop.orders, catalog: {type: hive}}\n",
-            "table 'orders': catalog.type: Input should be 'sql' or 'glue'",
+            "table 'orders': catalog.type: Input should be 'sql', 'glue' or 'rest'",
+        ),
+        (
+            "tables:\n  - name: orders\n    catalog: {uri: 'sqlite:///c.db', token_env: TOKEN}\n    identifier: a.b\n",
+            "table 'orders': catalog: token_env: only a catalog of type rest takes them",
+        ),
+        (
+            "tables:\n  - name: orders\n    catalog: {type: glue2, uri: 'x'}\n    identifier: a.b\n",
+            "table 'orders': catalog.type: Input should be 'sql', 'glue' or 'rest'",
         ),
     ],
 )
@@ -121,6 +133,22 @@ def test_a_glue_catalog_entry_reaches_the_operations_as_a_glue_table() -> None:
         "eu-west-1",
         "123456789012",
     )
+
+
+def test_a_rest_catalog_reaches_the_operations_with_the_names_of_its_secrets() -> None:
+    text = (
+        "tables:\n  - name: orders\n    identifier: shop.orders\n    catalog:\n      type: rest\n"
+        "      uri: https://polaris.example.com/api/catalog\n      warehouse: lake\n"
+        "      credential_env: POLARIS_CREDENTIAL\n"
+    )
+    (orders,) = parse_registry(text).tables
+    assert orders.catalog_options() == {
+        "catalog_type": "rest",
+        "catalog_uri": "https://polaris.example.com/api/catalog",
+        "catalog_name": "default",
+        "catalog_warehouse": "lake",
+        "catalog_credential_env": "POLARIS_CREDENTIAL",
+    }
 
 
 def test_health_thresholds_default_to_the_policies_and_the_registry_overrides_them() -> None:

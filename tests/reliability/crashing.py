@@ -396,11 +396,12 @@ def install(spec: dict[str, Any]) -> _Marker:
 
     swap = SqlCatalog.swap
 
-    def swapped(self: Any, expected: str, new: str, payload: bytes) -> None:
-        swap(self, expected, new, payload)
+    def swapped(self: Any, expected: str, new: str, payload: bytes) -> str:
+        landed = swap(self, expected, new, payload)
         marker.done("swap", new)
         if marker.hit("swap", new):
             _die()
+        return landed
 
     SqlCatalog.swap = swapped
 

@@ -249,11 +249,11 @@ def test_a_commit_that_loses_the_catalog_race_retries(
     real_swap = SqlCatalog.swap
     raced: list[str] = []
 
-    def swap_after_a_concurrent_append(self: SqlCatalog, expected: str, new: str, payload: bytes) -> None:
+    def swap_after_a_concurrent_append(self: SqlCatalog, expected: str, new: str, payload: bytes) -> str:
         if not raced:
             raced.append(new)
             table.table.append(batch(700, 3))  # PyIceberg commits first: our swap now conflicts
-        real_swap(self, expected, new, payload)
+        return real_swap(self, expected, new, payload)
 
     monkeypatch.setattr(SqlCatalog, "swap", swap_after_a_concurrent_append)
     report = compaction.commit(plan, plan.groups, results, storage, 0.0)

@@ -71,11 +71,11 @@ def test_conflict_retries_on_the_new_base(tmp_path: Path, monkeypatch: pytest.Mo
     real_swap = catalog.swap
     calls = []
 
-    def racing_swap(expected: str, new: str, payload: bytes) -> None:
+    def racing_swap(expected: str, new: str, payload: bytes) -> str:
         calls.append(new)
         if len(calls) == 1:
             _concurrent_commit(table, "b")
-        real_swap(expected, new, payload)
+        return real_swap(expected, new, payload)
 
     monkeypatch.setattr(catalog, "swap", racing_swap)
     sleeps: list[float] = []
@@ -90,9 +90,9 @@ def test_change_that_no_longer_applies_is_abandoned(tmp_path: Path, monkeypatch:
     catalog = table.catalog
     real_swap = catalog.swap
 
-    def racing_swap(expected: str, new: str, payload: bytes) -> None:
+    def racing_swap(expected: str, new: str, payload: bytes) -> str:
         _concurrent_commit(table, "b")
-        real_swap(expected, new, payload)
+        return real_swap(expected, new, payload)
 
     monkeypatch.setattr(catalog, "swap", racing_swap)
     change = SetProperty("a", "1", forbidden="b")
@@ -108,9 +108,9 @@ def test_retries_are_bounded_by_the_table_property(tmp_path: Path, monkeypatch: 
     real_swap = catalog.swap
     counter = iter(range(100))
 
-    def always_racing(expected: str, new: str, payload: bytes) -> None:
+    def always_racing(expected: str, new: str, payload: bytes) -> str:
         _concurrent_commit(table, f"other-{next(counter)}")
-        real_swap(expected, new, payload)
+        return real_swap(expected, new, payload)
 
     monkeypatch.setattr(catalog, "swap", always_racing)
     sleeps: list[float] = []

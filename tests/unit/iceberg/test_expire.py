@@ -300,13 +300,13 @@ def test_conflict_reapplies_policy_and_keeps_the_new_snapshot(tmp_path: Path, mo
     original = SqlCatalog.swap
     raced: list[int] = []
 
-    def racing_swap(self: SqlCatalog, expected: str, new: str, payload: bytes) -> None:
+    def racing_swap(self: SqlCatalog, expected: str, new: str, payload: bytes) -> str:
         if not raced:
             table.reload().append(batch(900, 5))
             snapshot = table.reload().current_snapshot()
             assert snapshot is not None
             raced.append(snapshot.snapshot_id)
-        original(self, expected, new, payload)
+        return original(self, expected, new, payload)
 
     monkeypatch.setattr(SqlCatalog, "swap", racing_swap)
     committed = commit_expiry(plan, StorageOptions())

@@ -1,0 +1,81 @@
+"""An Iceberg table in a REST catalog (https://github.com/apache/iceberg/blob/main/open-api/rest-catalog-open-api.yaml):
+the :class:`~lakeops.iceberg.catalog.Catalog` contract over the client in
+:mod:`lakeops.iceberg.rest_client`.
+
+The server, not lakeops, writes the new metadata file: :meth:`RestCatalog.swap` sends the difference
+between the metadata the commit started from and the one lakeops built, as updates with requirements
+(:mod:`lakeops.iceberg.rest_updates`), and returns the location the server chose. A 409 is a
+:class:`CommitConflict` (the commit path re-validates and re-applies, as for a lost compare-and-swap);
+a 5xx or no answer is resolved by reloading the table: the change is there (committed), or the outcome
+stays :class:`CommitStateUnknown` and nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+
+from lakeops.errors import CommitStateUnknown, LakeopsError
+from lakeops.iceberg.catalog import TableIdentifier, numbered_metadata_location
+from lakeops.iceberg.metadata import TableMetadata, parse_metadata
+from lakeops.iceberg.rest_client import CatalogUnavailable, RestClient
+from lakeops.iceberg.rest_updates import RestChange, rest_change
+from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.uri import normalize
+
+__all__ = ["RestCatalog"]
+
+
+class RestCatalog:
+    """One table of a REST catalog."""
+
+    def __init__(
+        self,
+        client: RestClient,
+        identifier: TableIdentifier,
+        catalog_name: str = "default",
+        *,
+        storage_options: StorageOptions | None = None,
+    ) -> None:
+        self.client = client
+        self.identifier = identifier
+        self.storage_options = storage_options or StorageOptions()
+        self.table = f"{catalog_name}.{identifier}"
+
+    def current(self) -> str:
+        return str(self.client.load_table(self.identifier)["metadata-location"])
+
+    def new_metadata_location(self, table_location: str, current: str) -> str:
+        """Only a proposal: the server names the file it writes (:meth:`swap` returns it)."""
+        return numbered_metadata_location(table_location, current)
+
+    def swap(self, expected: str, new: str, payload: bytes) -> str:
+        base = self._read(expected)
+        change = rest_change(self.table, base, parse_metadata(payload, new))
+        try:
+            response = self.client.commit_table(self.identifier, change.requirements, change.updates)
+        except CatalogUnavailable as exc:
+            return self._resolve_lost_answer(change, exc)
+        return str(response["metadata-location"])
+
+    def _read(self, location: str) -> TableMetadata:
+        path = normalize(location, literal=True)
+        return parse_metadata(open_storage(path.rsplit("/", 1)[0], self.storage_options).read(path), location)
+
+    def _resolve_lost_answer(self, change: RestChange, failure: CatalogUnavailable) -> str:
+        """The commit got no verdict: reload the table; if it holds the change, the commit landed (its
+        location is returned); otherwise a request in flight may still land, so the outcome stays
+        unknown and the caller deletes nothing."""
+        try:
+            loaded = self.client.load_table(self.identifier)
+        except LakeopsError as exc:
+            raise CommitStateUnknown(
+                f"{self.table}: the commit got no answer ({failure}) and reloading the table failed ({exc}); "
+                "whether it landed is unknown, so nothing is deleted"
+            ) from failure
+        if change.landed_in(loaded.get("metadata") or {}):
+            return str(loaded["metadata-location"])
+        raise CommitStateUnknown(
+            f"{self.table}: the commit got no answer ({failure}) and the reloaded table "
+            f"({json.dumps(loaded.get('metadata-location'))}) does not hold it yet; "
+            "it may still land, so nothing is deleted"
+        ) from failure
