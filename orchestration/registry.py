@@ -54,6 +54,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.ops.health import SIGNALS, Limit, applicable_signals, format_value
+from lakeops.planning.models import MaintenanceBudget
 from lakeops.registry import REGISTRY_ENV, RegisteredTable, registry_path
 from lakeops.units import parse_duration, parse_size
 
@@ -356,6 +357,8 @@ class Registry(_Strict):
     spark: SparkConfig = SparkConfig()
     #: Where every run's audit record goes instead of the table root (read by :mod:`lakeops.audit`).
     audit_location: str | None = None
+    #: Benefit-ranked maintenance within this many core-minutes per window (:mod:`lakeops.planning`).
+    maintenance_budget: MaintenanceBudget | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> Registry:
