@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from lakeops import api
 from lakeops.audit import read_records
 from lakeops.errors import InvalidArgument, LakeopsError
-from lakeops.ops import consumers, partitions
 from lakeops.ops.options import CatalogOptions, CdcOptions, CheckpointOptions, CompactionOptions
 from lakeops.ops.options import ExpiryOptions, OrphansOptions
 from lakeops.ops.report import Report
@@ -104,6 +103,8 @@ def _compaction(entry: PlannedTable, target: Target, so: StorageOptions) -> list
     base = entry.catalog_options.model_dump() | {"target_file_size": size, "min_input_files": policy.min_input_files}
     wheres: list[tuple[str | None, str | None]] = [(None, None)]
     if policy.partitioned:
+        from lakeops.ops import partitions  # Iceberg's code with it: only for a partitioned policy
+
         health = partitions.partition_health(target, so)
         wheres = [
             (p.key, partitions.partition_where(target, p.key, storage_options=so))
@@ -187,6 +188,8 @@ def _cdc(entry: PlannedTable, target: Target, fmt: str, so: StorageOptions, now_
     output = entry.cdc.output
     if not entry.cdc.enabled or output is None or fmt not in ("delta", "iceberg"):
         return None, {}
+    from lakeops.ops import consumers  # Iceberg's code with it: only for a table with a consumer
+
     start = entry.cdc.start_date or date(1970, 1, 1)
     since_ms = epoch_ms(datetime(start.year, start.month, start.day, tzinfo=UTC))
     floor = consumers.consumer_floor(target, output, since_ms=since_ms, storage_options=so)
