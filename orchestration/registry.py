@@ -368,6 +368,12 @@ class Registry(_Strict):
             raise ValueError(f"tables: {', '.join(twice)} registered more than once")
         return self
 
+    @model_validator(mode="after")
+    def _budget_window(self) -> Registry:
+        if self.maintenance_budget is not None:
+            _cron(self.maintenance_budget.window)
+        return self
+
     def table(self, name: str) -> TableEntry:
         for entry in self.tables:
             if entry.name == name:

@@ -18,12 +18,14 @@ reason, and never chosen.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lakeops.planning.models import Action, Benefit, TableObservation
 from lakeops.units import format_size
 
-__all__ = ["RATES", "Candidate", "candidates"]
+__all__ = ["RATES", "Candidate", "candidates", "realised_points"]
 
 _GIB = 1024**3
 
@@ -141,3 +143,28 @@ def _cdc(obs: TableObservation) -> list[Candidate]:
 def candidates(obs: TableObservation) -> list[Candidate]:
     """Every action with a gain on the observed table (and those a floor blocks, with why)."""
     return [*_compaction(obs), *_checkpoint(obs), *_expiry(obs), *_orphans(obs), *_cdc(obs)]
+
+
+def realised_points(operation: str, metrics: Mapping[str, Any]) -> float:
+    """The points a finished run of ``operation`` captured, from its report's metrics, at the same
+    rates as its plan was valued (what the plan's review compares with the prediction)."""
+
+    def get(name: str) -> int:
+        return int(metrics.get(name) or 0)
+
+    if operation == "compaction":
+        return RATES["read_amplification_avoided"] * max(get("files_removed") - get("files_added"), 0)
+    if operation == "checkpoint":
+        if "manifests_replaced" in metrics:
+            folded = get("manifests_replaced") - get("manifests_created")
+        else:
+            folded = get("version") - get("previous_checkpoint_version") - ("previous_checkpoint_version" in metrics)
+        return RATES["log_files_saved"] * max(folded, 0)
+    if operation == "expiry":
+        versions = get("deleted_commits") + get("snapshots_expired")
+        return RATES["versions_removed"] * versions + _reclaimed_points(get("deleted_bytes"))
+    if operation == "orphans":
+        return _reclaimed_points(get("deleted_bytes"))
+    if operation == "cdc":
+        return RATES["cdc_versions_closed"] * get("versions_extracted")
+    raise ValueError(f"no such planned operation: {operation}")

@@ -12,7 +12,7 @@ validates the whole file): the top-level ``maintenance_budget``, and per table `
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lakeops import api
-from lakeops.audit import read_records
+from lakeops.audit import AuditRecord, read_records
 from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.ops.options import CatalogOptions, CdcOptions, CheckpointOptions, CompactionOptions
 from lakeops.ops.options import ExpiryOptions, OrphansOptions
@@ -33,7 +33,9 @@ from lakeops.registry import RegisteredTable, registry_document
 from lakeops.storage import StorageOptions
 from lakeops.units import epoch_ms, parse_size
 
-__all__ = ["PlannedTable", "load_estate", "observe", "plan_registry", "run_history"]
+__all__ = [
+    "PlannedTable",
+    "audit_records", "load_estate", "observe", "plan_registry", "plan_tables", "run_history"]
 
 #: Bytes a Delta checkpoint reads and writes per action it holds (a JSON action is about this long).
 ACTION_BYTES = 512
@@ -226,31 +228,29 @@ def observe(entry: PlannedTable, storage_options: StorageOptions | None = None, 
     )
 
 
+def audit_records(entry: PlannedTable, storage_options: StorageOptions | None = None) -> list[AuditRecord]:
+    """Every audit record of the table (:func:`lakeops.audit.read_records`)."""
+    so = storage_options or StorageOptions()
+    return read_records(table_root(resolve_target(entry.address, entry.catalog_options, so), so), so)
+
+
 def run_history(entry: PlannedTable, storage_options: StorageOptions | None = None) -> list[RunSample]:
     """The table's audited runs of the planned operations, oldest first."""
-    so = storage_options or StorageOptions()
-    root = table_root(resolve_target(entry.address, entry.catalog_options, so), so)
-    return samples_from_records(entry.name, read_records(root, so))
+    return samples_from_records(entry.name, audit_records(entry, storage_options))
 
 
-def plan_registry(
-    path: Path,
+def plan_tables(
+    tables: Iterable[PlannedTable],
+    budget: MaintenanceBudget,
     *,
-    core_minutes: float | None = None,
     storage_options: StorageOptions | None = None,
     deferred: Mapping[str, int] | None = None,
     pool_limits: Mapping[str, int] | None = None,
+    name: str = "registry",
     on_table: Callable[[str], Any] | None = None,
 ) -> MaintenancePlan:
-    """The ranked plan for the registry at ``path``: its ``maintenance_budget`` (``core_minutes``
-    overrides its core-minutes), each table observed and its history read; a table that cannot be
+    """The ranked plan over ``tables``: each observed and its history read; a table that cannot be
     read is listed as unreadable and planned for no more."""
-    budget, tables = load_estate(path)
-    if budget is None and core_minutes is None:
-        raise InvalidArgument(f"registry {path}: no maintenance_budget, and no budget given")
-    budget = (budget or MaintenanceBudget(core_minutes=core_minutes or 1)).model_copy(
-        update={"core_minutes": core_minutes} if core_minutes is not None else {}
-    )
     observations: list[TableObservation] = []
     history: list[RunSample] = []
     unreadable: dict[str, str] = {}
@@ -262,5 +262,24 @@ def plan_registry(
             history += run_history(entry, storage_options)
         except LakeopsError as exc:
             unreadable[entry.name] = f"{type(exc).__name__}: {exc}"
-    return plan(observations, budget, CostModel(budget, history), deferred=deferred, table=str(path),
-                unreadable=unreadable)
+    costs = CostModel(budget, history)
+    return plan(observations, budget, costs, deferred=deferred, table=name, unreadable=unreadable)
+
+
+def plan_registry(
+    path: Path,
+    *,
+    core_minutes: float | None = None,
+    storage_options: StorageOptions | None = None,
+    on_table: Callable[[str], Any] | None = None,
+) -> MaintenancePlan:
+    """:func:`plan_tables` over the registry at ``path`` within its ``maintenance_budget``
+    (``core_minutes`` overrides its core-minutes)."""
+    budget, tables = load_estate(path)
+    if budget is None and core_minutes is None:
+        raise InvalidArgument(f"registry {path}: no maintenance_budget, and no budget given")
+    if budget is None:
+        budget = MaintenanceBudget(core_minutes=core_minutes or 1)
+    elif core_minutes is not None:
+        budget = budget.model_copy(update={"core_minutes": core_minutes})
+    return plan_tables(tables, budget, storage_options=storage_options, name=str(path), on_table=on_table)
