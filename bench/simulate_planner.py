@@ -34,6 +34,7 @@ Run: ``python -m bench.simulate_planner [--tables 500] [--days 30] [--seed 7] [-
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import re
@@ -41,6 +42,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 
 from lakeops.planning.benefit import Candidate, candidates
 from lakeops.planning.cost import CostModel, RunSample
@@ -192,9 +194,10 @@ class Outcome:
 
     def row(self) -> str:
         per = self.points / self.core_minutes if self.core_minutes else 0.0
+        worst, mean = fmean(self.worst), fmean(self.mean)
         return (
             f"| {self.policy} | {self.core_minutes:,.0f} | {self.runs:,} | {self.points:,.0f} | {per:,.1f} | "
-            f"{sum(self.worst) / len(self.worst):,.0f} | {max(self.worst):,.0f} | {sum(self.mean) / len(self.mean):,.1f} |"
+            f"{worst:,.0f} | {max(self.worst):,.0f} | {mean:,.1f} |"
         )
 
 
@@ -236,7 +239,9 @@ def _sensors(rng: random.Random) -> Policy:
     def act(tables: list[Table], hour: int, outcome: Outcome) -> None:
         nightly(tables, hour, outcome)
         for table in tables:
-            due = table.small_files >= SMALL_FILE_TRIGGER or table.checkpoint_lag >= CHECKPOINT_INTERVAL or table.cdc_lag
+            due = (
+                table.small_files >= SMALL_FILE_TRIGGER or table.checkpoint_lag >= CHECKPOINT_INTERVAL or table.cdc_lag
+            )
             if not due:
                 continue
             for c in candidates(table.observe(hour)):
@@ -306,17 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, help="replace the results table between the markers in this file")
     args = parser.parse_args(argv)
     run = {"tables": args.tables, "days": args.days, "seed": args.seed}
-    cron = simulate("cron (every operation, nightly)", lambda rng: _every_operation(rng, set(
-        ("compaction", "checkpoint", "expiry", "orphans", "cdc"))), **run)  # fmt: skip
+    every_operation = {"compaction", "checkpoint", "expiry", "orphans", "cdc"}
+    cron = simulate("cron (every operation, nightly)", lambda rng: _every_operation(rng, every_operation), **run)
     outcomes = [cron, simulate("threshold sensors + nightly expiry/orphans", _sensors, **run)]
     nightly = cron.core_minutes / args.days
     for every, share in ((24, 0.5), (24, 0.75), (24, 1.0), (1, 0.5), (1, 1.0)):
         window = "nightly" if every == 24 else "hourly"
         budget = nightly * share * every / 24
-        outcomes.append(
-            simulate(f"planner {window}, {share:.0%} of cron's compute ({budget:,.1f} core-min a window)",
-                     lambda rng, b=budget, e=every: _planner(rng, b, e), **run)  # fmt: skip
-        )
+        name = f"planner {window}, {share:.0%} of cron's compute ({budget:,.1f} core-min a window)"
+        outcomes.append(simulate(name, functools.partial(_planner, core_minutes=budget, every_hours=every), **run))
     table = "\n".join(
         [
             f"{args.tables} tables, {args.days} days, seed {args.seed}. Debt: benefit points maintenance could "

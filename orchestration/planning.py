@@ -78,7 +78,9 @@ def _request(entry: TableEntry, decision: Decision, window: str, now: datetime) 
         "lakeops/planned_rank": str(decision.rank),
         "lakeops/predicted_core_minutes": f"{decision.cost.core_minutes:.3f}",
     }
-    return run_request(entry, [action.operation], run_key=f"plan:{window}:{action.key}", partition_key=partition, tags=tags)
+    return run_request(
+        entry, [action.operation], run_key=f"plan:{window}:{action.key}", partition_key=partition, tags=tags
+    )
 
 
 def _review_event(registry: Registry, cursor: PlannerCursor, storage: StorageResource) -> dg.AssetMaterialization:
@@ -121,7 +123,10 @@ def _plan_event(plan: MaintenancePlan, window: str) -> dg.AssetMaterialization:
 
 
 def evaluate_planner(
-    registry: Registry, budget: MaintenanceBudget, context: dg.SensorEvaluationContext, storage: StorageResource,
+    registry: Registry,
+    budget: MaintenanceBudget,
+    context: dg.SensorEvaluationContext,
+    storage: StorageResource,
     now: datetime,
 ) -> dg.SensorResult:
     """One evaluation at ``now``: the review of a finished window not reviewed yet, and the plan of

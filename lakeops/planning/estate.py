@@ -22,8 +22,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from lakeops import api
 from lakeops.audit import AuditRecord, read_records
 from lakeops.errors import InvalidArgument, LakeopsError
-from lakeops.ops.options import CatalogOptions, CdcOptions, CheckpointOptions, CompactionOptions
-from lakeops.ops.options import ExpiryOptions, OrphansOptions
+from lakeops.ops.options import (
+    CatalogOptions,
+    CdcOptions,
+    CheckpointOptions,
+    CompactionOptions,
+    ExpiryOptions,
+    OrphansOptions,
+)
 from lakeops.ops.report import Report
 from lakeops.ops.target import Target, resolve_target, table_root
 from lakeops.planning.cost import CostModel, RunSample, samples_from_records
@@ -33,9 +39,7 @@ from lakeops.registry import RegisteredTable, registry_document
 from lakeops.storage import StorageOptions
 from lakeops.units import epoch_ms, parse_size
 
-__all__ = [
-    "PlannedTable",
-    "audit_records", "load_estate", "observe", "plan_registry", "plan_tables", "run_history"]
+__all__ = ["PlannedTable", "audit_records", "load_estate", "observe", "plan_registry", "plan_tables", "run_history"]
 
 #: Bytes a Delta checkpoint reads and writes per action it holds (a JSON action is about this long).
 ACTION_BYTES = 512
@@ -120,8 +124,14 @@ def _compaction(entry: PlannedTable, target: Target, so: StorageOptions) -> list
             # A dry run writes nothing: the files it would write are its groups, each a file per target size.
             target_size = report.target_file_size or 1
             added = max(report.groups, -(-report.bytes_removed // target_size))
-            work.append(CompactionWork(partition=key, files_removed=report.files_removed,
-                                       bytes_removed=report.bytes_removed, files_added=added))
+            work.append(
+                CompactionWork(
+                    partition=key,
+                    files_removed=report.files_removed,
+                    bytes_removed=report.bytes_removed,
+                    files_added=added,
+                )
+            )
     return work
 
 
@@ -177,15 +187,18 @@ def _orphans(entry: PlannedTable, fmt: str, so: StorageOptions, floor: int | Non
 def _checkpoint(entry: PlannedTable, fmt: str, lag: int | None, so: StorageOptions) -> dict[str, int]:
     if fmt not in ("delta", "iceberg"):
         return {}
-    report = api.checkpoint(entry.address, CheckpointOptions(**entry.catalog_options.model_dump()),
-                            dry_run=True, storage_options=so)
+    report = api.checkpoint(
+        entry.address, CheckpointOptions(**entry.catalog_options.model_dump()), dry_run=True, storage_options=so
+    )
     if fmt == "iceberg":
         replaced = _number(report, "manifests_replaced")
         return {"checkpoint_lag": replaced, "checkpoint_bytes": _number(report, "replaced_bytes")}
     return {"checkpoint_lag": lag or 0, "checkpoint_bytes": _number(report, "actions") * ACTION_BYTES}
 
 
-def _cdc(entry: PlannedTable, target: Target, fmt: str, so: StorageOptions, now_ms: int) -> tuple[int | None, dict[str, int]]:
+def _cdc(
+    entry: PlannedTable, target: Target, fmt: str, so: StorageOptions, now_ms: int
+) -> tuple[int | None, dict[str, int]]:
     """The consumer's floor (``keep_from_version``) and what it has not extracted yet."""
     output = entry.cdc.output
     if not entry.cdc.enabled or output is None or fmt not in ("delta", "iceberg"):
@@ -208,7 +221,9 @@ def _cdc(entry: PlannedTable, target: Target, fmt: str, so: StorageOptions, now_
     return floor, {"cdc_lag_versions": pending.last - pending.first + 1, "cdc_bytes": _number(report, "source_bytes")}
 
 
-def observe(entry: PlannedTable, storage_options: StorageOptions | None = None, *, pool_limit: int = 1) -> TableObservation:
+def observe(
+    entry: PlannedTable, storage_options: StorageOptions | None = None, *, pool_limit: int = 1
+) -> TableObservation:
     """What each operation would do on ``entry`` now (dry runs only; nothing is written)."""
     so = storage_options or StorageOptions()
     target = resolve_target(entry.address, entry.catalog_options, so)

@@ -215,6 +215,7 @@ class MaintenancePlan(Report):
             )
         head = (
             f"Budget {self.budget_core_minutes:g} core-min; chosen {self.chosen} actions, predicted "
-            f"{self.predicted_core_minutes:.2f} core-min for {self.predicted_points:,.1f} points; deferred {self.deferred}."
+            f"{self.predicted_core_minutes:.2f} core-min for {self.predicted_points:,.1f} points; "
+            f"deferred {self.deferred}."
         )
         return "\n".join([head, "", *rows])

@@ -119,8 +119,4 @@ def plan(
 def next_deferrals(previous: MaintenancePlan) -> dict[str, int]:
     """Windows waited by each action ``previous`` deferred, counting that window (blocked ones do
     not age: a floor, not the budget, holds them)."""
-    return {
-        d.action.key: d.deferred_windows + 1
-        for d in previous.decisions
-        if not d.chosen and not d.blocked
-    }
+    return {d.action.key: d.deferred_windows + 1 for d in previous.decisions if not d.chosen and not d.blocked}

@@ -14,15 +14,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-
 from icechunk_repos import LINE, build_history
+from lakeops_cli import run_json
+from pyiceberg_tables import PyIcebergTable, batch, small_file_table
+
 from lakeops import api
 from lakeops.audit import read_records
 from lakeops.icechunk.writer import ChangeSet, commit
 from lakeops.ops.options import CatalogOptions, CompactionOptions
 from lakeops.storage import open_storage
-from lakeops_cli import run_json
-from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 from spark_jobs.cli import main as lakeops
 
 #: How far a prediction learnt from the table's earlier runs may be from the run, either way. Runs of
@@ -33,7 +33,9 @@ FACTOR = 6.0
 
 def _delta_appends(location: Path, count: int, first: int = 0) -> None:
     for i in range(first, first + count):
-        write_deltalake(str(location), pa.table({"id": pa.array(range(i * 50, i * 50 + 50), pa.int64())}), mode="append")
+        write_deltalake(
+            str(location), pa.table({"id": pa.array(range(i * 50, i * 50 + 50), pa.int64())}), mode="append"
+        )
 
 
 def _icechunk_commits(root: str, count: int, seed: int) -> None:

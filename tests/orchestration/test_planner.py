@@ -81,7 +81,9 @@ def test_plan_then_review_after_the_window(tmp_path: Path) -> None:
     instance = dg.DagsterInstance.ephemeral()
     opened = datetime(2026, 11, 27, 1, 5, tzinfo=UTC)
 
-    before = evaluate_planner(registry, budget, _context(None, instance), StorageResource(), opened - timedelta(hours=2))
+    before = evaluate_planner(
+        registry, budget, _context(None, instance), StorageResource(), opened - timedelta(hours=2)
+    )
     assert not before.run_requests and not before.asset_events  # outside any window: nothing
 
     planned = evaluate_planner(registry, budget, _context(None, instance), StorageResource(), opened)

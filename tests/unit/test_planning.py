@@ -128,8 +128,16 @@ def test_cost_learns_from_the_prediction_error_of_each_run() -> None:
 def test_history_reads_succeeded_runs_of_planned_operations() -> None:
     def record(command: str, status: str, finished: str, **metrics: int) -> AuditRecord:
         return AuditRecord(
-            run_id=finished, who=Actor(os_user="u"), command=command, table="t", table_root="/t", options={},
-            started_at=finished, finished_at=finished, duration_s=3.0, status=status,  # type: ignore[arg-type]
+            run_id=finished,
+            who=Actor(os_user="u"),
+            command=command,
+            table="t",
+            table_root="/t",
+            options={},
+            started_at=finished,
+            finished_at=finished,
+            duration_s=3.0,
+            status=status,  # type: ignore[arg-type]
             metrics=metrics,
         )
 
@@ -194,6 +202,7 @@ def test_any_estate(estate: list[TableObservation], core_minutes: float, waited:
             assert d.benefit.versions_removed <= o.expirable_versions - o.expirable_versions_held
         if d.action.operation == "orphans":
             assert d.benefit.bytes_reclaimed <= o.reclaimable_bytes - o.reclaimable_bytes_held
+
     # Greedy: an action deferred for the budget did not fit beside the chosen ones ranked before it.
     def before(c: Decision, d: Decision) -> bool:
         return (-c.priority, c.action.key) < (-d.priority, d.action.key)
