@@ -213,7 +213,7 @@ def _run(table: Table, candidate: Candidate, hour: int, outcome: Outcome, rng: r
     return seconds
 
 
-def _every_operation(rng: random.Random, operations: set[str]) -> Policy:
+def every_operation_policy(rng: random.Random, operations: set[str]) -> Policy:
     """Each night, ``operations`` on every table, whether or not there is anything to do."""
 
     def act(tables: list[Table], hour: int, outcome: Outcome) -> None:
@@ -233,8 +233,8 @@ def _every_operation(rng: random.Random, operations: set[str]) -> Policy:
     return act
 
 
-def _sensors(rng: random.Random) -> Policy:
-    nightly = _every_operation(rng, {"expiry", "orphans"})
+def sensors_policy(rng: random.Random) -> Policy:
+    nightly = every_operation_policy(rng, {"expiry", "orphans"})
 
     def act(tables: list[Table], hour: int, outcome: Outcome) -> None:
         nightly(tables, hour, outcome)
@@ -256,7 +256,7 @@ def _sensors(rng: random.Random) -> Policy:
     return act
 
 
-def _planner(rng: random.Random, core_minutes: float, every_hours: int) -> Policy:
+def planner_policy(rng: random.Random, core_minutes: float, every_hours: int) -> Policy:
     """One plan each ``every_hours`` (24: nightly at 01:00) within ``core_minutes`` a window."""
     budget = MaintenanceBudget(core_minutes=core_minutes, length=f"{min(every_hours, 4)}h")
     model = CostModel(budget)
@@ -312,14 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = {"tables": args.tables, "days": args.days, "seed": args.seed}
     every_operation = {"compaction", "checkpoint", "expiry", "orphans", "cdc"}
-    cron = simulate("cron (every operation, nightly)", lambda rng: _every_operation(rng, every_operation), **run)
-    outcomes = [cron, simulate("threshold sensors + nightly expiry/orphans", _sensors, **run)]
+    cron = simulate("cron (every operation, nightly)", lambda rng: every_operation_policy(rng, every_operation), **run)
+    outcomes = [cron, simulate("threshold sensors + nightly expiry/orphans", sensors_policy, **run)]
     nightly = cron.core_minutes / args.days
     for every, share in ((24, 0.5), (24, 0.75), (24, 1.0), (1, 0.5), (1, 1.0)):
         window = "nightly" if every == 24 else "hourly"
         budget = nightly * share * every / 24
         name = f"planner {window}, {share:.0%} of cron's compute ({budget:,.1f} core-min a window)"
-        outcomes.append(simulate(name, functools.partial(_planner, core_minutes=budget, every_hours=every), **run))
+        policy = functools.partial(planner_policy, core_minutes=budget, every_hours=every)
+        outcomes.append(simulate(name, policy, **run))
     table = "\n".join(
         [
             f"{args.tables} tables, {args.days} days, seed {args.seed}. Debt: benefit points maintenance could "
