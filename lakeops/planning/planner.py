@@ -85,9 +85,10 @@ def plan(
         minutes = draft.cost.seconds / 60
         aged = f", aged {draft.deferred_windows} windows" if draft.deferred_windows else ""
         if draft.cost.core_minutes > budget.core_minutes:
+            unknown = "; no run of it to learn from yet: the default estimate" if draft.cost.basis == "default" else ""
             reason = (
                 f"predicted {draft.cost.core_minutes:.2f} core-min exceeds the whole budget "
-                f"({budget.core_minutes:g}); raise the budget or run it by hand"
+                f"({budget.core_minutes:g}){unknown}; raise the budget or run it by hand"
             )
         elif draft.cost.core_minutes > left:
             reason = f"budget: predicted {draft.cost.core_minutes:.2f} core-min, {left:.2f} left"

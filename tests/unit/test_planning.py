@@ -61,7 +61,8 @@ def test_an_action_larger_than_the_whole_budget_says_so() -> None:
     huge = _table("huge", 10_000)
     (decision,) = plan([huge], BUDGET, CostModel(BUDGET)).decisions
     assert not decision.chosen
-    assert "exceeds the whole budget" in decision.reason
+    assert decision.reason.startswith("predicted 15.96 core-min")  # 20 s + (2 x 10,000 MiB + 10,001 files) at 32 MiB/s
+    assert "exceeds the whole budget (2); no run of it to learn from yet: the default estimate;" in decision.reason
 
 
 def test_deferred_action_rises_until_chosen() -> None:
