@@ -6,8 +6,10 @@ nothing, and — once the tables' own runs are in their audit logs — predicts 
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 from lakeops import api
 from lakeops.audit import read_records
 from lakeops.icechunk.writer import ChangeSet, commit
-from lakeops.ops.options import CatalogOptions, CompactionOptions
+from lakeops.ops.options import CatalogOptions, CdcOptions, CheckpointOptions, CompactionOptions
 from lakeops.storage import open_storage
 from spark_jobs.cli import main as lakeops
 
@@ -155,3 +157,32 @@ def test_without_a_budget_anywhere_it_is_a_usage_error(tmp_path: Path, capsys: p
         lakeops(["plan-maintenance", "--registry", str(registry), "--budget", "soon"])
     assert "argument --budget: bad duration 'soon'" in capsys.readouterr().err
     assert run_json(capsys, "plan-maintenance", "--registry", str(registry), "--budget", "5")["decisions"] == []
+
+
+def test_a_consumer_watermark_blocks_expiry_until_the_consumer_catches_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve commits, all past the 30-day log retention, a checkpoint at the last; the CDC output
+    has extracted through version 3, so expiry may not remove a version the consumer still reads
+    (with no checkpoint at or before 3, that is every one): expiry is deferred with that reason and
+    the consumer's extraction is planned instead."""
+    source, output = tmp_path / "source", tmp_path / "changes"
+    _delta_appends(source, 12)
+    api.checkpoint(str(source), CheckpointOptions())
+    month_ago = time.time() - 40 * 86400
+    for commit_file in (source / "_delta_log").glob("*.json"):
+        os.utime(commit_file, (month_ago, month_ago))
+    api.cdc(str(source), CdcOptions(from_version=0, to_version=3, output=str(output)))
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(
+        f"tables:\n  - name: source\n    location: {source}\n"
+        f"    cdc: {{enabled: true, output: {output}, start_date: 2020-01-01}}\n"
+    )
+    decisions = {d["action"]["operation"]: d for d in _plan(capsys, registry)["decisions"]}
+    expiry = decisions["expiry"]
+    assert not expiry["chosen"] and expiry["blocked"]
+    assert expiry["reason"] == (
+        "consumer watermark: the CDC output still needs all 11 versions past the retention floor"
+    )
+    assert decisions["cdc"]["chosen"] and decisions["cdc"]["benefit"]["cdc_versions_closed"] == 8
+    assert "8 commits the CDC output does not hold yet" in decisions["cdc"]["reason"]
