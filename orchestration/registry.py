@@ -13,6 +13,7 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
       access_key_id_env: LAKE_KEY_ID               # optional; names of environment variables
       secret_access_key_env: LAKE_SECRET
     spark: {master: "local[4]", conf: {spark.executor.memory: 2g}}
+    maintenance_budget: {window: "0 1 * * *", core_minutes: 120}   # optional: lakeops.planning
     tables:
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
