@@ -28,7 +28,7 @@ from lakeops.planning.estate import PlannedTable, audit_records, plan_tables
 from lakeops.planning.models import Decision, MaintenanceBudget, MaintenancePlan
 from lakeops.planning.planner import next_deferrals
 from lakeops.planning.review import review
-from orchestration.assets import MAINTENANCE, operation_key, run_request
+from orchestration.assets import MAINTENANCE, operation_key, partitions_name, run_request
 from orchestration.pools import pool_name
 from orchestration.registry import Registry, TableEntry
 from orchestration.resources import StorageResource
@@ -83,6 +83,23 @@ def _request(entry: TableEntry, decision: Decision, window: str, now: datetime) 
     )
 
 
+def _new_partitions(
+    instance: dg.DagsterInstance, chosen: list[tuple[TableEntry, Decision]]
+) -> list[dg.AddDynamicPartitionsRequest]:
+    """The table partitions of chosen compactions that the table's dynamic partitions lack yet (the
+    small-file sensor registers them too, but the planner may get there first)."""
+    wanted: dict[str, set[str]] = {}
+    for entry, d in chosen:
+        if d.action.operation == "compaction" and d.action.partition is not None:
+            wanted.setdefault(partitions_name(entry), set()).add(d.action.partition)
+    adds = []
+    for name, keys in sorted(wanted.items()):
+        new = sorted(keys - set(instance.get_dynamic_partitions(name)))
+        if new:
+            adds.append(dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=new))
+    return adds
+
+
 def _review_event(registry: Registry, cursor: PlannerCursor, storage: StorageResource) -> dg.AssetMaterialization:
     tables = {t.name: t for t in registry.tables}
     with storage.credentials():
@@ -134,6 +151,7 @@ def evaluate_planner(
     cursor = PlannerCursor.model_validate_json(context.cursor) if context.cursor else PlannerCursor()
     events: list[dg.AssetMaterialization] = []
     requests: list[dg.RunRequest] = []
+    adds: list[dg.AddDynamicPartitionsRequest] = []
     start = _window_start(budget, now)
     end = start + timedelta(minutes=budget.length_minutes)
     window = start.isoformat()
@@ -157,6 +175,7 @@ def evaluate_planner(
         entries = {t.name: t for t in registry.tables}
         chosen = [d for d in plan.decisions if d.chosen]
         requests = [_request(entries[d.action.table], d, window, now) for d in chosen]
+        adds = _new_partitions(context.instance, [(entries[d.action.table], d) for d in chosen])
         events.append(_plan_event(plan, window))
         cursor = PlannerCursor(
             window=window,
@@ -165,7 +184,9 @@ def evaluate_planner(
             deferred=next_deferrals(plan),
             reviewed=False,
         )
-    return dg.SensorResult(run_requests=requests, asset_events=events, cursor=cursor.model_dump_json())
+    return dg.SensorResult(
+        run_requests=requests, asset_events=events, dynamic_partitions_requests=adds, cursor=cursor.model_dump_json()
+    )
 
 
 def planner_sensor(registry: Registry) -> list[dg.SensorDefinition]:

@@ -115,7 +115,7 @@ def _compaction(entry: PlannedTable, target: Target, so: StorageOptions) -> list
         wheres = [
             (p.key, partitions.partition_where(target, p.key, storage_options=so))
             for p in health
-            if p.mergeable_small_files
+            if p.small_files >= max(2, policy.min_input_files)  # the table's own policy, not the default
         ]
     work = []
     for key, where in wheres:

@@ -126,3 +126,29 @@ def test_plan_then_review_after_the_window(tmp_path: Path) -> None:
 def test_a_budget_window_that_is_no_cron_stops_the_load(tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match="'nightly' is not a cron expression"):
         parse_registry("maintenance_budget: {window: nightly, core_minutes: 10}\ntables: []\n")
+
+
+def test_partitioned_compaction_is_planned_per_table_partition(tmp_path: Path) -> None:
+    """With ``partitioned: true`` each table partition is its own action, requested as its dynamic
+    partition (registered by the same evaluation when the small-file sensor has not yet)."""
+    table = tmp_path / "daily"
+    for i in range(8):
+        rows = pa.table({"id": pa.array([i], pa.int64()), "day": ["2026-11-01" if i % 4 else "2026-11-02"]})
+        write_deltalake(str(table), rows, mode="append", partition_by=["day"])
+    registry = parse_registry(
+        f"""
+maintenance_budget: {{window: "* * * * *", core_minutes: 10}}
+tables:
+  - name: daily
+    location: {table}
+    compaction: {{min_input_files: 2, partitioned: true}}
+"""
+    )
+    sensor = next(s for s in build_definitions(registry).sensors or [] if s.name == "lakeops_planner")
+    result = sensor(_context(None, dg.DagsterInstance.ephemeral()))
+    assert isinstance(result, dg.SensorResult)
+    compactions = [r for r in result.run_requests or [] if r.asset_selection == [dg.AssetKey(["daily", "compaction"])]]
+    assert [r.partition_key for r in compactions] == ["day=2026-11-01", "day=2026-11-02"]
+    (adds,) = result.dynamic_partitions_requests or []
+    assert isinstance(adds, dg.AddDynamicPartitionsRequest)
+    assert sorted(adds.partition_keys or []) == ["day=2026-11-01", "day=2026-11-02"]
