@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from lakeops.planning.models import Action, Benefit, TableObservation
+from lakeops.planning.models import Action, Benefit, TableObservation, metric_sum
 from lakeops.units import format_size
 
 __all__ = ["RATES", "Candidate", "candidates", "realised_points"]
@@ -149,8 +150,7 @@ def realised_points(operation: str, metrics: Mapping[str, Any]) -> float:
     """The points a finished run of ``operation`` captured, from its report's metrics, at the same
     rates as its plan was valued (what the plan's review compares with the prediction)."""
 
-    def get(name: str) -> int:
-        return int(metrics.get(name) or 0)
+    get = partial(metric_sum, metrics)
 
     if operation == "compaction":
         return RATES["read_amplification_avoided"] * max(get("files_removed") - get("files_added"), 0)

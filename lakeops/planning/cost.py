@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from lakeops.audit import AuditRecord
-from lakeops.planning.models import COMMANDS, CostEstimate, MaintenanceBudget
+from lakeops.planning.models import COMMANDS, CostEstimate, MaintenanceBudget, metric_sum
 
 __all__ = [
     "ALPHA",
@@ -71,8 +72,7 @@ def work_of_run(operation: str, metrics: Mapping[str, Any]) -> tuple[int, int]:
     """(bytes, files) a finished run of ``operation`` did, from its report's metrics, counted as
     :mod:`lakeops.planning.benefit` counts a plan's work."""
 
-    def get(name: str) -> int:
-        return int(metrics.get(name) or 0)
+    get = partial(metric_sum, metrics)
 
     if operation == "compaction":
         return get("bytes_removed") + get("bytes_added"), get("files_removed") + get("files_added")

@@ -33,7 +33,7 @@ from lakeops.ops.options import (
 from lakeops.ops.report import Report
 from lakeops.ops.target import Target, resolve_target, table_root
 from lakeops.planning.cost import CostModel, RunSample, samples_from_records
-from lakeops.planning.models import CompactionWork, MaintenanceBudget, MaintenancePlan, TableObservation
+from lakeops.planning.models import CompactionWork, MaintenanceBudget, MaintenancePlan, TableObservation, metric_sum
 from lakeops.planning.planner import plan
 from lakeops.registry import RegisteredTable, registry_document
 from lakeops.storage import StorageOptions
@@ -136,9 +136,7 @@ def _compaction(entry: PlannedTable, target: Target, so: StorageOptions) -> list
 
 
 def _number(report: Report, *names: str) -> int:
-    """The sum of the report's numeric fields ``names`` (those a format's report lacks count 0)."""
-    metrics = report.metrics()
-    return sum(int(metrics.get(name, 0)) for name in names)
+    return metric_sum(report.metrics(), *names)
 
 
 _VERSIONS = ("deleted_commits", "snapshots_expired")

@@ -3,7 +3,8 @@ operation would do, and the planner's decisions with their reasons."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -22,6 +23,7 @@ __all__ = [
     "MaintenancePlan",
     "Operation",
     "TableObservation",
+    "metric_sum",
 ]
 
 Operation = Literal["compaction", "checkpoint", "expiry", "orphans", "cdc"]
@@ -34,6 +36,11 @@ COMMANDS: dict[str, str] = {
     "orphans": "orphans",
     "cdc": "cdc",
 }
+
+
+def metric_sum(metrics: Mapping[str, Any], *names: str) -> int:
+    """The sum of a report's numeric metrics ``names`` (those a format's report lacks count 0)."""
+    return sum(int(metrics.get(name) or 0) for name in names)
 
 
 class MaintenanceBudget(BaseModel):
