@@ -28,6 +28,7 @@ __all__ = [
     "RegisteredTable",
     "lookup",
     "registry_audit_location",
+    "registry_document",
     "registry_path",
     "why_unknown",
 ]
@@ -123,6 +124,16 @@ def _document(path: Path) -> Any:
         raise InvalidArgument(f"registry {path}: cannot read it ({exc})") from exc
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"registry {path}: not valid YAML ({exc})") from exc
+
+
+def registry_document(path: Path) -> dict[str, Any]:
+    """The registry file at ``path`` as a mapping (an empty file: no keys)."""
+    document = _document(path)
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise InvalidArgument(f"registry {path}: not a mapping of keys (tables, ...)")
+    return document
 
 
 def _entries(path: Path) -> list[Any]:

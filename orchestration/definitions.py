@@ -5,7 +5,8 @@ Per registered table (:mod:`orchestration.registry`): the table as an observable
 health checks and one maintenance asset per operation, each with its blocking check
 (:mod:`orchestration.assets`); its schedules (:mod:`orchestration.schedules`); and, over all
 tables, the health overview (:mod:`orchestration.health`), the small-file, checkpoint and CDC
-sensors (:mod:`orchestration.sensors`) and the sensor that shows each table's concurrency pool in the
+sensors (:mod:`orchestration.sensors`), with a ``maintenance_budget`` the planner sensor and its plan
+asset (:mod:`orchestration.planning`), and the sensor that shows each table's concurrency pool in the
 UI (:mod:`orchestration.pools`). Resources: Spark (master and conf from the registry's
 ``spark``; local by default) and storage (S3 endpoint and region, keys from the environment
 variables the registry names, through ``dagster.EnvVar``).
@@ -17,6 +18,7 @@ import dagster as dg
 
 from orchestration.assets import maintenance_assets, table_asset
 from orchestration.health import overview_asset
+from orchestration.planning import plan_asset, planner_sensor
 from orchestration.pools import pools_sensor
 from orchestration.registry import Registry, load_registry
 from orchestration.resources import SparkResource, StorageResource
@@ -38,12 +40,15 @@ def _storage(registry: Registry) -> StorageResource:
 
 
 def build_definitions(registry: Registry) -> dg.Definitions:
-    assets: list[dg.AssetsDefinition] = [overview_asset(registry.tables)] if registry.tables else []
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = [overview_asset(registry.tables)] if registry.tables else []
     for entry in registry.tables:
         assets += [table_asset(entry), *maintenance_assets(entry)]
+    planner = planner_sensor(registry)
+    if planner:
+        assets.append(plan_asset())
     maintenance = dg.Definitions(
         assets=assets,
-        sensors=[*maintenance_sensors(registry), *pools_sensor(registry)],
+        sensors=[*maintenance_sensors(registry), *pools_sensor(registry), *planner],
         resources={
             "spark": SparkResource(master=registry.spark.master, conf=registry.spark.conf),
             "storage": _storage(registry),

@@ -13,6 +13,7 @@ variables that hold them, read through ``dagster.EnvVar`` at run time. Example::
       access_key_id_env: LAKE_KEY_ID               # optional; names of environment variables
       secret_access_key_env: LAKE_SECRET
     spark: {master: "local[4]", conf: {spark.executor.memory: 2g}}
+    maintenance_budget: {window: "0 1 * * *", core_minutes: 120}   # optional: lakeops.planning
     tables:
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
@@ -56,6 +57,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from lakeops.errors import InvalidArgument, LakeopsError
 from lakeops.ops.health import SIGNALS, Limit, applicable_signals, format_value
+from lakeops.planning.models import MaintenanceBudget
 from lakeops.registry import REGISTRY_ENV, RegisteredTable, registry_path
 from lakeops.units import parse_duration, parse_size
 
@@ -357,6 +359,8 @@ class Registry(_Strict):
     spark: SparkConfig = SparkConfig()
     #: Where every run's audit record goes instead of the table root (read by :mod:`lakeops.audit`).
     audit_location: str | None = None
+    #: Benefit-ranked maintenance within this many core-minutes per window (:mod:`lakeops.planning`).
+    maintenance_budget: MaintenanceBudget | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> Registry:
@@ -364,6 +368,12 @@ class Registry(_Strict):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"tables: {', '.join(twice)} registered more than once")
+        return self
+
+    @model_validator(mode="after")
+    def _budget_window(self) -> Registry:
+        if self.maintenance_budget is not None:
+            _cron(self.maintenance_budget.window)
         return self
 
     def table(self, name: str) -> TableEntry:

@@ -104,7 +104,21 @@ run_id_arg = _checked(require_run_id)
 columns_arg = _columns
 
 
-def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
+def _common(parser: argparse.ArgumentParser, *, spark: bool, table: bool = True) -> None:
+    if table:
+        _table(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)")
+    parser.add_argument("--region", help="S3 region (default: the AWS configuration chain)")
+    if spark:
+        parser.add_argument("--master", help="Spark master (default: LAKEOPS_SPARK_MASTER or local[*])")
+        parser.add_argument(
+            "--conf", action="append", type=_conf_pair, default=[], metavar="KEY=VALUE", help="Spark configuration"
+        )
+
+
+def _table(parser: argparse.ArgumentParser) -> None:
+    """TABLE and the catalog it may be in."""
     parser.add_argument(
         "table",
         type=location_arg,
@@ -140,14 +154,6 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
     parser.add_argument(
         "--catalog-token-env", metavar="NAME", help="REST catalog: the environment variable holding a bearer token"
     )
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)")
-    parser.add_argument("--region", help="S3 region (default: the AWS configuration chain)")
-    if spark:
-        parser.add_argument("--master", help="Spark master (default: LAKEOPS_SPARK_MASTER or local[*])")
-        parser.add_argument(
-            "--conf", action="append", type=_conf_pair, default=[], metavar="KEY=VALUE", help="Spark configuration"
-        )
 
 
 def _command(name: str) -> Command:
@@ -161,7 +167,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name in COMMANDS if only is None else [only]:
         command = _command(name)
         sub = commands.add_parser(name, help=command.HELP, description=command.HELP)
-        _common(sub, spark=command.USES_SPARK)
+        _common(sub, spark=command.USES_SPARK, table=getattr(command, "TAKES_TABLE", True))
         command.configure(sub)
     return parser
 

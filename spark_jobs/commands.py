@@ -18,4 +18,5 @@ COMMANDS: dict[str, str] = {
     "cdc": "spark_jobs.cdc",
     "restore": "spark_jobs.restore",
     "purge-trash": "spark_jobs.purge_trash",
+    "plan-maintenance": "spark_jobs.plan_maintenance",
 }

@@ -93,3 +93,13 @@ def test_help_imports_neither_pyarrow_nor_any_format() -> None:
     imported = _imported("--help")
     assert {"spark_jobs.compact", "spark_jobs.cdc", "lakeops.ops.options"} <= imported  # every command's options
     assert _offending(imported, NOT_FOR_LOCAL_DELTA | {"pyarrow", "numpy", "lakeops.delta.snapshot"}) == []
+
+
+def test_planning_a_delta_registry_imports_only_what_delta_needs(delta_table: Path, tmp_path: Path) -> None:
+    """``plan-maintenance`` dry-runs every operation of each table: on a registry of one local Delta
+    table, that is Delta's code only (its compaction's among it: the plan is a compaction's dry run)."""
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(f"tables:\n  - name: events\n    location: {delta_table}\n")
+    imported = _imported("plan-maintenance", "--registry", str(registry), "--budget", "60m", "--json")
+    assert "lakeops.planning.planner" in imported
+    assert _offending(imported, NOT_FOR_LOCAL_DELTA - {"lakeops.delta.maintenance.compaction"}) == []

@@ -81,6 +81,18 @@ def test_tables_with_different_cdc_days_and_partitions_load(tmp_path: Path) -> N
     assert "Validation successful" in done.stdout + done.stderr
 
 
+def test_a_maintenance_budget_adds_the_planner_over_every_table() -> None:
+    """The planner's sensor selects every maintenance asset of every table, CDC days and dynamic
+    partitions of different tables among them (the implicit asset job holds them all)."""
+    budget = 'maintenance_budget: {window: "0 1 * * *", core_minutes: 120}\n'
+    repo = resolve_everything(build_definitions(parse_registry(budget + OWN_PARTITIONS)))
+    assert "lakeops_planner" in {s.name for s in repo.sensor_defs}
+    planner = repo.get_sensor_def("lakeops_planner")
+    selected = planner.asset_selection.resolve(repo.asset_graph)  # type: ignore[union-attr]
+    assert selected == {dg.AssetKey([t, op]) for t in ("events", "orders") for op in MAINTENANCE}
+    assert dg.AssetKey(["lakeops", "maintenance_plan"]) in repo.asset_graph.get_all_asset_keys()
+
+
 def test_five_hundred_tables_load_with_a_few_shared_jobs() -> None:
     """500 tables of every address, format, CDC start and compaction mix load; the jobs do not grow
     with the tables (each job resolves against every asset: a job per table made loading quadratic,
