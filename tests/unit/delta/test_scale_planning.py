@@ -1,0 +1,140 @@
+"""Planning at 10 M files (issue 23 part 4): snapshots that keep only row counts, VACUUM matching listed
+files against live Arrow path columns, must decide exactly as the object-per-file code did.
+
+Tables are written as JSON commits directly (a commit of 1,000+ plain adds is read as an Arrow column,
+as a checkpoint's adds are); what must be kept or deleted is known from how the test wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeops import api
+from lakeops.delta.checkpoint_reader import AddColumn
+from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.live_paths import LivePaths
+from lakeops.delta.snapshot import load_snapshot
+from lakeops.ops.orphans import OrphansOptions
+from lakeops.storage import open_storage
+from lakeops.storage.uri import resolve
+
+OLD = 1_500_000_000.0
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "day", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
+
+
+def _add(path: str, stats: str | None = '{"numRecords":10,"minValues":{"id":1}}') -> str:
+    add = {"path": path, "partitionValues": {"day": "d"}, "size": 100, "modificationTime": 1, "dataChange": True}
+    if stats is not None:
+        add["stats"] = stats
+    return json.dumps({"add": add})
+
+
+def _table(root: Path, adds: list[str], *later: list[str]) -> None:
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    header = [
+        json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+        json.dumps(
+            {
+                "metaData": {
+                    "id": "scale-test",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(SCHEMA),
+                    "partitionColumns": ["day"],
+                    "configuration": {},
+                }
+            }
+        ),
+    ]
+    for version, lines in enumerate([header + adds, *later]):
+        (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+
+
+def _files(count: int) -> list[str]:
+    return [f"day=d/part-{i:05d}.parquet" for i in range(count)]
+
+
+def test_row_counts_only_keeps_num_records_and_nothing_else_of_plain_stats(tmp_path: Path) -> None:
+    odd = [
+        ("day=d/odd-0.parquet", '{"minValues":{"id":1},"numRecords":7}'),  # not leading: kept as written
+        ("day=d/odd-1.parquet", '{"numRecords":007}'),  # not JSON: kept, so num_records still refuses it
+        ("day=d/odd-2.parquet", '{"numRecords":1,"numRecords":2}'),  # the last wins: kept as written
+        ("day=d/odd-3.parquet", None),
+    ]
+    _table(tmp_path, [_add(p) for p in _files(1_200)] + [_add(p, s) for p, s in odd])
+    storage = open_storage(str(tmp_path))
+    full = load_snapshot(storage, str(tmp_path))
+    narrow = load_snapshot(storage, str(tmp_path), row_counts_only=True)
+    assert isinstance(narrow.files, LiveFiles) and narrow.files.columns  # the Arrow route was taken
+    stats = {add.path: add.stats for add in narrow.files.values()}
+    assert stats["day=d/part-00000.parquet"] == '{"numRecords":10}'
+    assert {p: stats[p] for p, _ in odd} == dict(odd)
+    for key, add in full.files.items():
+        if add.path != "day=d/odd-1.parquet":
+            assert narrow.files[key].num_records == add.num_records
+    assert full.files[("day=d/part-00000.parquet", None)].stats == '{"numRecords":10,"minValues":{"id":1}}'
+
+
+def test_live_paths_match_plain_paths_in_arrow_and_others_resolved() -> None:
+    root = "/t"
+    paths = ["a/b.parquet", "a%20b.parquet", "./c.parquet", "d//e.parquet", "x:y.parquet", "/abs/f.parquet", "g/"]
+    column = AddColumn(pa.StructArray.from_arrays([pa.array(paths)], names=["path"]))
+    live = LivePaths(root, [column], {"/t/kept-by-set.parquet"})
+    resolved = [resolve(root, p) for p in paths]
+    listed = [*resolved, "/t/kept-by-set.parquet", "/t/a/other.parquet", "/t/b.parquet"]
+    assert live.kept(listed) == {*resolved, "/t/kept-by-set.parquet"}
+
+
+def test_vacuum_from_arrow_rows_deletes_exactly_the_unreferenced(tmp_path: Path) -> None:
+    now_ms = int(time.time() * 1000)
+    live = [*_files(1_100), "day=d/with%20space.parquet"]
+    gone = "day=d/part-00001.parquet"  # removed long ago by a later commit
+    readded = "day=d/part-00002.parquet"  # removed, then added again: live
+    remove = {"path": gone, "deletionTimestamp": now_ms - 30 * 86_400_000, "dataChange": True}
+    remove2 = {**remove, "path": readded}
+    _table(
+        tmp_path,
+        [_add(p) for p in live],
+        [json.dumps({"remove": remove}), json.dumps({"remove": remove2})],
+        [_add(readded)],
+    )
+    for relative in [*live, "day=d/untracked.parquet"]:
+        path = tmp_path / relative.replace("%20", " ")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"PAR1")
+    for path in tmp_path.rglob("*"):
+        os.utime(path, (OLD, OLD))
+
+    report = api.orphans(str(tmp_path), OrphansOptions(), dry_run=True)
+
+    assert sorted(report.paths) == sorted([str(tmp_path / gone), str(tmp_path / "day=d/untracked.parquet")])
+    assert report.live_files == 1_100  # 1,101 written, one removed
+    assert (report.deleted_tombstoned_files, report.deleted_untracked_files) == (1, 1)
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_vacuum_settles_the_listing_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    from lakeops.delta.maintenance import vacuum
+
+    monkeypatch.setattr(vacuum, "LISTED_CHUNK", chunk)
+    _table(tmp_path, [_add(p) for p in _files(1_000)])
+    for relative in [*_files(5), "day=d/untracked-a.parquet", "day=d/untracked-b.parquet"]:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(b"PAR1")
+    for path in tmp_path.rglob("*"):
+        os.utime(path, (OLD, OLD))
+    report = api.orphans(str(tmp_path), OrphansOptions(), dry_run=True)
+    assert sorted(report.paths) == [str(tmp_path / f"day=d/untracked-{x}.parquet") for x in "ab"]
+    assert report.files_scanned == 7
