@@ -108,7 +108,8 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
             from lakeops.delta.maintenance import compaction as delta_compaction
             from lakeops.delta.snapshot import load_snapshot
 
-            snapshot = load_snapshot(open_storage(location, storage_options), location)
+            # Planning reads no statistic but numRecords (rows per output file, DV purges).
+            snapshot = load_snapshot(open_storage(location, storage_options), location, row_counts_only=True)
             return delta_compaction.plan_compaction(
                 snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
             )

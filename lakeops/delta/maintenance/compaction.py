@@ -33,19 +33,24 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, cast
 
+import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from lakeops.delta import clustering, row_tracking
 from lakeops.delta.actions import ActionModel, Add, DomainMetadata, Remove
 from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
+from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable, enabled_features
 from lakeops.delta.maintenance.defaults import (
     DEFAULT_DV_PURGE_RATIO,
     table_target_file_size,
 )
+from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.maintenance.compaction_rows import PartitionKey, SourceRows, locations, partitions
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
@@ -138,7 +143,12 @@ class SourceFile(BaseModel):
 
 
 class RewriteGroup(BaseModel):
-    """One bin: files of one partition rewritten together by one task."""
+    """One bin: files of one partition rewritten together by one task.
+
+    Its input files are ``file_objects`` plus, on the driver that planned it, rows of the snapshot's
+    Arrow adds (:class:`~lakeops.delta.maintenance.compaction_rows.SourceRows`) whose ``SourceFile`` objects
+    are built when :attr:`files` is read; serialized (for a task), the group holds them all as objects.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -146,7 +156,7 @@ class RewriteGroup(BaseModel):
     table_root: str
     storage: StorageOptions
     partition_values: dict[str, str | None]
-    files: list[SourceFile]
+    file_objects: list[SourceFile] = []
     schema_string: str
     partition_columns: list[str]
     configuration: dict[str, str]
@@ -157,6 +167,38 @@ class RewriteGroup(BaseModel):
     #: Row tracking is enabled: the hidden columns (row id, row commit version) that keep copied rows'
     #: stable values.
     materialized_columns: list[str] | None = None
+    _rows: tuple[SourceRows, ...] = PrivateAttr(default=())
+
+    def with_rows(self, rows: Sequence[SourceRows]) -> RewriteGroup:
+        self._rows = tuple(rows)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _all_as_objects(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self._rows:
+            data["file_objects"] = [f.model_dump() for f in self.files]
+        return data
+
+    @property
+    def files(self) -> list[SourceFile]:
+        """Every input file, in location order."""
+        if not self._rows:
+            return self.file_objects
+        built = [
+            _source_file_of(add, location)
+            for rows in self._rows
+            for add, location in zip(
+                AddColumn(rows.column.struct.take(rows.rows)).build(0, len(rows)),
+                locations(self.table_root, rows.paths()).to_pylist(),
+                strict=True,
+            )
+        ]
+        return sorted([*self.file_objects, *built], key=lambda f: f.location)
+
+    @property
+    def file_count(self) -> int:
+        return len(self.file_objects) + sum(len(rows) for rows in self._rows)
 
     @property
     def materialized(self) -> row_tracking.MaterializedColumns | None:
@@ -164,7 +206,8 @@ class RewriteGroup(BaseModel):
 
     @property
     def bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        listed = sum(pc.sum(rows.sizes()).as_py() or 0 for rows in self._rows)
+        return listed + sum(f.size for f in self.file_objects)
 
 
 class RewriteResult(BaseModel):
@@ -215,7 +258,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
 
     @property
     def input_files(self) -> int:
-        return sum(len(g.files) for g in self.groups)
+        return sum(g.file_count for g in self.groups)
 
     @property
     def input_bytes(self) -> int:
@@ -289,9 +332,51 @@ def _output_dir(add_path: str) -> str:
     return add_path.rsplit("/", 1)[0] if "/" in add_path else ""
 
 
-def _bins(files: list[SourceFile], target: int) -> list[list[SourceFile]]:
-    """Bins of at most ``target`` bytes (a lone big file that needs a DV purge gets its own bin)."""
-    return first_fit_decreasing(files, lambda f: f.size, lambda f: f.location, target)
+def _source_file_of(add: Add, location: str, deleted_rows: int = 0, purge: bool = False) -> SourceFile:
+    return SourceFile(
+        add=add.to_json_dict(),
+        location=location,
+        size=add.size,
+        num_records=add.num_records,
+        deleted_rows=deleted_rows,
+        purge=purge,
+    )
+
+
+def _bins(
+    objects: list[SourceFile], rows: list[SourceRows], target: int, table_root: str
+) -> list[tuple[list[SourceFile], list[SourceRows]]]:
+    """Bins of at most ``target`` bytes (a lone big file that needs a DV purge gets its own bin) of a
+    partition's files, objects and Arrow rows alike: items are numbered objects first, then each
+    ``rows`` in turn, and packed by size then location (the ``SourceFile`` order)."""
+    sizes = [f.size for f in objects]
+    names = [f.location for f in objects]
+    for source in rows:
+        sizes += source.sizes().to_pylist()
+        names += locations(table_root, source.paths()).to_pylist()
+    packed = first_fit_decreasing(range(len(sizes)), sizes.__getitem__, names.__getitem__, target)
+    starts = np.cumsum([len(objects), *(len(r) for r in rows)])
+    bins = []
+    for items in packed:
+        numbers = np.sort(np.asarray(items, dtype=np.int64))
+        source_of = np.searchsorted(starts, numbers, side="right")  # 0: objects, j: rows[j - 1]
+        taken = [
+            SourceRows(rows[j - 1].column, rows[j - 1].rows.take(pa.array(numbers[source_of == j] - starts[j - 1])))
+            for j in range(1, len(starts))
+            if np.any(source_of == j)
+        ]
+        bins.append(([objects[i] for i in numbers[source_of == 0]], taken))
+    return bins
+
+
+def _first_path(objects: list[SourceFile], rows: list[SourceRows], table_root: str) -> str:
+    """The action path of the bin's file first in location order."""
+    firsts = [(f.location, str(f.add["path"])) for f in objects[:1]]
+    for source in rows:
+        names = locations(table_root, source.paths())
+        at = pc.index(names, pc.min(names)).as_py()
+        firsts.append((names[at].as_py(), source.column.paths[source.rows[at].as_py()].as_py()))
+    return min(firsts)[1]
 
 
 def plan_compaction(
@@ -316,12 +401,33 @@ def plan_compaction(
         ordering = ordering.model_copy(update={"run": uuid.uuid4().hex})
     tracking = row_tracking.RowTracking.of(snapshot.protocol, snapshot.metadata, table)
 
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[SourceFile]] = defaultdict(list)
+    # Arrow rows are planned as columns unless a row order or clustering needs each file's tags.
+    files = snapshot.files
+    columns = files.columns if isinstance(files, LiveFiles) and ordering is None and not clustered else []
+    objects = files.objects.values() if columns else files.values()
+    selected: dict[PartitionKey, bool] = {}
+
+    def wanted(key: PartitionKey) -> bool:
+        if predicate is None:
+            return True
+        if key not in selected:
+            typed = _typed_partition(schema, mode, snapshot.partition_columns, dict(key))
+            selected[key] = predicate.matches(typed)
+        return selected[key]
+
+    by_partition: dict[PartitionKey, list[SourceFile]] = defaultdict(list)
+    rows_by_partition: dict[PartitionKey, list[SourceRows]] = defaultdict(list)
     candidates = 0
-    for add in snapshot.files.values():
-        if predicate is not None and not predicate.matches(
-            _typed_partition(schema, mode, snapshot.partition_columns, add.partition_values)
-        ):
+    for column in columns:
+        sizes = column.struct.field("size")
+        for key, positions in partitions(column):
+            small = positions.filter(pc.less(sizes.take(positions), target)) if wanted(key) else positions[:0]
+            if len(small):
+                candidates += len(small)
+                rows_by_partition[key].append(SourceRows(column, small))
+    for add in objects:
+        key = tuple(sorted(add.partition_values.items()))
+        if not wanted(key):
             continue
         if clustered and (add.model_extra or {}).get("clusteringProvider") not in clustering.RECLUSTERED:
             continue  # clustered by another implementation: not ours to recluster
@@ -332,49 +438,39 @@ def plan_compaction(
         if ordering is None and add.size >= target and not purge:
             continue
         candidates += 1
-        key = tuple(sorted(add.partition_values.items()))
-        by_partition[key].append(
-            SourceFile(
-                add=add.to_json_dict(),
-                location=snapshot.file_location(add.path),
-                size=add.size,
-                num_records=num_records,
-                deleted_rows=deleted,
-                purge=purge,
-            )
-        )
+        by_partition[key].append(_source_file_of(add, snapshot.file_location(add.path), deleted, purge))
 
     groups: list[RewriteGroup] = []
-    partitions = 0
-    for key in sorted(by_partition, key=lambda k: [(n, v or "") for n, v in k]):
+    partitions_compacted = 0
+    for key in sorted({*by_partition, *rows_by_partition}, key=lambda k: [(n, v or "") for n, v in k]):
         if ordering is not None:  # the whole partition in one order, unless one ordered rewrite wrote it
-            kept = [] if _already_ordered(by_partition[key], ordering) else [by_partition[key]]
+            kept = [] if _already_ordered(by_partition[key], ordering) else [(by_partition[key], [])]
         else:
             kept = [
-                b
-                for b in _bins(by_partition[key], target)
-                if len(b) >= max(2, options.min_input_files) or any(f.purge for f in b)
+                (objs, rows)
+                for objs, rows in _bins(by_partition[key], rows_by_partition[key], target, table)
+                if len(objs) + sum(len(r) for r in rows) >= max(2, options.min_input_files) or any(f.purge for f in objs)
             ]
-        partitions += bool(kept)
-        for files in kept:
-            files.sort(key=lambda f: f.location)
-            groups.append(
-                RewriteGroup(
-                    group_id=len(groups),
-                    table_root=table,
-                    storage=storage_options,
-                    partition_values=dict(key),
-                    files=files,
-                    schema_string=snapshot.metadata.schema_string,
-                    partition_columns=snapshot.partition_columns,
-                    configuration=snapshot.metadata.configuration,
-                    column_mapping_mode=mode,
-                    target_file_size=target,
-                    output_dir=_output_dir(files[0].add["path"]),
-                    ordering=ordering,
-                    materialized_columns=tracking.materialized.names if tracking.materialized else None,
-                )
+        partitions_compacted += bool(kept)
+        for objs, rows in kept:
+            objs.sort(key=lambda f: f.location)
+            group = RewriteGroup(
+                group_id=len(groups),
+                table_root=table,
+                storage=storage_options,
+                partition_values=dict(key),
+                file_objects=objs,
+                schema_string=snapshot.metadata.schema_string,
+                partition_columns=snapshot.partition_columns,
+                configuration=snapshot.metadata.configuration,
+                column_mapping_mode=mode,
+                target_file_size=target,
+                output_dir=_output_dir(_first_path(objs, rows, table)),
+                ordering=ordering,
+                materialized_columns=tracking.materialized.names if tracking.materialized else None,
             )
+            groups.append(group.with_rows(rows))
+    live_bytes = sum(a.size for a in objects) + sum(pc.sum(c.struct.field("size")).as_py() or 0 for c in columns)
     return CompactionPlan(
         table_root=table,
         read_version=snapshot.version,
@@ -382,9 +478,9 @@ def plan_compaction(
         min_input_files=options.min_input_files,
         where=options.where,
         live_files=len(snapshot.files),
-        live_bytes=sum(a.size for a in snapshot.files.values()),
+        live_bytes=live_bytes,
         candidate_files=candidates,
-        partitions_compacted=partitions,
+        partitions_compacted=partitions_compacted,
         groups=groups,
         ordering=ordering,
         in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,

@@ -138,3 +138,74 @@ def test_vacuum_settles_the_listing_in_chunks(tmp_path: Path, monkeypatch: pytes
     report = api.orphans(str(tmp_path), OrphansOptions(), dry_run=True)
     assert sorted(report.paths) == [str(tmp_path / f"day=d/untracked-{x}.parquet") for x in "ab"]
     assert report.files_scanned == 7
+
+
+# --- compaction planned from Arrow rows ------------------------------------------------------------
+
+
+def _sized_add(path: str, day: str, size: int) -> str:
+    add = {"path": path, "partitionValues": {"day": day}, "size": size, "modificationTime": 1, "dataChange": True}
+    return json.dumps({"add": {**add, "stats": '{"numRecords":5}'}})
+
+
+def _group_view(plan: object) -> list[tuple[object, ...]]:
+    return [
+        (g.partition_values, g.output_dir, g.file_count, g.bytes, [(f.location, f.add["path"], f.num_records) for f in g.files])
+        for g in plan.groups  # type: ignore[attr-defined]
+    ]
+
+
+@pytest.mark.parametrize("where", [None, "day = 'b'"])
+def test_compaction_plan_from_arrow_rows_equals_the_object_route(tmp_path: Path, where: str | None) -> None:
+    from lakeops.delta.maintenance.compaction import CompactionOptions, plan_compaction
+    from lakeops.storage import StorageOptions
+
+    # 1,200 files in three partitions, sizes 1..40 KB, every 97th above the 256 KB target; a later
+    # small commit adds objects to two partitions (a bin mixes both), with escaped paths.
+    sizes = [300_000 if i % 97 == 0 else 1_000 * (1 + i % 40) for i in range(1_200)]
+    rows = [_sized_add(f"day={'abc'[i % 3]}/f-{i:05d}.parquet", "abc"[i % 3], size) for i, size in enumerate(sizes)]
+    objects = [_sized_add(f"day={d}/late%20{d}.parquet", d, 3_000) for d in "ab"]
+    _table(tmp_path, rows, objects)
+    snapshot = load_snapshot(open_storage(str(tmp_path)), str(tmp_path), row_counts_only=True)
+    assert isinstance(snapshot.files, LiveFiles) and len(snapshot.files.columns) == 1
+    options = CompactionOptions(target_file_size=256_000, min_input_files=3, where=where)
+
+    arrow = plan_compaction(snapshot, options, StorageOptions())
+    reference = plan_compaction(
+        snapshot.__class__(**{**snapshot.__dict__, "files": dict(snapshot.files.items())}), options, StorageOptions()
+    )
+
+    assert _group_view(arrow) == _group_view(reference)
+    assert len(arrow.groups) > 3 and arrow.candidate_files == reference.candidate_files
+    assert (arrow.input_files, arrow.input_bytes, arrow.live_bytes) == (
+        reference.input_files,
+        reference.input_bytes,
+        reference.live_bytes,
+    )
+    mixed = [g for g in arrow.groups if any("%20" in f.add["path"] for f in g.files)]
+    assert mixed or where is not None
+    # A task receives every file as an object: the group's JSON round trip holds them all.
+    for group in arrow.groups:
+        again = type(group).model_validate_json(group.model_dump_json())
+        assert again.files == group.files and again.bytes == group.bytes
+
+
+def test_compaction_of_checkpoint_rows_keeps_every_row_for_delta_rs(tmp_path: Path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    from lakeops.ops.compaction import CompactionOptions
+
+    location = str(tmp_path / "t")
+    for i in range(8):
+        batch = pa.table({"id": pa.array(range(i * 50, i * 50 + 50), pa.int64()), "day": pa.array(["x", "y"] * 25)})
+        write_deltalake(location, batch, mode="append", partition_by=["day"])
+    DeltaTable(location).create_checkpoint()
+    snapshot = load_snapshot(open_storage(location), location, row_counts_only=True)
+    assert isinstance(snapshot.files, LiveFiles) and sum(len(c) for c in snapshot.files.columns) == 16
+
+    report = api.compact(location, CompactionOptions(min_input_files=2))
+
+    assert (report.files_removed, report.files_added, report.commits) == (16, 2, 1)
+    table = DeltaTable(location)
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(400))
+    assert len(table.file_uris()) == 2
