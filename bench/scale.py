@@ -44,14 +44,30 @@ def child(name: str, root: str) -> None:
     print(MARKER + json.dumps({"seconds": seconds, "driver_peak_mb": _peak_mb(), "info": info}), flush=True)
 
 
-def _measure(name: str, root: Path) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.scale", "--child", name, str(root)], capture_output=True, text=True, check=False
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith(MARKER)]
-    if done.returncode or not lines:
-        return {"error": (done.stderr or done.stdout)[-2000:]}
+def _measure(name: str, root: Path, limit_gb: float) -> dict[str, object]:
+    """One child run; stopped once its RSS passes ``limit_gb`` (the machine is shared: an
+    unbounded run must not take the others' memory), which is reported as its result."""
+    command = [sys.executable, "-m", "bench.scale", "--child", name, str(root)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        while child.poll() is None:
+            if _rss_gb(child.pid) > limit_gb:
+                child.kill()
+                child.communicate()
+                return {"error": f"stopped: driver RSS above {limit_gb} GB", "above_gb": limit_gb}
+            time.sleep(0.2)
+        stdout, stderr = child.communicate()
+    lines = [line for line in stdout.splitlines() if line.startswith(MARKER)]
+    if child.returncode or not lines:
+        return {"error": (stderr or stdout)[-2000:]}
     return json.loads(lines[-1][len(MARKER) :])
+
+
+def _rss_gb(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    return next((int(line.split()[1]) / 2**20 for line in status.splitlines() if line.startswith("VmRSS:")), 0.0)
 
 
 def _table(root: Path, actions: int) -> Path:
@@ -79,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--actions", default="1000000,3000000,10000000", help="comma-separated sizes")
     parser.add_argument("--operation", action="append", choices=OPERATIONS, help="only these (repeatable)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakeops-bench-scale"))
+    parser.add_argument("--limit-gb", type=float, default=6.0, help="stop a run whose driver RSS passes this")
     parser.add_argument("--label", default="", help="recorded with the results (e.g. the code's commit)")
     parser.add_argument("--child", nargs=2, metavar=("OPERATION", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -92,11 +109,11 @@ def main(argv: list[str] | None = None) -> None:
         log = table / "_delta_log"
         before, pointer = {p.name for p in log.iterdir()}, (log / "_last_checkpoint").read_bytes()
         for name in args.operation or OPERATIONS:
-            result = _measure(name, table)
+            result = _measure(name, table, args.limit_gb)
             _reset(table, before, pointer)
             rows.append({"actions": actions, "operation": name, **result})
             if "error" in result:
-                print(f"| {actions:,} | {name} | failed | {result['error'][-300:]!r} |", flush=True)
+                print(f"| {actions:,} | {name} | failed | {str(result['error'])[-300:]!r} |", flush=True)
             else:
                 print(f"| {actions:,} | {name} | {result['seconds']:.1f} | {result['driver_peak_mb']:,.0f} |", flush=True)
     stamp = datetime.now(UTC)

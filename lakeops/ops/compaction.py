@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from lakeops.errors import UnsupportedFeature
+from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
 from lakeops.execution import Executor
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
@@ -188,12 +188,26 @@ def run(
     ``started``: when the run began (``time.monotonic()``), for the report's duration."""
     started = time.monotonic() if started is None else started
     report = _started_report(plan, started)
-    for batch in run_batches(
-        plan, executor, storage_options, action="rewriting groups", description=description, progress=progress
-    ):
-        report = _fold(report, batch, started)
-        if batch.outcome.committed:
-            progress.print(f"committed version {report.committed_version}")
+    versions: list[str] = []
+    try:
+        for batch in run_batches(
+            plan, executor, storage_options, action="rewriting groups", description=description, progress=progress
+        ):
+            report = _fold(report, batch, started)
+            if batch.outcome.committed:
+                versions.append(str(report.state_version))
+                progress.print(f"committed version {report.committed_version}")
+    except LakeopsError as exc:
+        if not report.commits:
+            raise
+        batches = len(plan.commit_batches())
+        raise PartiallyCommitted(
+            f"{plan.table_label()}: {report.commits} of {batches} commit batches landed "
+            f"({'versions' if plan.format == 'delta' else 'snapshots'} {', '.join(versions)}; "
+            f"{report.files_removed} files rewritten into {report.files_added}) "
+            f"before a later batch failed: {exc}",
+            report,
+        ) from exc
     return report
 
 

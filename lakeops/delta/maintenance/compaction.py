@@ -93,6 +93,9 @@ class CompactionOptions(BaseModel):
     commit_timeout: timedelta | None = None
     zorder_by: list[str] | None = None
     sort_by: list[str] | None = None
+    #: Commit every that many groups (Iceberg's ``partial-progress.enabled``/``max-commits`` idea):
+    #: each batch is its own ``OPTIMIZE`` version, so a commit holds a bounded number of removes.
+    partial_progress: int | None = Field(default=None, ge=1)
 
     @property
     def ordering(self) -> Ordering | None:
@@ -255,6 +258,8 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     row_id_high_water_mark: int | None = None
     commit_retries: int = DEFAULT_COMMIT_RETRIES
     commit_timeout: timedelta = DEFAULT_COMMIT_TIMEOUT
+    #: Groups per ``OPTIMIZE`` commit; None: one commit of every group.
+    partial_progress: int | None = None
 
     @property
     def input_files(self) -> int:
@@ -297,7 +302,12 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         *,
         final: bool,
     ) -> CommitOutcome:
-        return commit_compaction(self, results, storage_options)
+        return commit_compaction(self, results, storage_options, groups=units)
+
+    def commit_batches(self) -> list[list[RewriteGroup]]:
+        """All groups in one version, or ``partial_progress`` groups per version."""
+        step = self.partial_progress or len(self.groups) or 1
+        return [self.groups[i : i + step] for i in range(0, len(self.groups), step)] or [[]]
 
     def discard(self, results: Sequence[RewriteResult], storage_options: StorageOptions) -> int:
         paths = written_locations(results)
@@ -487,6 +497,7 @@ def plan_compaction(
         row_id_high_water_mark=row_tracking.high_water_mark(snapshot.domains, table) if tracking.assigns else None,
         commit_retries=DEFAULT_COMMIT_RETRIES if options.commit_retries is None else options.commit_retries,
         commit_timeout=options.commit_timeout or DEFAULT_COMMIT_TIMEOUT,
+        partial_progress=options.partial_progress,
     )
 
 
@@ -655,6 +666,7 @@ class _OptimizeCommit:
     the module docstring for the rules)."""
 
     plan: CompactionPlan
+    groups: Sequence[RewriteGroup]
     results: dict[int, RewriteResult]
     now_ms: int
     kept: list[RewriteGroup] = field(init=False)
@@ -664,8 +676,8 @@ class _OptimizeCommit:
     _row_ids: row_tracking.RowIdAssignment | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.kept = list(self.plan.groups)
-        self._group_of = {f.add["path"]: g.group_id for g in self.plan.groups for f in g.files}
+        self.kept = list(self.groups)
+        self._group_of = {f.add["path"]: g.group_id for g in self.groups for f in g.files}
         mark = self.plan.row_id_high_water_mark
         self._row_ids = (
             None
@@ -720,7 +732,7 @@ class _OptimizeCommit:
         self.kept = [g for g in self.kept if g.group_id not in touched]
         if not self.kept:
             why = next(iter(touched.values()))
-            return f"{why}, which this rewrite replaces (every one of its {len(self.plan.groups)} groups conflicted)"
+            return f"{why}, which this rewrite replaces (every one of its {len(self.groups)} groups conflicted)"
         return None
 
     def _metadata_conflict(self, winner: CommitActions) -> str | None:
@@ -741,18 +753,25 @@ class _OptimizeCommit:
 
 
 def commit_compaction(
-    plan: CompactionPlan, results: Sequence[RewriteResult], storage_options: StorageOptions
+    plan: CompactionPlan,
+    results: Sequence[RewriteResult],
+    storage_options: StorageOptions,
+    *,
+    groups: Sequence[RewriteGroup] | None = None,
 ) -> CommitOutcome:
-    """Commit the rewrite as one version (``OPTIMIZE``), dropping bins that versions landing first
-    touched (``dropped``: by position in ``plan.groups``, with the winning version and the file it
-    removed or changed); nothing committed when there was nothing to rewrite."""
-    if not plan.groups:
+    """Commit the rewrite of ``groups`` (default: the plan's) as one version (``OPTIMIZE``), dropping
+    bins that versions landing first touched (``dropped``: by position in ``groups``, with the winning
+    version and the file it removed or changed); nothing committed when there was nothing to rewrite.
+    A partial-progress batch is rebased from the plan's version, over earlier batches too: those never
+    touch its files, but another writer's commit between them may."""
+    groups = plan.groups if groups is None else groups
+    if not groups:
         return CommitOutcome()
     storage = open_storage(plan.table_root, storage_options)
     by_id = {r.group_id: r for r in results}
-    if set(by_id) != {g.group_id for g in plan.groups}:
+    if set(by_id) != {g.group_id for g in groups}:
         raise InvalidArgument(f"{plan.table_root}: rewrite results do not match the plan's groups")
-    pending = _OptimizeCommit(plan, by_id, int(time.time() * 1000))
+    pending = _OptimizeCommit(plan, groups, by_id, int(time.time() * 1000))
     result = commit_pending(
         storage,
         plan.table_root,
@@ -771,7 +790,7 @@ def commit_compaction(
         rebased_domains=frozenset() if plan.row_id_high_water_mark is None else frozenset({row_tracking.DOMAIN}),
         tags=_row_tracking_tags(plan),
     )
-    position = {g.group_id: i for i, g in enumerate(plan.groups)}
+    position = {g.group_id: i for i, g in enumerate(groups)}
     dropped = {position[group]: why for group, why in pending.dropped.items()}
     return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped, warnings=result.warnings)
 
