@@ -275,3 +275,15 @@ def test_a_failed_batch_leaves_the_earlier_ones_committed_and_says_so(
     table = DeltaTable(location)
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(60))
     assert len(table.file_uris()) == 7  # one partition compacted, the other's six files untouched
+
+
+@pytest.mark.parametrize("slice_rows", [1, 2, 3, 1 << 20])
+def test_distinct_finds_a_repeat_wherever_the_sorted_slices_cut(monkeypatch: pytest.MonkeyPatch, slice_rows: int) -> None:
+    from lakeops.delta import live_files
+
+    monkeypatch.setattr(live_files, "_SLICE_ROWS", slice_rows)
+    unique = pa.chunked_array([pa.array(["e", "a", "c"]), pa.array(["b", "d"])])
+    assert live_files.distinct(unique)
+    for repeat in ("a", "c", "e"):
+        assert not live_files.distinct(pa.chunked_array([*unique.chunks, pa.array([repeat])]))
+    assert live_files.distinct(pa.chunked_array([], pa.string()))
