@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> None:
             if "error" in result:
                 print(f"| {actions:,} | {name} | failed | {str(result['error'])[-300:]!r} |", flush=True)
             else:
-                print(f"| {actions:,} | {name} | {result['seconds']:.1f} | {result['driver_peak_mb']:,.0f} |", flush=True)
+                print(
+                    f"| {actions:,} | {name} | {result['seconds']:.1f} | {result['driver_peak_mb']:,.0f} |", flush=True
+                )
     stamp = datetime.now(UTC)
     out = HERE / "results" / f"scale-{stamp:%Y-%m-%dT%H%M}.json"
     out.write_text(json.dumps({"time": stamp.isoformat(), "label": args.label, "runs": rows}, indent=1) + "\n")

@@ -3,9 +3,9 @@ r"""Compaction, format-neutral: plan by detected format, run and commit the plan
 :func:`plan` returns the format's plan (:class:`lakeops.delta.maintenance.compaction.CompactionPlan`,
 :class:`lakeops.iceberg.maintenance.compaction.CompactionPlan`), both
 :class:`~lakeops.plan.MaintenancePlan`\ s; :func:`run` executes it through :mod:`lakeops.ops.run` and
-folds each commit into one :class:`CompactionReport`. Delta commits once (``OPTIMIZE``); Iceberg can
-commit every few groups (``partial_progress``), each a ``replace`` snapshot, so a long compaction
-keeps what it finished if it is interrupted.
+folds each commit into one :class:`CompactionReport`. Delta commits once (``OPTIMIZE``) and Iceberg
+once (a ``replace`` snapshot), or both every few groups (``partial_progress``), so a long compaction
+keeps what it finished if it is interrupted (:class:`~lakeops.errors.PartiallyCommitted` says what).
 
 A commit that loses a race retries on the new version, at most ``commit_retries`` times within
 ``commit_timeout``, dropping the groups the winning commits invalidated and committing the rest; the

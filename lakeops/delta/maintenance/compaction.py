@@ -40,17 +40,17 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializerFuncti
 
 from lakeops.delta import clustering, row_tracking
 from lakeops.delta.actions import ActionModel, Add, DomainMetadata, Remove
+from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
-from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable, enabled_features
+from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.maintenance.compaction_rows import PartitionKey, SourceRows, locations, partitions
 from lakeops.delta.maintenance.defaults import (
     DEFAULT_DV_PURGE_RATIO,
     table_target_file_size,
 )
-from lakeops.delta.live_files import LiveFiles
-from lakeops.delta.maintenance.compaction_rows import PartitionKey, SourceRows, locations, partitions
 from lakeops.delta.partitions import parse_partition_value
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
@@ -413,8 +413,9 @@ def plan_compaction(
 
     # Arrow rows are planned as columns unless a row order or clustering needs each file's tags.
     files = snapshot.files
-    columns = files.columns if isinstance(files, LiveFiles) and ordering is None and not clustered else []
-    objects = files.objects.values() if columns else files.values()
+    arrow = isinstance(files, LiveFiles) and ordering is None and not clustered
+    columns = files.columns if isinstance(files, LiveFiles) and arrow else []
+    objects = files.objects.values() if isinstance(files, LiveFiles) and arrow else files.values()
     selected: dict[PartitionKey, bool] = {}
 
     def wanted(key: PartitionKey) -> bool:
@@ -452,6 +453,7 @@ def plan_compaction(
 
     groups: list[RewriteGroup] = []
     partitions_compacted = 0
+    kept: list[tuple[list[SourceFile], list[SourceRows]]]
     for key in sorted({*by_partition, *rows_by_partition}, key=lambda k: [(n, v or "") for n, v in k]):
         if ordering is not None:  # the whole partition in one order, unless one ordered rewrite wrote it
             kept = [] if _already_ordered(by_partition[key], ordering) else [(by_partition[key], [])]
@@ -459,7 +461,8 @@ def plan_compaction(
             kept = [
                 (objs, rows)
                 for objs, rows in _bins(by_partition[key], rows_by_partition[key], target, table)
-                if len(objs) + sum(len(r) for r in rows) >= max(2, options.min_input_files) or any(f.purge for f in objs)
+                if len(objs) + sum(len(r) for r in rows) >= max(2, options.min_input_files)
+                or any(f.purge for f in objs)
             ]
         partitions_compacted += bool(kept)
         for objs, rows in kept:

@@ -77,9 +77,10 @@ def partitions(column: AddColumn) -> Iterator[tuple[PartitionKey, pa.Array]]:
 
 def locations(table_root: str, paths: pa.Array) -> pa.Array:
     """Each path's location (``resolve``): the root, a slash and the path when nothing needs decoding."""
-    if not table_root.startswith(("/", "s3://", "s3a://", "s3n://")) or pc.any(
-        pc.match_substring_regex(paths, NOT_PLAIN)
-    ).as_py():
+    if (
+        not table_root.startswith(("/", "s3://", "s3a://", "s3n://"))
+        or pc.any(pc.match_substring_regex(paths, NOT_PLAIN)).as_py()
+    ):
         return pa.array([resolve(table_root, p) for p in paths.to_pylist()], pa.string())
     prefix = table_root.rstrip("/") + "/"
     return pc.binary_join_element_wise(prefix, paths.cast(pa.string()), "")

@@ -150,7 +150,13 @@ def _sized_add(path: str, day: str, size: int) -> str:
 
 def _group_view(plan: object) -> list[tuple[object, ...]]:
     return [
-        (g.partition_values, g.output_dir, g.file_count, g.bytes, [(f.location, f.add["path"], f.num_records) for f in g.files])
+        (
+            g.partition_values,
+            g.output_dir,
+            g.file_count,
+            g.bytes,
+            [(f.location, f.add["path"], f.num_records) for f in g.files],
+        )
         for g in plan.groups  # type: ignore[attr-defined]
     ]
 
@@ -267,7 +273,10 @@ def test_a_failed_batch_leaves_the_earlier_ones_committed_and_says_so(
         return rewrite(group)
 
     monkeypatch.setattr(compaction, "rewrite_group", second_fails)
-    with pytest.raises(PartiallyCommitted, match=r"1 of 2 commit batches landed \(versions 6; 6 files rewritten into 1\).*OSError: disk full") as err:
+    with pytest.raises(
+        PartiallyCommitted,
+        match=r"1 of 2 commit batches landed \(versions 6; 6 files rewritten into 1\).*OSError: disk full",
+    ) as err:
         api.compact(location, CompactionOptions(min_input_files=2, partial_progress=1))
 
     assert err.value.report.commits == 1 and err.value.report.committed_version == 6
@@ -278,7 +287,9 @@ def test_a_failed_batch_leaves_the_earlier_ones_committed_and_says_so(
 
 
 @pytest.mark.parametrize("slice_rows", [1, 2, 3, 1 << 20])
-def test_distinct_finds_a_repeat_wherever_the_sorted_slices_cut(monkeypatch: pytest.MonkeyPatch, slice_rows: int) -> None:
+def test_distinct_finds_a_repeat_wherever_the_sorted_slices_cut(
+    monkeypatch: pytest.MonkeyPatch, slice_rows: int
+) -> None:
     from lakeops.delta import live_files
 
     monkeypatch.setattr(live_files, "_SLICE_ROWS", slice_rows)
