@@ -99,8 +99,8 @@ class Replay:
         files = self.files
         for action in actions:
             match action:
-                case AddColumn():
-                    self.columns.add(self._kept(action))
+                case AddColumn():  # read with its stats already cut when the replay keeps row counts only
+                    self.columns.add(action)
                 case Add():
                     files[action.key] = action
                 case Remove():
@@ -223,7 +223,9 @@ def _replay(
     log_dir = join(table_root, LOG_DIR)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
-            replay.apply_checkpoint(read_checkpoint_file(storage, log_dir, part.path, columnar=True))
+            replay.apply_checkpoint(
+                read_checkpoint_file(storage, log_dir, part.path, columnar=True, counts_only=row_counts_only)
+            )
         if not replay.columns_are_keys():
             replay = Replay(table_root, row_counts_only=row_counts_only)
             for part in segment.checkpoint.files:

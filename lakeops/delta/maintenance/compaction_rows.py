@@ -65,6 +65,9 @@ def partitions(column: AddColumn) -> Iterator[tuple[PartitionKey, pa.Array]]:
         for key, positions in by_key.items():
             yield key, pa.array(positions, pa.int64())
         return
+    if not width:  # an unpartitioned table: one partition of every row
+        yield (), pa.array(np.arange(rows, dtype=np.int64))
+        return
     items = values.items.slice(offsets[0], rows * width)
     columns = {f"k{j}": items.take(pa.array(np.arange(j, rows * width, width))) for j in range(width)}
     table = pa.table({**columns, "row": pa.array(np.arange(rows, dtype=np.int64))})
