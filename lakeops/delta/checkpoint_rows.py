@@ -81,8 +81,9 @@ class CheckpointRows:
         paths = [chunk.field("path") for chunk in self.column_rows] + [string_array([a.path for a in objects])]
         body = pa.Table.from_pydict(
             {
-                # Chunks, never concatenated, and sorted by row numbers: no copy of every path.
-                "path": pa.chunked_array(paths, type=pa.string()),
+                # Concatenated for the sort only (a sort over chunks takes twice as long), then let go:
+                # positions keep the sort's row numbers, not a sorted copy of every path.
+                "path": pa.concat_arrays(paths),
                 "kind": int_array([0] * columns + [0 if type(a) is Add else 1 for a in objects], pa.int8()),
                 "dv": string_array(
                     [""] * columns + [a.deletion_vector.unique_id if a.deletion_vector else "" for a in objects]
@@ -92,7 +93,7 @@ class CheckpointRows:
         # Body rows below ``columns`` are column rows; the others are objects (minus ``columns``).
         order = pc.sort_indices(body, sort_keys=[("path", "ascending"), ("kind", "ascending"), ("dv", "ascending")])
         self._columns = columns
-        self._unsorted_paths = body.column("path")
+        self._unsorted_paths = pa.chunked_array(paths, type=pa.string())
         self._kinds = body.column("kind").take(order).combine_chunks()
         self._sources = order.cast(pa.int64())
 
