@@ -240,7 +240,7 @@ def _shared_strings(array: pa.Array) -> list[str | None]:
     return [None if i is None else distinct[i] for i in encoded.indices.to_pylist()]
 
 
-def _map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
+def map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
     """A ``map<string,string>`` column as dicts, built from its flat keys and items."""
     offsets = array.offsets.to_pylist()
     keys = cast(list[str], _shared_strings(array.keys))  # map keys are never null
@@ -260,7 +260,7 @@ def _map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
 def _column_values(name: str, kind: str | None, array: pa.Array) -> list[Any]:
     """One field of every row as the model holds it (None where absent)."""
     if kind == "map":
-        return _map_values(array)
+        return map_values(array)
     values = array.to_pylist()
     if kind == "struct":  # deletionVector: rare, and its own fields are validated by its model
         return [None if v is None else DeletionVectorDescriptor.model_validate(_maps_to_dicts(v)) for v in values]

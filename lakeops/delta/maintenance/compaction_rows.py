@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeops.delta.checkpoint_reader import AddColumn, _map_values
+from lakeops.delta.checkpoint_reader import AddColumn, map_values
 from lakeops.delta.live_paths import NOT_PLAIN
 from lakeops.storage.uri import resolve
 
@@ -60,7 +60,7 @@ def partitions(column: AddColumn) -> Iterator[tuple[PartitionKey, pa.Array]]:
     )
     if not uniform:  # a writer varied the keys: group the rows' dicts in Python (rare)
         by_key: dict[PartitionKey, list[int]] = {}
-        for row, found in enumerate(_map_values(values)):
+        for row, found in enumerate(map_values(values)):
             by_key.setdefault(tuple(sorted((found or {}).items())), []).append(row)
         for key, positions in by_key.items():
             yield key, pa.array(positions, pa.int64())

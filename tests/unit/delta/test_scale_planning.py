@@ -324,3 +324,18 @@ def test_unpartitioned_checkpoint_rows_plan_as_the_object_route(tmp_path: Path) 
         snapshot.__class__(**{**snapshot.__dict__, "files": dict(snapshot.files.items())}), options, StorageOptions()
     )
     assert _group_view(arrow) == _group_view(reference) and arrow.input_files == 7
+
+
+def test_partitions_of_rows_whose_keys_vary_or_repeat() -> None:
+    from lakeops.delta.maintenance.compaction_rows import partitions
+
+    map_type = pa.map_(pa.string(), pa.string())
+    uniform = pa.array([[("a", "1"), ("b", None)], [("a", "2"), ("b", "x")], [("a", "1"), ("b", None)]], map_type)
+    varying = pa.array([[("a", "1")], [("b", "x"), ("a", "1")], [("a", "1")]], map_type)
+
+    def grouped(values: pa.Array) -> dict[object, list[int]]:
+        struct = pa.StructArray.from_arrays([pa.array(["p0", "p1", "p2"]), values], names=["path", "partitionValues"])
+        return {key: rows.to_pylist() for key, rows in partitions(AddColumn(struct))}
+
+    assert grouped(uniform) == {(("a", "1"), ("b", None)): [0, 2], (("a", "2"), ("b", "x")): [1]}
+    assert grouped(varying) == {(("a", "1"),): [0, 2], (("a", "1"), ("b", "x")): [1]}
