@@ -179,8 +179,10 @@ def compact(
     hidden by deletion vectors dropped; files whose deletion vector hides more than
     ``options.dv_purge_ratio`` of their rows are rewritten too. Iceberg (``rewrite_data_files``):
     files outside ``min_file_size``..``max_file_size``, or with ``delete_file_threshold`` delete files,
-    are rewritten with their deletes applied (sorted by the table's sort order with ``sort``);
-    ``partial_progress`` commits every that many groups. Icechunk: small chunk objects of
+    are rewritten with their deletes applied (sorted by the table's sort order with ``sort``). Delta
+    and Iceberg: ``partial_progress`` commits every that many groups, each batch its own version or
+    snapshot; a failure after some batches committed raises
+    :class:`~lakeops.errors.PartiallyCommitted` with the report of those. Icechunk: small chunk objects of
     ``options.branch``'s tip are packed into shared chunk files. ``options.where`` limits the work to
     matching partitions. A commit that loses a race is rebased and retried, dropping only the groups
     the other writer invalidated. ``dry_run`` plans and reports, changing nothing.

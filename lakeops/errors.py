@@ -64,6 +64,15 @@ class CommitStateUnknown(LakeopsError):
     """A commit was sent but its outcome is unknown: nothing may be deleted."""
 
 
+class PartiallyCommitted(LakeopsError):
+    """A run that commits in batches failed after some batches committed: those stay in the table.
+    ``report`` is the operation's report of what did commit; ``__cause__`` is the failure."""
+
+    def __init__(self, message: str, report: object) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 class UnsafeOperation(LakeopsError):
     """An operation would violate a safety rule (retention floor, deleting outside the root)."""
 

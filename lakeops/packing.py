@@ -32,18 +32,29 @@ UNBOUNDED_ROWS = 2**62
 def first_fit_decreasing(
     items: Sequence[Item], size: Callable[[Item], int], name: Callable[[Item], str], limit: int
 ) -> list[list[Item]]:
-    """Groups of at most ``limit`` total size (an item larger than ``limit`` gets a group alone)."""
+    """Groups of at most ``limit`` total size (an item larger than ``limit`` gets a group alone).
+
+    Items come largest first, so a group with less room than the smallest item is closed for good:
+    only open groups are tried, which keeps a partition of a million equal files linear."""
+    ordered = sorted(items, key=lambda i: (-size(i), name(i)))
+    smallest = size(ordered[-1]) if ordered else 0
     groups: list[list[Item]] = []
     used: list[int] = []
-    for item in sorted(items, key=lambda i: (-size(i), name(i))):
-        for index, total in enumerate(used):
-            if total + size(item) <= limit:
+    open_groups: list[int] = []  # indexes of groups that may still take an item, in creation order
+    for item in ordered:
+        need = size(item)
+        for position, index in enumerate(open_groups):
+            if used[index] + need <= limit:
                 groups[index].append(item)
-                used[index] += size(item)
+                used[index] += need
+                if used[index] + smallest > limit:
+                    del open_groups[position]
                 break
         else:
             groups.append([item])
-            used.append(size(item))
+            used.append(need)
+            if need + smallest <= limit:
+                open_groups.append(len(groups) - 1)
     return groups
 
 

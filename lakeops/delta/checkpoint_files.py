@@ -56,21 +56,29 @@ def _json_checkpoint(storage: Storage, path: str) -> list[CheckpointRowAction]:
     return [*head, *actions.txns, *actions.domains, *actions.sidecars, *actions.adds, *actions.removes]
 
 
-def _main_file(storage: Storage, path: str, *, columnar: bool) -> Iterator[CheckpointRowAction | AddColumn]:
-    if path.endswith(".json"):
-        return iter(_json_checkpoint(storage, path))
-    return read_checkpoint_part_columnar(storage, path) if columnar else read_checkpoint_part(storage, path)
+def _read(
+    storage: Storage, path: str, *, columnar: bool, counts_only: bool
+) -> Iterator[CheckpointRowAction | AddColumn]:
+    if columnar:
+        return read_checkpoint_part_columnar(storage, path, counts_only=counts_only)
+    return read_checkpoint_part(storage, path)
 
 
 def read_checkpoint_file(
-    storage: Storage, log_dir: str, path: str, *, columnar: bool = False
+    storage: Storage, log_dir: str, path: str, *, columnar: bool = False, counts_only: bool = False
 ) -> Iterator[CheckpointRowAction | AddColumn]:
     """Every action of the checkpoint file at ``path``, then every action of the sidecars it names
-    (``columnar``: adds as :class:`AddColumn` where they can be). A UUID-named checkpoint without
-    its ``checkpointMetadata`` action, or a sidecar holding other than file actions, is corrupt."""
+    (``columnar``: adds as :class:`AddColumn` where they can be, with ``counts_only`` their stats
+    cut to row counts as they are read). A UUID-named checkpoint without its ``checkpointMetadata``
+    action, or a sidecar holding other than file actions, is corrupt."""
     sidecars: list[Sidecar] = []
     has_metadata = False
-    for action in _main_file(storage, path, columnar=columnar):
+    main = (
+        iter(_json_checkpoint(storage, path))
+        if path.endswith(".json")
+        else _read(storage, path, columnar=columnar, counts_only=counts_only)
+    )
+    for action in main:
         if isinstance(action, Sidecar):
             sidecars.append(action)
         has_metadata = has_metadata or isinstance(action, CheckpointMetadata)
@@ -81,9 +89,8 @@ def read_checkpoint_file(
         raise CorruptFile(f"{path}: checkpoint names sidecar files but has no checkpointMetadata (not V2 spec)")
     for sidecar in sidecars:
         location = sidecar_location(log_dir, sidecar)
-        read = read_checkpoint_part_columnar if columnar else read_checkpoint_part
         try:
-            for action in read(storage, location):
+            for action in _read(storage, location, columnar=columnar, counts_only=counts_only):
                 if not isinstance(action, AddColumn | Add | Remove):
                     raise CorruptFile(f"{location}: sidecar file of {path} holds a {type(action).__name__} action")
                 yield action

@@ -40,6 +40,8 @@ _MAP_FIELDS = {"partitionValues", "tags", "configuration", "options"}
 #: Any action a checkpoint row can hold (V2 checkpoints add the last three).
 CheckpointRowAction = Protocol | Metadata | Txn | Add | Remove | DomainMetadata | Sidecar | CheckpointMetadata
 _DROP_FIELDS = {"stats_parsed", "partitionValues_parsed"}
+#: ``add`` rows decoded at a time when their stats are cut to row counts as they are read.
+_CUT_ROWS = 65_536
 
 
 def _maps_to_dicts(value: Any) -> Any:
@@ -89,16 +91,20 @@ def read_checkpoint_part(
             yield item
 
 
-def read_checkpoint_part_columnar(storage: Storage, path: str) -> Iterator[CheckpointRowAction | AddColumn]:
+def read_checkpoint_part_columnar(
+    storage: Storage, path: str, *, counts_only: bool = False
+) -> Iterator[CheckpointRowAction | AddColumn]:
     """As :func:`read_checkpoint_part`, but the ``add`` rows stay one :class:`AddColumn` when they
-    can (see :func:`_lazy_adds`): a large table's snapshot then holds no object per file."""
-    return _read_part(storage, path, keep_adds=True)
+    can (see :func:`_lazy_adds`): a large table's snapshot then holds no object per file.
+    ``counts_only``: their stats cut to ``numRecords`` (:func:`row_counts_only`) as they are read, a
+    row group at a time, so the part's whole stats are never decoded at once."""
+    return _read_part(storage, path, keep_adds=True, counts_only=counts_only)
 
 
 def _read_part(
-    storage: Storage, path: str, *, keep_adds: bool, wanted: tuple[str, ...] = _COLUMNS
+    storage: Storage, path: str, *, keep_adds: bool, wanted: tuple[str, ...] = _COLUMNS, counts_only: bool = False
 ) -> Iterator[CheckpointRowAction | AddColumn]:
-    columns = _read_columns(storage, path, wanted)
+    columns = _read_columns(storage, path, wanted, counts_only)
     for column in list(columns):
         values = columns.pop(column)  # a column built into objects is not kept alive meanwhile
         try:
@@ -124,16 +130,26 @@ def _read_part(
             yield action
 
 
-def _read_columns(storage: Storage, path: str, wanted: tuple[str, ...]) -> dict[str, pa.ChunkedArray]:
-    """The ``wanted`` action columns of one part, in ``_COLUMNS`` order; the file's bytes are released
+def _read_columns(
+    storage: Storage, path: str, wanted: tuple[str, ...], counts_only: bool = False
+) -> dict[str, pa.ChunkedArray]:
+    """The ``wanted`` action columns of one part, in ``_COLUMNS`` order (``counts_only``: the ``add``
+    column read a row group at a time, its stats cut to row counts); the file's bytes are released
     on return."""
     try:
         parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
         present = [c for c in _COLUMNS if c in wanted and c in parquet.schema_arrow.names]
-        table = parquet.read(columns=present)
+        cut = counts_only and "add" in present
+        table = parquet.read(columns=[c for c in present if not cut or c != "add"])
+        columns = {name: table.column(name) for name in table.column_names}
+        if cut:
+            adds = [row_counts_only(b.column(0)) for b in parquet.iter_batches(columns=["add"], batch_size=_CUT_ROWS)]
+            columns["add"] = pa.chunked_array(
+                adds, type=adds[0].type if adds else parquet.schema_arrow.field("add").type
+            )
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # column names that are not UTF-8 too
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
-    return {name: table.column(name) for name in present}
+    return {name: columns[name] for name in present}
 
 
 def _valid_rows(values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -224,7 +240,7 @@ def _shared_strings(array: pa.Array) -> list[str | None]:
     return [None if i is None else distinct[i] for i in encoded.indices.to_pylist()]
 
 
-def _map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
+def map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
     """A ``map<string,string>`` column as dicts, built from its flat keys and items."""
     offsets = array.offsets.to_pylist()
     keys = cast(list[str], _shared_strings(array.keys))  # map keys are never null
@@ -244,7 +260,7 @@ def _map_values(array: pa.MapArray) -> list[dict[str, str | None] | None]:
 def _column_values(name: str, kind: str | None, array: pa.Array) -> list[Any]:
     """One field of every row as the model holds it (None where absent)."""
     if kind == "map":
-        return _map_values(array)
+        return map_values(array)
     values = array.to_pylist()
     if kind == "struct":  # deletionVector: rare, and its own fields are validated by its model
         return [None if v is None else DeletionVectorDescriptor.model_validate(_maps_to_dicts(v)) for v in values]
@@ -331,6 +347,29 @@ def _columnar_build(model: type[Add | Remove], struct: pa.StructArray) -> list[A
     return _build(model, by_alias, names, columns, len(struct))
 
 
+def row_counts_only(adds: pa.StructArray) -> pa.StructArray:
+    """``add`` rows with each ``stats`` cut to its ``numRecords``, for operations that read no other
+    statistic (compaction and VACUUM planning): at 10 M files the stats strings are most of a
+    snapshot's memory. Only stats whose one ``numRecords`` key opens the object with a plain JSON
+    integer are cut; any other text stays as written, so ``Add.num_records`` (and its errors) read
+    the same from every row ("Per-file Statistics")."""
+    if not pa.types.is_struct(adds.type) or "stats" not in adds.type.names:
+        return adds
+    stats = adds.field("stats")
+    if not pa.types.is_string(stats.type):
+        return adds  # another type is the validating path's to report
+    found = pc.extract_regex(stats, _LEADING_NUM_RECORDS)
+    plain = pc.and_(found.is_valid(), pc.equal(pc.count_substring(stats, '"numRecords"'), 1))
+    narrowed = pc.if_else(plain, pc.binary_join_element_wise('{"numRecords":', found.field("n"), "}", ""), stats)
+    children = [narrowed if f.name == "stats" else adds.field(i) for i, f in enumerate(adds.type)]
+    absent = pc.invert(adds.is_valid()) if adds.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(adds.type), mask=absent)
+
+
+#: A stats object opening with ``"numRecords": N`` (N a JSON integer within the long range).
+_LEADING_NUM_RECORDS = r'^\s*\{\s*"numRecords"\s*:\s*(?P<n>0|[1-9][0-9]{0,17})\s*[,}]'
+
+
 class AddColumn:
     """A checkpoint part's ``add`` rows kept as Arrow, ``Add`` objects built only for the rows asked.
 
@@ -353,6 +392,10 @@ class AddColumn:
         """``Add`` objects of rows ``[start, stop)``."""
         rows = self.struct.slice(start, max(0, min(stop, len(self)) - start))
         return cast(list[Add], _columnar_build(Add, rows))
+
+    def with_row_counts_only(self) -> AddColumn:
+        """These rows with each ``stats`` cut to its ``numRecords`` (:func:`row_counts_only`)."""
+        return AddColumn(row_counts_only(self.struct))
 
     def without(self, paths: pa.Array) -> AddColumn:
         """The rows whose path is not in the string array ``paths`` (files a later commit removed or

@@ -81,28 +81,29 @@ class CheckpointRows:
         paths = [chunk.field("path") for chunk in self.column_rows] + [string_array([a.path for a in objects])]
         body = pa.Table.from_pydict(
             {
+                # Concatenated for the sort only (a sort over chunks takes twice as long), then let go:
+                # positions keep the sort's row numbers, not a sorted copy of every path.
                 "path": pa.concat_arrays(paths),
                 "kind": int_array([0] * columns + [0 if type(a) is Add else 1 for a in objects], pa.int8()),
                 "dv": string_array(
                     [""] * columns + [a.deletion_vector.unique_id if a.deletion_vector else "" for a in objects]
                 ),
-                # Body rows below ``columns`` are column rows; the others are objects (minus ``columns``).
-                "source": int_array(range(columns + len(objects)), pa.int64()),
             }
         )
+        # Body rows below ``columns`` are column rows; the others are objects (minus ``columns``).
         order = pc.sort_indices(body, sort_keys=[("path", "ascending"), ("kind", "ascending"), ("dv", "ascending")])
         self._columns = columns
-        self._paths = body.column("path").take(order).combine_chunks()
+        self._unsorted_paths = pa.chunked_array(paths, type=pa.string())
         self._kinds = body.column("kind").take(order).combine_chunks()
-        self._sources = body.column("source").take(order).combine_chunks()
+        self._sources = order.cast(pa.int64())
 
     def __len__(self) -> int:
-        return len(self.head) + len(self._paths)
+        return len(self.head) + len(self._sources)
 
     def path(self, position: int) -> str | None:
         """The file path at ``position``; None for a table action."""
         body = position - len(self.head)
-        return None if body < 0 else self._paths[body].as_py()
+        return None if body < 0 else self._unsorted_paths[self._sources[body].as_py()].as_py()
 
     def counts(self, start: int, end: int) -> tuple[int, int]:
         """``(adds, removes)`` among positions ``[start, end)``."""

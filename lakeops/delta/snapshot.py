@@ -82,8 +82,10 @@ class Replay:
     """The state a replay of log actions builds ("Action Reconciliation"): protocol, metadata, live
     files, tombstones, transactions. A checkpoint part replays into one too."""
 
-    def __init__(self, table_root: str) -> None:
+    def __init__(self, table_root: str, *, row_counts_only: bool = False) -> None:
         self.table_root = table_root
+        #: Arrow rows keep only ``numRecords`` of their stats (:meth:`AddColumn.with_row_counts_only`).
+        self.row_counts_only = row_counts_only
         self.protocol: Protocol | None = None
         self.metadata: Metadata | None = None
         self.files: dict[FileKey, Add] = {}
@@ -97,7 +99,7 @@ class Replay:
         files = self.files
         for action in actions:
             match action:
-                case AddColumn():
+                case AddColumn():  # read with its stats already cut when the replay keeps row counts only
                     self.columns.add(action)
                 case Add():
                     files[action.key] = action
@@ -111,6 +113,9 @@ class Replay:
                     self.protocol = action
                 case Metadata():
                     self.metadata = action
+
+    def _kept(self, column: AddColumn) -> AddColumn:
+        return column.with_row_counts_only() if self.row_counts_only else column
 
     def apply_domain(self, action: DomainMetadata) -> None:
         """The latest action of a domain wins; a tombstone (``removed``) drops it from the state."""
@@ -151,7 +156,7 @@ class Replay:
                 tombstones.pop(key, None)
             files[key] = add
         if column is not None:
-            for key in self.columns.add(column, files, tombstones):
+            for key in self.columns.add(self._kept(column), files, tombstones):
                 files.pop(key, None)
                 tombstones.pop(key, None)
 
@@ -163,8 +168,13 @@ def load_snapshot(
     version: int | None = None,
     timestamp: datetime | None = None,
     listing: LogListing | None = None,
+    row_counts_only: bool = False,
 ) -> DeltaSnapshot:
     """Reconstruct the table at the latest version, at ``version``, or as of ``timestamp``.
+
+    ``row_counts_only``: for planners that read no statistic but ``numRecords`` (compaction, VACUUM):
+    files kept as Arrow rows hold their stats cut to it, a tenth of the memory; never for a snapshot
+    whose files are written back (a checkpoint).
 
     Raises :class:`~lakeops.errors.NotATable`, :class:`~lakeops.errors.VersionNotFound`,
     :class:`~lakeops.errors.CorruptFile` or :class:`~lakeops.errors.UnsupportedFeature` (a reader
@@ -181,7 +191,7 @@ def load_snapshot(
     segment = segment_for_version(listing, table_root, version)
 
     with bulk_load():
-        protocol, metadata, replay = _replay(storage, table_root, segment)
+        protocol, metadata, replay = _replay(storage, table_root, segment, row_counts_only)
     ts = (
         CommitClock(storage, listing, ict_enablement_version(protocol, metadata)).timestamp(segment.version)
         if segment.version in listing.commits
@@ -204,16 +214,20 @@ def load_snapshot(
     )
 
 
-def _replay(storage: Storage, table_root: str, segment: LogSegment) -> tuple[Protocol, Metadata, Replay]:
+def _replay(
+    storage: Storage, table_root: str, segment: LogSegment, row_counts_only: bool
+) -> tuple[Protocol, Metadata, Replay]:
     """The checkpoint then each commit of ``segment``, applied in order; refuses a state without a
     protocol or metadata, or with a reader feature lakeops does not implement."""
-    replay = Replay(table_root)
+    replay = Replay(table_root, row_counts_only=row_counts_only)
     log_dir = join(table_root, LOG_DIR)
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
-            replay.apply_checkpoint(read_checkpoint_file(storage, log_dir, part.path, columnar=True))
+            replay.apply_checkpoint(
+                read_checkpoint_file(storage, log_dir, part.path, columnar=True, counts_only=row_counts_only)
+            )
         if not replay.columns_are_keys():
-            replay = Replay(table_root)
+            replay = Replay(table_root, row_counts_only=row_counts_only)
             for part in segment.checkpoint.files:
                 replay.apply_checkpoint(read_checkpoint_file(storage, log_dir, part.path))
         if replay.protocol is None or replay.metadata is None:

@@ -3,9 +3,9 @@ r"""Compaction, format-neutral: plan by detected format, run and commit the plan
 :func:`plan` returns the format's plan (:class:`lakeops.delta.maintenance.compaction.CompactionPlan`,
 :class:`lakeops.iceberg.maintenance.compaction.CompactionPlan`), both
 :class:`~lakeops.plan.MaintenancePlan`\ s; :func:`run` executes it through :mod:`lakeops.ops.run` and
-folds each commit into one :class:`CompactionReport`. Delta commits once (``OPTIMIZE``); Iceberg can
-commit every few groups (``partial_progress``), each a ``replace`` snapshot, so a long compaction
-keeps what it finished if it is interrupted.
+folds each commit into one :class:`CompactionReport`. Delta commits once (``OPTIMIZE``) and Iceberg
+once (a ``replace`` snapshot), or both every few groups (``partial_progress``), so a long compaction
+keeps what it finished if it is interrupted (:class:`~lakeops.errors.PartiallyCommitted` says what).
 
 A commit that loses a race retries on the new version, at most ``commit_retries`` times within
 ``commit_timeout``, dropping the groups the winning commits invalidated and committing the rest; the
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from lakeops.errors import UnsupportedFeature
+from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
 from lakeops.execution import Executor
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
@@ -108,7 +108,8 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
             from lakeops.delta.maintenance import compaction as delta_compaction
             from lakeops.delta.snapshot import load_snapshot
 
-            snapshot = load_snapshot(open_storage(location, storage_options), location)
+            # Planning reads no statistic but numRecords (rows per output file, DV purges).
+            snapshot = load_snapshot(open_storage(location, storage_options), location, row_counts_only=True)
             return delta_compaction.plan_compaction(
                 snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
             )
@@ -187,12 +188,26 @@ def run(
     ``started``: when the run began (``time.monotonic()``), for the report's duration."""
     started = time.monotonic() if started is None else started
     report = _started_report(plan, started)
-    for batch in run_batches(
-        plan, executor, storage_options, action="rewriting groups", description=description, progress=progress
-    ):
-        report = _fold(report, batch, started)
-        if batch.outcome.committed:
-            progress.print(f"committed version {report.committed_version}")
+    versions: list[str] = []
+    try:
+        for batch in run_batches(
+            plan, executor, storage_options, action="rewriting groups", description=description, progress=progress
+        ):
+            report = _fold(report, batch, started)
+            if batch.outcome.committed:
+                versions.append(str(report.state_version))
+                progress.print(f"committed version {report.committed_version}")
+    except LakeopsError as exc:
+        if not report.commits:
+            raise
+        batches = len(plan.commit_batches())
+        raise PartiallyCommitted(
+            f"{plan.table_label()}: {report.commits} of {batches} commit batches landed "
+            f"({'versions' if plan.format == 'delta' else 'snapshots'} {', '.join(versions)}; "
+            f"{report.files_removed} files rewritten into {report.files_added}) "
+            f"before a later batch failed: {exc}",
+            report,
+        ) from exc
     return report
 
 

@@ -39,11 +39,11 @@ class CompactionOptions(CatalogOptions):
     """Every format's compaction options; each format reads the ones it has.
 
     Shared: ``target_file_size`` (None: table property, else the format's default), ``min_input_files``,
-    ``where`` (a partition predicate). Delta: ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns)
-    rewrite every file of each partition in Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its
-    ``rewrite_data_files``): ``min_file_size``/``max_file_size`` (default 75%/180% of the target),
-    ``delete_file_threshold``, ``max_file_group_size``, ``sort`` (by the table's sort order),
-    ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``. Retries of a
+    ``where`` (a partition predicate), ``partial_progress`` (commit every that many groups). Delta:
+    ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns) rewrite every file of each partition in
+    Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its ``rewrite_data_files``):
+    ``min_file_size``/``max_file_size`` (default 75%/180% of the target), ``delete_file_threshold``,
+    ``max_file_group_size``, ``sort`` (by the table's sort order), ``remove_dangling_deletes``. Retries of a
     commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
     None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
     within 30 minutes (Delta). Icechunk: ``branch``, whose tip is packed (``target_file_size`` and

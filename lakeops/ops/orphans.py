@@ -220,7 +220,7 @@ def plan_delta(
     fmt = detect_format(storage, location)
     if fmt != "delta":
         raise UnsupportedFeature(f"{location}: removing orphan files of {fmt} tables is not available yet")
-    snapshot = load_snapshot(storage, location)
+    snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
     now = int(time.time() * 1000) if now_ms is None else now_ms
     return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now)
 

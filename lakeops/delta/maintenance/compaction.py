@@ -33,15 +33,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, cast
 
+import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from lakeops.delta import clustering, row_tracking
 from lakeops.delta.actions import ActionModel, Add, DomainMetadata, Remove
+from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit import commit_pending, file_actions_summary
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.features import check_writable, enabled_features
+from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.maintenance.compaction_rows import PartitionKey, SourceRows, locations, partitions
 from lakeops.delta.maintenance.defaults import (
     DEFAULT_DV_PURGE_RATIO,
     table_target_file_size,
@@ -88,6 +93,9 @@ class CompactionOptions(BaseModel):
     commit_timeout: timedelta | None = None
     zorder_by: list[str] | None = None
     sort_by: list[str] | None = None
+    #: Commit every that many groups (Iceberg's ``partial-progress.enabled``/``max-commits`` idea):
+    #: each batch is its own ``OPTIMIZE`` version, so a commit holds a bounded number of removes.
+    partial_progress: int | None = Field(default=None, ge=1)
 
     @property
     def ordering(self) -> Ordering | None:
@@ -138,7 +146,12 @@ class SourceFile(BaseModel):
 
 
 class RewriteGroup(BaseModel):
-    """One bin: files of one partition rewritten together by one task."""
+    """One bin: files of one partition rewritten together by one task.
+
+    Its input files are ``file_objects`` plus, on the driver that planned it, rows of the snapshot's
+    Arrow adds (:class:`~lakeops.delta.maintenance.compaction_rows.SourceRows`) whose ``SourceFile`` objects
+    are built when :attr:`files` is read; serialized (for a task), the group holds them all as objects.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -146,7 +159,7 @@ class RewriteGroup(BaseModel):
     table_root: str
     storage: StorageOptions
     partition_values: dict[str, str | None]
-    files: list[SourceFile]
+    file_objects: list[SourceFile] = []
     schema_string: str
     partition_columns: list[str]
     configuration: dict[str, str]
@@ -157,6 +170,38 @@ class RewriteGroup(BaseModel):
     #: Row tracking is enabled: the hidden columns (row id, row commit version) that keep copied rows'
     #: stable values.
     materialized_columns: list[str] | None = None
+    _rows: tuple[SourceRows, ...] = PrivateAttr(default=())
+
+    def with_rows(self, rows: Sequence[SourceRows]) -> RewriteGroup:
+        self._rows = tuple(rows)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _all_as_objects(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self._rows:
+            data["file_objects"] = [f.model_dump() for f in self.files]
+        return data
+
+    @property
+    def files(self) -> list[SourceFile]:
+        """Every input file, in location order."""
+        if not self._rows:
+            return self.file_objects
+        built = [
+            _source_file_of(add, location)
+            for rows in self._rows
+            for add, location in zip(
+                AddColumn(rows.column.struct.take(rows.rows)).build(0, len(rows)),
+                locations(self.table_root, rows.paths()).to_pylist(),
+                strict=True,
+            )
+        ]
+        return sorted([*self.file_objects, *built], key=lambda f: f.location)
+
+    @property
+    def file_count(self) -> int:
+        return len(self.file_objects) + sum(len(rows) for rows in self._rows)
 
     @property
     def materialized(self) -> row_tracking.MaterializedColumns | None:
@@ -164,7 +209,8 @@ class RewriteGroup(BaseModel):
 
     @property
     def bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        listed = sum(pc.sum(rows.sizes()).as_py() or 0 for rows in self._rows)
+        return listed + sum(f.size for f in self.file_objects)
 
 
 class RewriteResult(BaseModel):
@@ -212,10 +258,12 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
     row_id_high_water_mark: int | None = None
     commit_retries: int = DEFAULT_COMMIT_RETRIES
     commit_timeout: timedelta = DEFAULT_COMMIT_TIMEOUT
+    #: Groups per ``OPTIMIZE`` commit; None: one commit of every group.
+    partial_progress: int | None = None
 
     @property
     def input_files(self) -> int:
-        return sum(len(g.files) for g in self.groups)
+        return sum(g.file_count for g in self.groups)
 
     @property
     def input_bytes(self) -> int:
@@ -254,7 +302,12 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         *,
         final: bool,
     ) -> CommitOutcome:
-        return commit_compaction(self, results, storage_options)
+        return commit_compaction(self, results, storage_options, groups=units)
+
+    def commit_batches(self) -> list[list[RewriteGroup]]:
+        """All groups in one version, or ``partial_progress`` groups per version."""
+        step = self.partial_progress or len(self.groups) or 1
+        return [self.groups[i : i + step] for i in range(0, len(self.groups), step)] or [[]]
 
     def discard(self, results: Sequence[RewriteResult], storage_options: StorageOptions) -> int:
         paths = written_locations(results)
@@ -289,9 +342,51 @@ def _output_dir(add_path: str) -> str:
     return add_path.rsplit("/", 1)[0] if "/" in add_path else ""
 
 
-def _bins(files: list[SourceFile], target: int) -> list[list[SourceFile]]:
-    """Bins of at most ``target`` bytes (a lone big file that needs a DV purge gets its own bin)."""
-    return first_fit_decreasing(files, lambda f: f.size, lambda f: f.location, target)
+def _source_file_of(add: Add, location: str, deleted_rows: int = 0, purge: bool = False) -> SourceFile:
+    return SourceFile(
+        add=add.to_json_dict(),
+        location=location,
+        size=add.size,
+        num_records=add.num_records,
+        deleted_rows=deleted_rows,
+        purge=purge,
+    )
+
+
+def _bins(
+    objects: list[SourceFile], rows: list[SourceRows], target: int, table_root: str
+) -> list[tuple[list[SourceFile], list[SourceRows]]]:
+    """Bins of at most ``target`` bytes (a lone big file that needs a DV purge gets its own bin) of a
+    partition's files, objects and Arrow rows alike: items are numbered objects first, then each
+    ``rows`` in turn, and packed by size then location (the ``SourceFile`` order)."""
+    sizes = [f.size for f in objects]
+    names = [f.location for f in objects]
+    for source in rows:
+        sizes += source.sizes().to_pylist()
+        names += locations(table_root, source.paths()).to_pylist()
+    packed = first_fit_decreasing(range(len(sizes)), sizes.__getitem__, names.__getitem__, target)
+    starts = np.cumsum([len(objects), *(len(r) for r in rows)])
+    bins = []
+    for items in packed:
+        numbers = np.sort(np.asarray(items, dtype=np.int64))
+        source_of = np.searchsorted(starts, numbers, side="right")  # 0: objects, j: rows[j - 1]
+        taken = [
+            SourceRows(rows[j - 1].column, rows[j - 1].rows.take(pa.array(numbers[source_of == j] - starts[j - 1])))
+            for j in range(1, len(starts))
+            if np.any(source_of == j)
+        ]
+        bins.append(([objects[i] for i in numbers[source_of == 0]], taken))
+    return bins
+
+
+def _first_path(objects: list[SourceFile], rows: list[SourceRows], table_root: str) -> str:
+    """The action path of the bin's file first in location order."""
+    firsts = [(f.location, str(f.add["path"])) for f in objects[:1]]
+    for source in rows:
+        names = locations(table_root, source.paths())
+        at = pc.index(names, pc.min(names)).as_py()
+        firsts.append((names[at].as_py(), source.column.paths[source.rows[at].as_py()].as_py()))
+    return min(firsts)[1]
 
 
 def plan_compaction(
@@ -316,12 +411,34 @@ def plan_compaction(
         ordering = ordering.model_copy(update={"run": uuid.uuid4().hex})
     tracking = row_tracking.RowTracking.of(snapshot.protocol, snapshot.metadata, table)
 
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[SourceFile]] = defaultdict(list)
+    # Arrow rows are planned as columns unless a row order or clustering needs each file's tags.
+    files = snapshot.files
+    arrow = isinstance(files, LiveFiles) and ordering is None and not clustered
+    columns = files.columns if isinstance(files, LiveFiles) and arrow else []
+    objects = files.objects.values() if isinstance(files, LiveFiles) and arrow else files.values()
+    selected: dict[PartitionKey, bool] = {}
+
+    def wanted(key: PartitionKey) -> bool:
+        if predicate is None:
+            return True
+        if key not in selected:
+            typed = _typed_partition(schema, mode, snapshot.partition_columns, dict(key))
+            selected[key] = predicate.matches(typed)
+        return selected[key]
+
+    by_partition: dict[PartitionKey, list[SourceFile]] = defaultdict(list)
+    rows_by_partition: dict[PartitionKey, list[SourceRows]] = defaultdict(list)
     candidates = 0
-    for add in snapshot.files.values():
-        if predicate is not None and not predicate.matches(
-            _typed_partition(schema, mode, snapshot.partition_columns, add.partition_values)
-        ):
+    for column in columns:
+        sizes = column.struct.field("size")
+        for key, positions in partitions(column):
+            small = positions.filter(pc.less(sizes.take(positions), target)) if wanted(key) else positions[:0]
+            if len(small):
+                candidates += len(small)
+                rows_by_partition[key].append(SourceRows(column, small))
+    for add in objects:
+        key = tuple(sorted(add.partition_values.items()))
+        if not wanted(key):
             continue
         if clustered and (add.model_extra or {}).get("clusteringProvider") not in clustering.RECLUSTERED:
             continue  # clustered by another implementation: not ours to recluster
@@ -332,49 +449,41 @@ def plan_compaction(
         if ordering is None and add.size >= target and not purge:
             continue
         candidates += 1
-        key = tuple(sorted(add.partition_values.items()))
-        by_partition[key].append(
-            SourceFile(
-                add=add.to_json_dict(),
-                location=snapshot.file_location(add.path),
-                size=add.size,
-                num_records=num_records,
-                deleted_rows=deleted,
-                purge=purge,
-            )
-        )
+        by_partition[key].append(_source_file_of(add, snapshot.file_location(add.path), deleted, purge))
 
     groups: list[RewriteGroup] = []
-    partitions = 0
-    for key in sorted(by_partition, key=lambda k: [(n, v or "") for n, v in k]):
+    partitions_compacted = 0
+    kept: list[tuple[list[SourceFile], list[SourceRows]]]
+    for key in sorted({*by_partition, *rows_by_partition}, key=lambda k: [(n, v or "") for n, v in k]):
         if ordering is not None:  # the whole partition in one order, unless one ordered rewrite wrote it
-            kept = [] if _already_ordered(by_partition[key], ordering) else [by_partition[key]]
+            kept = [] if _already_ordered(by_partition[key], ordering) else [(by_partition[key], [])]
         else:
             kept = [
-                b
-                for b in _bins(by_partition[key], target)
-                if len(b) >= max(2, options.min_input_files) or any(f.purge for f in b)
+                (objs, rows)
+                for objs, rows in _bins(by_partition[key], rows_by_partition[key], target, table)
+                if len(objs) + sum(len(r) for r in rows) >= max(2, options.min_input_files)
+                or any(f.purge for f in objs)
             ]
-        partitions += bool(kept)
-        for files in kept:
-            files.sort(key=lambda f: f.location)
-            groups.append(
-                RewriteGroup(
-                    group_id=len(groups),
-                    table_root=table,
-                    storage=storage_options,
-                    partition_values=dict(key),
-                    files=files,
-                    schema_string=snapshot.metadata.schema_string,
-                    partition_columns=snapshot.partition_columns,
-                    configuration=snapshot.metadata.configuration,
-                    column_mapping_mode=mode,
-                    target_file_size=target,
-                    output_dir=_output_dir(files[0].add["path"]),
-                    ordering=ordering,
-                    materialized_columns=tracking.materialized.names if tracking.materialized else None,
-                )
+        partitions_compacted += bool(kept)
+        for objs, rows in kept:
+            objs.sort(key=lambda f: f.location)
+            group = RewriteGroup(
+                group_id=len(groups),
+                table_root=table,
+                storage=storage_options,
+                partition_values=dict(key),
+                file_objects=objs,
+                schema_string=snapshot.metadata.schema_string,
+                partition_columns=snapshot.partition_columns,
+                configuration=snapshot.metadata.configuration,
+                column_mapping_mode=mode,
+                target_file_size=target,
+                output_dir=_output_dir(_first_path(objs, rows, table)),
+                ordering=ordering,
+                materialized_columns=tracking.materialized.names if tracking.materialized else None,
             )
+            groups.append(group.with_rows(rows))
+    live_bytes = sum(a.size for a in objects) + sum(pc.sum(c.struct.field("size")).as_py() or 0 for c in columns)
     return CompactionPlan(
         table_root=table,
         read_version=snapshot.version,
@@ -382,15 +491,16 @@ def plan_compaction(
         min_input_files=options.min_input_files,
         where=options.where,
         live_files=len(snapshot.files),
-        live_bytes=sum(a.size for a in snapshot.files.values()),
+        live_bytes=live_bytes,
         candidate_files=candidates,
-        partitions_compacted=partitions,
+        partitions_compacted=partitions_compacted,
         groups=groups,
         ordering=ordering,
         in_commit_timestamps=ict_enablement_version(snapshot.protocol, snapshot.metadata) is not None,
         row_id_high_water_mark=row_tracking.high_water_mark(snapshot.domains, table) if tracking.assigns else None,
         commit_retries=DEFAULT_COMMIT_RETRIES if options.commit_retries is None else options.commit_retries,
         commit_timeout=options.commit_timeout or DEFAULT_COMMIT_TIMEOUT,
+        partial_progress=options.partial_progress,
     )
 
 
@@ -559,6 +669,7 @@ class _OptimizeCommit:
     the module docstring for the rules)."""
 
     plan: CompactionPlan
+    groups: Sequence[RewriteGroup]
     results: dict[int, RewriteResult]
     now_ms: int
     kept: list[RewriteGroup] = field(init=False)
@@ -568,8 +679,8 @@ class _OptimizeCommit:
     _row_ids: row_tracking.RowIdAssignment | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.kept = list(self.plan.groups)
-        self._group_of = {f.add["path"]: g.group_id for g in self.plan.groups for f in g.files}
+        self.kept = list(self.groups)
+        self._group_of = {f.add["path"]: g.group_id for g in self.groups for f in g.files}
         mark = self.plan.row_id_high_water_mark
         self._row_ids = (
             None
@@ -624,7 +735,7 @@ class _OptimizeCommit:
         self.kept = [g for g in self.kept if g.group_id not in touched]
         if not self.kept:
             why = next(iter(touched.values()))
-            return f"{why}, which this rewrite replaces (every one of its {len(self.plan.groups)} groups conflicted)"
+            return f"{why}, which this rewrite replaces (every one of its {len(self.groups)} groups conflicted)"
         return None
 
     def _metadata_conflict(self, winner: CommitActions) -> str | None:
@@ -645,18 +756,25 @@ class _OptimizeCommit:
 
 
 def commit_compaction(
-    plan: CompactionPlan, results: Sequence[RewriteResult], storage_options: StorageOptions
+    plan: CompactionPlan,
+    results: Sequence[RewriteResult],
+    storage_options: StorageOptions,
+    *,
+    groups: Sequence[RewriteGroup] | None = None,
 ) -> CommitOutcome:
-    """Commit the rewrite as one version (``OPTIMIZE``), dropping bins that versions landing first
-    touched (``dropped``: by position in ``plan.groups``, with the winning version and the file it
-    removed or changed); nothing committed when there was nothing to rewrite."""
-    if not plan.groups:
+    """Commit the rewrite of ``groups`` (default: the plan's) as one version (``OPTIMIZE``), dropping
+    bins that versions landing first touched (``dropped``: by position in ``groups``, with the winning
+    version and the file it removed or changed); nothing committed when there was nothing to rewrite.
+    A partial-progress batch is rebased from the plan's version, over earlier batches too: those never
+    touch its files, but another writer's commit between them may."""
+    groups = plan.groups if groups is None else groups
+    if not groups:
         return CommitOutcome()
     storage = open_storage(plan.table_root, storage_options)
     by_id = {r.group_id: r for r in results}
-    if set(by_id) != {g.group_id for g in plan.groups}:
+    if set(by_id) != {g.group_id for g in groups}:
         raise InvalidArgument(f"{plan.table_root}: rewrite results do not match the plan's groups")
-    pending = _OptimizeCommit(plan, by_id, int(time.time() * 1000))
+    pending = _OptimizeCommit(plan, groups, by_id, int(time.time() * 1000))
     result = commit_pending(
         storage,
         plan.table_root,
@@ -675,7 +793,7 @@ def commit_compaction(
         rebased_domains=frozenset() if plan.row_id_high_water_mark is None else frozenset({row_tracking.DOMAIN}),
         tags=_row_tracking_tags(plan),
     )
-    position = {g.group_id: i for i, g in enumerate(plan.groups)}
+    position = {g.group_id: i for i, g in enumerate(groups)}
     dropped = {position[group]: why for group, why in pending.dropped.items()}
     return CommitOutcome(version=result.version, attempts=result.attempts, dropped=dropped, warnings=result.warnings)
 

@@ -53,12 +53,14 @@ from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.features import check_writable
+from lakeops.delta.live_files import LiveFiles
+from lakeops.delta.live_paths import LivePaths
 from lakeops.delta.log_segment import LOG_DIR, list_log, read_log_file
 from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.quarantine import reserved_dirs
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import FileInfo, Storage, StorageOptions, open_storage
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import join, normalize, relative_to
 
@@ -78,6 +80,8 @@ __all__ = [
 CHANGE_DATA_DIR = "_change_data"
 #: Paths per Spark task: S3's DeleteObjects limit, so one task is one request.
 DEFAULT_BATCH_SIZE = 1000
+#: Listed files tested against the live paths at a time (each test scans the live path columns once).
+LISTED_CHUNK = 262_144
 
 FileKind = Literal["tombstoned", "untracked", "change_data"]
 
@@ -180,13 +184,17 @@ def _file_and_dv(snapshot: DeltaSnapshot, path: str, dv: DeletionVectorDescripto
     return locations
 
 
-def _referenced(snapshot: DeltaSnapshot, cutoff_ms: int) -> tuple[set[str], set[str], int]:
-    """(locations to keep, locations named only by expired tombstones, unexpired tombstone count)."""
+def _referenced(snapshot: DeltaSnapshot, cutoff_ms: int) -> tuple[LivePaths, set[str], int]:
+    """(locations to keep, locations named by expired tombstones, unexpired tombstone count); an
+    expired tombstone's location may also be kept (a file re-added): keeping wins."""
     table = snapshot.table_root
+    files = snapshot.files
+    columns = files.columns if isinstance(files, LiveFiles) else []
+    objects = files.objects if isinstance(files, LiveFiles) else files
     keep: set[str] = set()
     expired: set[str] = set()
     retained = 0
-    for add in snapshot.files.values():
+    for add in objects.values():
         keep.update(_file_and_dv(snapshot, add.path, add.deletion_vector, table))
     for remove in snapshot.tombstones.values():
         locations = _file_and_dv(snapshot, remove.path, remove.deletion_vector, table)
@@ -195,7 +203,7 @@ def _referenced(snapshot: DeltaSnapshot, cutoff_ms: int) -> tuple[set[str], set[
             retained += 1
         else:
             expired.update(locations)
-    return keep, expired - keep, retained
+    return LivePaths(table, columns, keep), expired, retained
 
 
 def _change_data_in_window(storage: Storage, snapshot: DeltaSnapshot, cutoff_ms: int) -> set[str]:
@@ -259,6 +267,24 @@ def plan_vacuum(
     directories = {""}
     candidates: list[Candidate] = []
     change_data: list[Candidate] = []
+    pending: list[tuple[str, str, FileInfo]] = []
+
+    def settle() -> None:
+        """Classify the pending listed files, tested against the kept locations in one go."""
+        nonlocal too_recent
+        kept = keep.kept([location for _, location, _ in pending])
+        for relative, location, info in pending:
+            if location in kept:
+                continue
+            if info.mtime_ms >= cutoff_ms:
+                too_recent += 1
+            elif relative.startswith(f"{CHANGE_DATA_DIR}/"):
+                change_data.append(Candidate(path=location, size=info.size, kind="change_data"))
+            else:
+                kind: FileKind = "tombstoned" if location in expired else "untracked"
+                candidates.append(Candidate(path=location, size=info.size, kind=kind))
+        pending.clear()
+
     # lakeops's trash and audit records (staging files included), as prefixes below the root.
     reserved = tuple(relative_to(table, d) + "/" for d in reserved_dirs(table))
     for info in storage.list(table):
@@ -270,16 +296,10 @@ def plan_vacuum(
         scanned += 1
         parts = relative.split("/")[:-1]
         directories.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-        if location in keep:
-            continue
-        if info.mtime_ms >= cutoff_ms:
-            too_recent += 1
-            continue
-        if relative.startswith(f"{CHANGE_DATA_DIR}/"):
-            change_data.append(Candidate(path=location, size=info.size, kind="change_data"))
-        else:
-            kind: FileKind = "tombstoned" if location in expired else "untracked"
-            candidates.append(Candidate(path=location, size=info.size, kind=kind))
+        pending.append((relative, location, info))
+        if len(pending) >= LISTED_CHUNK:
+            settle()
+    settle()
     still_needed = 0
     if change_data:
         in_window = _change_data_in_window(storage, snapshot, cutoff_ms)
@@ -314,9 +334,10 @@ def recheck(plan: VacuumPlan, storage: Storage) -> VacuumPlan:
     listing = list_log(storage, plan.table_root)
     if listing.latest_version == plan.read_version:
         return plan
-    snapshot = load_snapshot(storage, plan.table_root, listing=listing)
+    snapshot = load_snapshot(storage, plan.table_root, listing=listing, row_counts_only=True)
     check_writable(snapshot.protocol, plan.table_root, "vacuum")
-    keep, _, _ = _referenced(snapshot, plan.cutoff_ms)
+    live, _, _ = _referenced(snapshot, plan.cutoff_ms)
+    keep = live.kept([c.path for c in plan.candidates])
     if any(c.kind == "change_data" for c in plan.candidates):
         keep |= _change_data_in_window(storage, snapshot, plan.cutoff_ms)
     kept = [c for c in plan.candidates if c.path not in keep]
