@@ -160,7 +160,7 @@ def read_planning_columns(
             elif column == "content":
                 value = content
             elif column == "data_sequence_number":
-                value = 0 if v1 else record[sequence_name]
+                value = 0 if sequence_name is None else record[sequence_name]
                 if value is None:
                     if status != EntryStatus.ADDED:
                         raise ProtocolError(
