@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeops.errors import ProtocolError
 from lakeops.iceberg.avro_schema import field_schema, from_avro, read_avro
@@ -112,7 +113,7 @@ def read_planning_columns(
     unknown = [c for c in columns if c not in _NEEDS]
     if unknown:
         raise ValueError(f"unknown planning columns {unknown}")
-    wanted = {name for c in columns for name in _NEEDS[c]}
+    wanted = {"content", *(name for c in columns for name in _NEEDS[c])}
     what = manifest.describe()
     avro = read_avro(
         storage,
@@ -130,55 +131,86 @@ def read_planning_columns(
         if required in wanted and required not in names:
             raise ProtocolError(f"{what}: its data_file has no {required} (field id {_DATA_FIELDS[required]})")
     status_name, data_name = entry_fields[_STATUS]["name"], entry_fields[_DATA_FILE]["name"]
+    records = list(avro.records)  # this manifest's only: dropped when its batch is built
+    statuses = [r[status_name] for r in records]
+    data = [r[data_name] for r in records]
     v1 = _SEQUENCE not in entry_fields or avro.metadata.get("format-version") == "1"
-    sequence_name = None if v1 else entry_fields[_SEQUENCE]["name"]
-    if "partition" in wanted:
+    sequences = None if v1 else [r[entry_fields[_SEQUENCE]["name"]] for r in records]
+    del records
+    unknown_status = next((i for i, s in enumerate(statuses) if s not in (0, 1, 2)), None)
+    if unknown_status is not None:
+        path = data[unknown_status].get(names.get("file_path", ""))
+        raise ProtocolError(f"{what}: entry for {path} has unknown status {statuses[unknown_status]}")
+    status = pa.array(statuses, pa.int8())
+    content_name = names.get("content")
+    contents = [FileContent.DATA if content_name is None or d[content_name] is None else d[content_name] for d in data]
+    arrays: dict[str, pa.Array] = {"status": status, "content": pa.array(contents, pa.int8())}
+    for column in ("file_path", "file_format", "record_count", "file_size_in_bytes"):
+        if column in columns:
+            name = names[column]
+            arrays[column] = pa.array([d[name] for d in data], PLANNING_SCHEMA.field(column).type)
+    if "data_sequence_number" in columns:
+        arrays["data_sequence_number"] = _sequence_numbers(sequences, manifest, status, data, names, what)
+    if "first_row_id" in columns:
+        arrays["first_row_id"] = _first_row_ids(manifest, contents, data, names)
+    if "spec_id" in columns:
+        arrays["spec_id"] = pa.array([manifest.partition_spec_id] * len(data), pa.int32())
+    if "partition" in columns:
         ptype = partition_type_of(avro, what)
         partition_schema = field_schema(data_schema, _DATA_FIELDS["partition"], avro.named)
-    out: dict[str, list[Any]] = {c: [] for c in columns}
+        texts: dict[tuple[Any, ...], str] = {}  # a manifest's entries share few partitions
+
+        def text(datum: dict[str, Any]) -> str:
+            key = tuple(datum.values())
+            if key not in texts:
+                values = from_avro(ptype, partition_schema, datum, avro.named)
+                texts[key] = json.dumps([to_json(f.type, values.get(f.name)) for f in ptype.fields])
+            return texts[key]
+
+        name = names["partition"]
+        arrays["partition"] = pa.array([text(d[name]) for d in data], pa.string())
+    batch = pa.record_batch([arrays[c] for c in columns], schema=pa.schema([PLANNING_SCHEMA.field(c) for c in columns]))
+    return batch if include_deleted else batch.filter(pc.not_equal(status, EntryStatus.DELETED))
+
+
+def _sequence_numbers(
+    sequences: list[int | None] | None,
+    manifest: ManifestFile,
+    status: pa.Array,
+    data: Sequence[dict[str, Any]],
+    names: Mapping[str, str],
+    what: str,
+) -> pa.Array:
+    """Each entry's data sequence number: 0 in a v1 manifest, else as written, a null inherited from
+    the manifest by ADDED entries only."""
+    if sequences is None:  # v1 (Appendix E: read as 0), whatever columns its writer added
+        return pa.array([0] * len(data), pa.int64())
+    written = pa.array(sequences, pa.int64())
+    orphaned = pc.and_(written.is_null(), pc.not_equal(status, EntryStatus.ADDED))
+    if pc.any(orphaned).as_py():
+        row = pc.index(orphaned, True).as_py()
+        raise ProtocolError(
+            f"{what}: {EntryStatus(status[row].as_py()).name} entry for {data[row].get(names.get('file_path', ''))} "
+            "has no sequence_number; only ADDED entries may inherit it"
+        )
+    return pc.fill_null(written, pa.scalar(manifest.sequence_number, pa.int64()))
+
+
+def _first_row_ids(
+    manifest: ManifestFile, contents: Sequence[int], data: Sequence[dict[str, Any]], names: Mapping[str, str]
+) -> pa.Array:
+    """Each data file's ``first_row_id``, a null one inherited from the running count of rows from the
+    manifest's (deleted entries count too); null for delete files and without a manifest first row id."""
+    own = names.get("first_row_id")
+    written = [None if own is None else d[own] for d in data]
     next_row_id = manifest.first_row_id
-    content_name, path_name = names.get("content"), names.get("file_path")
-    for record in avro.records:
-        status = record[status_name]
-        data = record[data_name]
-        content = data.get(content_name) if content_name else None
-        content = FileContent.DATA if content is None else content
-        if "first_row_id" in out:
-            first_row_id = data.get(names["first_row_id"]) if "first_row_id" in names else None
-            if next_row_id is not None and content == FileContent.DATA and first_row_id is None:
-                first_row_id = next_row_id  # deleted entries count too
-                next_row_id += data[names["record_count"]]
-        if status == EntryStatus.DELETED and not include_deleted:
-            continue
-        if status not in (0, 1, 2):
-            raise ProtocolError(f"{what}: entry for {data.get(path_name)} has unknown status {status}")
-        for column in columns:
-            if column == "file_path":
-                value: Any = data[path_name]
-            elif column == "status":
-                value = status
-            elif column == "content":
-                value = content
-            elif column == "data_sequence_number":
-                value = 0 if sequence_name is None else record[sequence_name]
-                if value is None:
-                    if status != EntryStatus.ADDED:
-                        raise ProtocolError(
-                            f"{what}: {EntryStatus(status).name} entry for {data.get(path_name)} has no "
-                            "sequence_number; only ADDED entries may inherit it"
-                        )
-                    value = manifest.sequence_number
-            elif column == "first_row_id":
-                value = first_row_id
-            elif column == "spec_id":
-                value = manifest.partition_spec_id
-            elif column == "partition":
-                values = from_avro(ptype, partition_schema, data[names["partition"]], avro.named)
-                value = json.dumps([to_json(f.type, values.get(f.name)) for f in ptype.fields])
-            else:
-                value = data[names[column]]
-            out[column].append(value)
-    return pa.record_batch(
-        [pa.array(out[c], PLANNING_SCHEMA.field(c).type) for c in columns],
-        schema=pa.schema([PLANNING_SCHEMA.field(c) for c in columns]),
-    )
+    if next_row_id is None:
+        return pa.array(written, pa.int64())
+    counts = names["record_count"]
+    found = []
+    for content, value, d in zip(contents, written, data, strict=True):
+        if content == FileContent.DATA and value is None:
+            value = next_row_id
+            next_row_id += d[counts]
+        found.append(value)
+    return pa.array(found, pa.int64())
