@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict
 
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.iceberg.deletes import FILE_PATH_ID
@@ -350,12 +351,14 @@ def plan_scan(
 # --- planning from columns: millions of entries, objects only for the files a plan acts on ----------
 
 
-@dataclass(frozen=True)
-class FileSelection:
+class FileSelection(BaseModel):
     """Which live data files a plan needs whole, decided from each manifest's planning columns
     (:mod:`lakeops.iceberg.manifest_columns`): those whose size is outside ``low``..``high``, every file
     of the ``partitions`` (spec id, partition JSON) some delete file may apply to, or every file when
-    ``every_file`` (a global equality delete applies everywhere). The other files are only counted."""
+    ``every_file`` (a global equality delete applies everywhere). The other files are only counted.
+    A model: it travels to executor tasks with the manifests they read."""
+
+    model_config = ConfigDict(frozen=True)
 
     low: int
     high: int
@@ -369,7 +372,7 @@ class ManifestSelection:
     file_size_in_bytes_count, file_size_in_bytes_sum)."""
 
     spec_id: int
-    chosen: pa.RecordBatch
+    chosen: pa.Table
     totals: pa.Table
 
 
@@ -386,7 +389,7 @@ def select_from_manifest(storage: Storage, manifest: ManifestFile, selection: Fi
         here = [p for spec_id, p in selection.partitions if spec_id == manifest.partition_spec_id]
         if here:
             mask = pc.or_(mask, pc.is_in(batch.column("partition"), value_set=pa.array(here, pa.string())))
-    chosen = batch.filter(mask)
+    chosen = pa.Table.from_batches([batch.filter(mask)])
     chosen = chosen.append_column("manifest_path", pa.array([manifest.manifest_path] * chosen.num_rows, pa.string()))
     totals = (
         pa.Table.from_batches([batch.select(["partition", "file_size_in_bytes"])])
@@ -445,10 +448,12 @@ def plan_selected_scan(
     schemas = metadata.schemas_newest_first()
     types = {s.spec_id: s.partition_type(schemas) for s in metadata.partition_specs}
     selection = FileSelection(
-        low,
-        high,
-        frozenset((d.spec_id, partition_json(types[d.spec_id], d.entry.data_file.partition)) for d in deletes),
-        any(d.content is FileContent.EQUALITY_DELETES and d.spec_id in unpartitioned for d in deletes),
+        low=low,
+        high=high,
+        partitions=frozenset(
+            (d.spec_id, partition_json(types[d.spec_id], d.entry.data_file.partition)) for d in deletes
+        ),
+        every_file=any(d.content is FileContent.EQUALITY_DELETES and d.spec_id in unpartitioned for d in deletes),
     )
     values: dict[tuple[int, str], dict[str, Any]] = {}
 

@@ -43,7 +43,8 @@ class CompactionOptions(CatalogOptions):
     rewrite every file of each partition in Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its
     ``rewrite_data_files``): ``min_file_size``/``max_file_size`` (default 75%/180% of the target),
     ``delete_file_threshold``, ``max_file_group_size``, ``sort`` (by the table's sort order),
-    ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``. Retries of a
+    ``partial_progress`` (commit every that many groups), ``remove_dangling_deletes``,
+    ``manifest_threshold`` (more data manifests than this are read by the executor; None: 200). Retries of a
     commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
     None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
     within 30 minutes (Delta). Icechunk: ``branch``, whose tip is packed (``target_file_size`` and
@@ -63,6 +64,7 @@ class CompactionOptions(CatalogOptions):
     sort: bool = False
     partial_progress: int | None = Field(default=None, ge=1)
     remove_dangling_deletes: bool = True
+    manifest_threshold: int | None = Field(default=None, ge=0)
     commit_retries: int | None = Field(default=None, ge=0)
     commit_timeout: timedelta | None = None
     zorder_by: list[str] | None = None

@@ -114,6 +114,8 @@ class IcebergCompactionOptions(BaseModel):
     commit_timeout: timedelta | None = None
     #: Commit every that many groups (None: one commit).
     partial_progress: int | None = Field(default=None, ge=1)
+    #: More data manifests than this are read by the executor (None: ``DEFAULT_MANIFEST_THRESHOLD``).
+    manifest_threshold: int | None = Field(default=None, ge=0)
 
 
 class DeleteRef(BaseModel):
