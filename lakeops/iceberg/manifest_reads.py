@@ -47,7 +47,7 @@ class ManifestReadUnit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     unit_id: int
-    location: str
+    table_location: str
     storage: StorageOptions
     manifests: list[ManifestFile]
     selection: FileSelection
@@ -84,7 +84,7 @@ def _read_ipc(data: bytes) -> pa.Table:
 
 def read_manifest_unit(unit: ManifestReadUnit) -> ManifestReadResult:
     """Read the unit's manifests (a Spark task's or a driver thread's work)."""
-    storage = open_storage(normalize(unit.location, literal=True), unit.storage)
+    storage = open_storage(normalize(unit.table_location, literal=True), unit.storage)
     found = [select_from_manifest(storage, m, unit.selection) for m in unit.manifests]
     return ManifestReadResult(
         unit_id=unit.unit_id,
@@ -114,7 +114,7 @@ def executor_reader(
         units = [
             ManifestReadUnit(
                 unit_id=i // MANIFESTS_PER_UNIT,
-                location=location,
+                table_location=location,
                 storage=storage_options,
                 manifests=list(manifests[i : i + MANIFESTS_PER_UNIT]),
                 selection=selection,

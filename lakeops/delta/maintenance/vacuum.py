@@ -58,7 +58,7 @@ from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.quarantine import reserved_dirs
-from lakeops.storage import Storage, StorageOptions, open_storage
+from lakeops.storage import FileInfo, Storage, StorageOptions, open_storage
 from lakeops.storage.local import is_abandoned_temp
 from lakeops.storage.uri import join, normalize, relative_to
 
@@ -238,8 +238,11 @@ def plan_vacuum(
     storage_options: StorageOptions,
     *,
     now_ms: int,
+    listed: Iterable[FileInfo] | None = None,
 ) -> VacuumPlan:
-    """List the table once and choose the files to delete (rules in the module docstring)."""
+    """List the table once and choose the files to delete (rules in the module docstring). ``listed``:
+    every file under the root, sorted by path, as a listing spread over executors found them
+    (:func:`lakeops.listing.list_tree`); None: listed here."""
     table = snapshot.table_root
     check_writable(snapshot.protocol, table, "vacuum")  # VACUUM acts as a writer
     retention = resolve_retention(
@@ -261,7 +264,7 @@ def plan_vacuum(
     change_data: list[Candidate] = []
     # lakeops's trash and audit records (staging files included), as prefixes below the root.
     reserved = tuple(relative_to(table, d) + "/" for d in reserved_dirs(table))
-    for info in storage.list(table):
+    for info in storage.list(table) if listed is None else listed:
         relative, location = _below(table, info.path)
         if relative.startswith(reserved):
             continue

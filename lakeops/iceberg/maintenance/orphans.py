@@ -15,7 +15,7 @@ computed as *listed minus referenced*, never guessed:
   was expired: the manifest list and manifests an expiry deleted are skipped (gone, they protect
   nothing); the current metadata's snapshots must be readable whole, or the run stops.
 * **Listed**: everything under the table location, nothing outside it. Large trees are listed as
-  Spark tasks, one per second-level directory (``data/<partition>``), see :func:`plan_listing`.
+  Spark tasks, one per second-level directory (``data/<partition>``), see :mod:`lakeops.listing`.
 * **Compared normalised** (:func:`lakeops.storage.uri.normalize`: ``s3a``/``s3n`` are ``s3``,
   trailing slashes, ``file:`` spellings), and literally: Iceberg paths are strings, never
   percent-decoded (PyIceberg's directory for ``a%20b`` is ``s=a%2520b``; decoding it made live files
@@ -33,7 +33,6 @@ computed as *listed minus referenced*, never guessed:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,11 +42,10 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.deletion import Candidate, DeleteBatch, deleted_by_kind, make_batches
-from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
+from lakeops.errors import InvalidArgument, NotFound, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
 from lakeops.iceberg.maintenance.defaults import DEFAULT_OLDER_THAN, PrefixMismatchMode
 from lakeops.iceberg.manifest import manifests_of, read_manifest
@@ -55,9 +53,16 @@ from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
 from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, content_paths, snapshot_manifests, statistics_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
-from lakeops.quarantine import is_reserved
-from lakeops.storage import ConfinedStorage, FileInfo, LocalStorage, Storage, StorageOptions, open_storage
-from lakeops.storage.s3 import S3Storage
+from lakeops.listing import (
+    DEFAULT_LISTING_THRESHOLD,
+    ListedFile,
+    ListingUnit,
+    UnitListing,
+    as_listed,
+    list_tree,
+    list_unit,
+)
+from lakeops.storage import Storage, StorageOptions
 from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
 from lakeops.units import format_duration
 
@@ -80,8 +85,6 @@ __all__ = [
     "referenced_files",
 ]
 
-#: More second-level directories than this are listed as Spark tasks, fewer on the driver.
-DEFAULT_LISTING_THRESHOLD = 100
 #: Paths per Spark delete task (S3's DeleteObjects limit).
 DEFAULT_BATCH_SIZE = 1000
 
@@ -355,91 +358,6 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
 # --- listing ---------------------------------------------------------------------------------------
 
 
-class ListedFile(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    path: str
-    size: int
-    mtime_ms: int
-
-
-class ListingUnit(BaseModel):
-    """One Spark task's listing: everything under ``prefix`` (inside ``table_location``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    unit_id: int
-    table_location: str
-    prefix: str
-    storage: StorageOptions
-
-
-class UnitListing(BaseModel):
-    unit_id: int
-    files: list[ListedFile]
-
-
-def _listed(infos: Iterable[FileInfo]) -> list[ListedFile]:
-    return [ListedFile(path=i.path, size=i.size, mtime_ms=i.mtime_ms) for i in infos]
-
-
-def list_unit(unit: ListingUnit) -> UnitListing:
-    """List one prefix recursively (runs in a Spark task)."""
-    prefix = require_within(unit.table_location, unit.prefix)
-    return UnitListing(unit_id=unit.unit_id, files=_listed(open_storage(prefix, unit.storage).list(prefix)))
-
-
-def _local_children(prefix: str) -> tuple[list[FileInfo], list[str]]:
-    directory = normalize(prefix, literal=True)
-    try:
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except FileNotFoundError:
-        return [], []
-    except OSError as exc:
-        raise StorageError(f"cannot list directory {directory!r}: {exc.strerror or exc}") from exc
-    files: list[FileInfo] = []
-    dirs: list[str] = []
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):  # symlinks are not followed: they could leave the table
-            dirs.append(f"{directory}/{entry.name}")
-        elif entry.is_file(follow_symlinks=False):
-            st = entry.stat()
-            files.append(FileInfo(f"{directory}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000))
-    return files, dirs
-
-
-def _s3_children(storage: S3Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
-    bucket, _, key = normalize(prefix, literal=True)[5:].partition("/")
-    files: list[FileInfo] = []
-    dirs: list[str] = []
-    try:
-        pages = storage.client.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=f"{key}/" if key else "", Delimiter="/"
-        )
-        for page in pages:
-            for obj in page.get("Contents", ()):
-                if not obj["Key"].endswith("/"):  # directory markers are not files
-                    modified = int(obj["LastModified"].timestamp() * 1000)
-                    files.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), modified))
-            dirs.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
-    except (ClientError, BotoCoreError) as exc:
-        raise StorageError(f"cannot list {prefix!r}: {exc}") from exc
-    return files, dirs
-
-
-def _children(storage: Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
-    """The files directly under ``prefix`` and its subdirectories (the storage protocol only lists
-    recursively; a store without a one-level listing is listed whole, on the driver)."""
-    if isinstance(storage, ConfinedStorage):  # listing is not confined: list with the store itself
-        storage = storage.inner
-    if isinstance(storage, LocalStorage):
-        return _local_children(prefix)
-    if isinstance(storage, S3Storage):
-        return _s3_children(storage, prefix)
-    return list(storage.list(prefix)), []
-
-
 @dataclass(frozen=True)
 class Listing:
     """The table pinned for planning, the files the driver listed, and the prefixes left to Spark."""
@@ -453,29 +371,12 @@ class Listing:
 def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
     """List the location two levels deep on the driver (``data/``, ``metadata/``, then partitions);
     the second-level directories are listed recursively on the driver when at most
-    ``listing_threshold``, else they become Spark tasks (:func:`list_unit`)."""
+    ``listing_threshold``, else they become Spark tasks (:func:`~lakeops.listing.list_unit`)."""
     check_older_than(options, table.name)
     table.metadata.check_writable("orphans")  # deleting acts as a writer: only format versions whose layout is known
     location = normalize(table.metadata.location, literal=True)
-    storage = table.storage
-    files, top = _children(storage, location)
-    # lakeops's own trash and audit (lakeops.quarantine) are never orphans: not listed at all
-    files = [f for f in files if not is_reserved(location, f.path)]
-    top = [d for d in top if not is_reserved(location, d)]
-    second: list[str] = []
-    for directory in top:
-        found, below = _children(storage, directory)
-        files += found
-        second += below
-    if len(second) > options.listing_threshold:
-        units = [
-            ListingUnit(unit_id=i, table_location=location, prefix=p, storage=table.storage_options)
-            for i, p in enumerate(second)
-        ]
-        return Listing(table, _listed(files), len(top) + len(second), units)
-    for directory in second:
-        files += storage.list(directory)
-    return Listing(table, _listed(files), len(top) + len(second), [])
+    tree = list_tree(table.storage, location, table.storage_options, threshold=options.listing_threshold)
+    return Listing(table, as_listed(tree.files), tree.directories, tree.units)
 
 
 # --- plan and recheck ------------------------------------------------------------------------------
