@@ -139,7 +139,8 @@ class OrphansOptions(CatalogOptions):
     ``delta.deletedFileRetentionDuration``, else 7 days; Iceberg 3 days); ``force_short_retention``
     allows less than that. Delta: ``keep_from_version`` V lengthens the retention until every file a
     reader of versions V.. needs is kept (:func:`lakeops.ops.consumers.vacuum_retention`). Iceberg:
-    ``prefix_mismatch_mode`` (None: ``error``) and ``listing_threshold`` (None: the default).
+    ``prefix_mismatch_mode`` (None: ``error``). Both: ``listing_threshold``, second-level directories
+    listed on the driver before they are listed by the executor (None: 100).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

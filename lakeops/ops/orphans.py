@@ -1,19 +1,19 @@
 """Orphan-file removal, format-neutral: plan by detected format, re-check, delete on an executor, report.
 
-Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`), listed and planned in this process. Iceberg
-(:mod:`lakeops.iceberg.maintenance.orphans`): the location is listed here, or as one unit per
-second-level directory on the executor for large trees, then planned here. :func:`plan` does either;
-:func:`run` re-checks the plan against commits that landed since (a file a commit references again
-is kept) and deletes its batches with :meth:`~lakeops.execution.Executor.delete`. Both plans name
-their shared figures alike and give their own through ``report_fields()``, so nothing here asks
-which format a plan is.
+Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`); Iceberg
+(:mod:`lakeops.iceberg.maintenance.orphans`). Either location is listed here, or as one unit per
+second-level directory on the executor for large trees (:mod:`lakeops.listing`), then planned here.
+:func:`plan` does either; :func:`run` re-checks the plan against commits that landed since (a file
+a commit references again is kept) and deletes its batches with
+:meth:`~lakeops.execution.Executor.delete`. Both plans name their shared figures alike and give
+their own through ``report_fields()``, so nothing here asks which format a plan is.
 
 The plans are not :class:`~lakeops.plan.MaintenancePlan`\\ s: their units delete instead of writing,
 so there is nothing to commit and nothing a failure could discard, and the safety step (the
 re-check) must come *before* the units run and may change them, where a maintenance plan's commit
 comes after. Deleting has its executor method of its own (quarantine runs, the driver-or-Spark rule
-for deletions). The Iceberg listing units run on the executor too, but their results feed the
-planner, not a commit.
+for deletions). The listing units run on the executor too, but their results feed the planner,
+not a commit.
 """
 
 from __future__ import annotations
