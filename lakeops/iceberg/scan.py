@@ -327,25 +327,42 @@ def plan_scan(
     """The data files of ``snapshot`` (selected by ``partition_filter``) and their delete files."""
     if snapshot is None:
         return ScanPlan(snapshot, [], [])
-    manifests = manifests_of(storage, snapshot)
-    selected = [m for m in manifests if partition_filter is None or partition_filter.may_match(m)]
-    # Delete manifests are always read whole: an unpartitioned (global) delete applies everywhere.
-    delete_manifests = [m for m in manifests if m.content == 1]
-    data_manifests = [m for m in selected if m.content == 0]
-    deletes = read_live_files(storage, delete_manifests)
-    index = DeleteIndex(deletes, {s.spec_id for s in metadata.partition_specs if s.is_unpartitioned})
+    manifests = _Manifests.of(storage, metadata, snapshot, partition_filter)
     tasks = [
-        FileScanTask(data, index.for_data_file(data))
-        for data in read_live_files(storage, data_manifests)
+        FileScanTask(data, manifests.index.for_data_file(data))
+        for data in read_live_files(storage, manifests.data)
         if partition_filter is None or partition_filter.matches(data.spec_id, data.entry.data_file.partition)
     ]
-    return ScanPlan(
-        snapshot,
-        tasks,
-        deletes,
-        manifests_total=len(manifests),
-        manifests_read=len(data_manifests) + len(delete_manifests),
-    )
+    return manifests.plan(snapshot, tasks)
+
+
+@dataclass(frozen=True)
+class _Manifests:
+    """A snapshot's manifests as a scan reads them: the data manifests the filter may match, and
+    every delete file, read whole (an unpartitioned, global delete applies everywhere), indexed."""
+
+    total: int
+    data: list[ManifestFile]
+    deletes: list[LiveFile]
+    read: int
+    index: DeleteIndex
+    unpartitioned: set[int]
+
+    @classmethod
+    def of(
+        cls, storage: Storage, metadata: TableMetadata, snapshot: Snapshot, partition_filter: PartitionFilter | None
+    ) -> _Manifests:
+        manifests = manifests_of(storage, snapshot)
+        selected = [m for m in manifests if partition_filter is None or partition_filter.may_match(m)]
+        delete_manifests = [m for m in manifests if m.content == 1]
+        data = [m for m in selected if m.content == 0]
+        deletes = read_live_files(storage, delete_manifests)
+        unpartitioned = {s.spec_id for s in metadata.partition_specs if s.is_unpartitioned}
+        index = DeleteIndex(deletes, unpartitioned)
+        return cls(len(manifests), data, deletes, len(data) + len(delete_manifests), index, unpartitioned)
+
+    def plan(self, snapshot: Snapshot, tasks: list[FileScanTask], **matched: int) -> ScanPlan:
+        return ScanPlan(snapshot, tasks, self.deletes, manifests_total=self.total, manifests_read=self.read, **matched)
 
 
 # --- planning from columns: millions of entries, objects only for the files a plan acts on ----------
@@ -438,13 +455,8 @@ def plan_selected_scan(
     ``replace`` commit (which rewrites the manifests from their own entries) read."""
     if snapshot is None:
         return ScanPlan(snapshot, [], [], files_matched=0, bytes_matched=0)
-    manifests = manifests_of(storage, snapshot)
-    selected = [m for m in manifests if partition_filter is None or partition_filter.may_match(m)]
-    delete_manifests = [m for m in manifests if m.content == 1]
-    data_manifests = [m for m in selected if m.content == 0]
-    deletes = read_live_files(storage, delete_manifests)
-    unpartitioned = {s.spec_id for s in metadata.partition_specs if s.is_unpartitioned}
-    index = DeleteIndex(deletes, unpartitioned)
+    manifests = _Manifests.of(storage, metadata, snapshot, partition_filter)
+    deletes, unpartitioned = manifests.deletes, manifests.unpartitioned
     schemas = metadata.schemas_newest_first()
     types = {s.spec_id: s.partition_type(schemas) for s in metadata.partition_specs}
     selection = FileSelection(
@@ -469,7 +481,7 @@ def plan_selected_scan(
 
     tasks: list[FileScanTask] = []
     files = total_bytes = 0
-    for found in (reader or read_in_threads(storage))(data_manifests, selection):
+    for found in (reader or read_in_threads(storage))(manifests.data, selection):
         totals = found.totals
         for text, count, size in zip(
             totals.column("partition").to_pylist(),
@@ -496,13 +508,5 @@ def plan_selected_scan(
                 ),
             )
             live = LiveFile(entry, row["spec_id"], row["manifest_path"])
-            tasks.append(FileScanTask(live, index.for_data_file(live)))
-    return ScanPlan(
-        snapshot,
-        tasks,
-        deletes,
-        manifests_total=len(manifests),
-        manifests_read=len(data_manifests) + len(delete_manifests),
-        files_matched=files,
-        bytes_matched=total_bytes,
-    )
+            tasks.append(FileScanTask(live, manifests.index.for_data_file(live)))
+    return manifests.plan(snapshot, tasks, files_matched=files, bytes_matched=total_bytes)
