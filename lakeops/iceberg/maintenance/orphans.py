@@ -227,10 +227,12 @@ class ReferencedFiles:
     def count(self) -> int:
         """How many distinct files are referenced."""
         prefix = self._prefix
+        if not self.below.num_chunks:
+            return len(self.paths) + len(self.foreign)
         relative = pa.array([p[len(prefix) :] for p in self.paths if p.startswith(prefix)], pa.string())
-        overlap = sum(pc.sum(pc.is_in(chunk, value_set=relative)).as_py() or 0 for chunk in self.below.chunks)
-        distinct = pc.count_distinct(self.below).as_py() if self.below.num_chunks else 0
-        return len(self.paths) + len(self.foreign) + distinct - min(overlap, distinct)
+        shared = pa.chunked_array([c.filter(pc.is_in(c, value_set=relative)) for c in self.below.chunks], pa.string())
+        overlap = pc.count_distinct(shared).as_py()  # files also referenced in another spelling
+        return len(self.paths) + len(self.foreign) + pc.count_distinct(self.below).as_py() - overlap
 
     def references(self, paths: Sequence[str]) -> list[bool]:
         """Whether each listed path is referenced by its own scheme and authority."""

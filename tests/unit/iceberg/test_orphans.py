@@ -91,6 +91,8 @@ def test_s3a_and_trailing_slash_spellings_are_the_same_file() -> None:
             "/t/loc",
             [
                 "/t/loc/data/a.parquet",
+                "/t/loc/data/a.parquet",
+                "file:///t/loc/data/a.parquet",
                 "file:///t/loc/data/b.parquet",
                 "/t/loc//data/c.parquet",
                 "/t/loc/data/./d.parquet",
