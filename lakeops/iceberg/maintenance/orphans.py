@@ -157,6 +157,16 @@ def _plain_below(prefixes: Sequence[str], paths: pa.Array) -> tuple[pa.Array, li
     return pa.concat_arrays(below), paths.to_pylist()
 
 
+def _utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class ReferencedFiles:
     """What the table's metadata reaches. ``paths``: normalised locations sharing the table location's
@@ -219,7 +229,10 @@ class ReferencedFiles:
         if not normalized or not self.below.num_chunks:
             return [False] * len(normalized)
         prefix = self._prefix
-        asked = pa.array([p[len(prefix) :] if p.startswith(prefix) else None for p in normalized], pa.string())
+        # A name that is not UTF-8 (kept as surrogate escapes) is no manifest's path: Avro strings are UTF-8.
+        asked = pa.array(
+            [p[len(prefix) :] if p.startswith(prefix) and _utf8(p) else None for p in normalized], pa.string()
+        )
         hits = [chunk.filter(pc.is_in(chunk, value_set=asked)) for chunk in self.below.chunks]
         found = pa.concat_arrays(hits) if hits else pa.array([], pa.string())
         return pc.fill_null(pc.is_in(asked, value_set=found), False).to_pylist()
@@ -229,7 +242,7 @@ class ReferencedFiles:
         prefix = self._prefix
         if not self.below.num_chunks:
             return len(self.paths) + len(self.foreign)
-        relative = pa.array([p[len(prefix) :] for p in self.paths if p.startswith(prefix)], pa.string())
+        relative = pa.array([p[len(prefix) :] for p in self.paths if p.startswith(prefix) and _utf8(p)], pa.string())
         shared = pa.chunked_array([c.filter(pc.is_in(c, value_set=relative)) for c in self.below.chunks], pa.string())
         overlap = pc.count_distinct(shared).as_py()  # files also referenced in another spelling
         return len(self.paths) + len(self.foreign) + pc.count_distinct(self.below).as_py() - overlap
