@@ -19,7 +19,6 @@ from typing import TypeVar
 import pyarrow as pa
 
 from lakeops.iceberg.manifest import manifests_of
-from lakeops.iceberg.manifest_columns import PATHS, read_planning_columns
 from lakeops.iceberg.manifest_list import ManifestFile, manifest_paths_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.storage import Storage
@@ -106,6 +105,8 @@ def content_paths(
     ``live_only``), one Arrow array per manifest in manifest order, each passed through ``keep``
     (to shorten them, say) as soon as its manifest is read: no Python object per entry outlives
     its manifest, which is what lets a 10-million-entry table be planned on a bounded driver."""
+
+    from lakeops.iceberg.manifest_columns import PATHS, read_planning_columns  # pyarrow.compute only when read
 
     def paths(manifest: ManifestFile) -> T:
         return keep(read_planning_columns(storage, manifest, include_deleted=not live_only, columns=PATHS).column(0))
