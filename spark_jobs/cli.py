@@ -140,6 +140,14 @@ def _common(parser: argparse.ArgumentParser, *, spark: bool) -> None:
     parser.add_argument(
         "--catalog-token-env", metavar="NAME", help="REST catalog: the environment variable holding a bearer token"
     )
+    parser.add_argument(
+        "--catalog-no-vended-credentials",
+        dest="catalog_vended_credentials",
+        action="store_const",
+        const=False,
+        help="REST catalog: do not ask for the table's storage credentials (X-Iceberg-Access-Delegation); "
+        "S3 requests then use this process's own identity",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)")
     parser.add_argument("--region", help="S3 region (default: the AWS configuration chain)")
