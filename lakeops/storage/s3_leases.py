@@ -10,18 +10,21 @@ prefix"); a path under no lease keeps the storage's own identity (the AWS chain,
 one endpoint are served concurrently in one process. Leases made inside a :func:`lease_scope` (one
 per :mod:`lakeops.api` call) end with it; a lease made outside any scope lasts as long as the process.
 Nothing here reaches ``os.environ``, a :class:`~lakeops.storage.StorageOptions`, a plan or a Spark
-executor, and no repr shows a secret.
+executor, and no repr shows a secret; botocore's DEBUG records of each request (its headers and
+canonical request, which carry the session token) have the secrets of live leases masked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from lakeops.redaction import MASK
 from lakeops.storage import uri
 
 __all__ = ["Lease", "S3Keys", "VendedS3", "lease_for", "lease_scope", "leased_keys", "lend"]
@@ -153,3 +156,29 @@ def leased_keys() -> set[S3Keys]:
     """The keys some live lease holds now (clients built for others can go)."""
     with _lock:
         return {held.credentials.keys for leases in _leases.values() for held in leases}
+
+
+class _MaskLentSecrets(logging.Filter):
+    """Masks the secrets and session tokens of live leases in a log record (botocore writes a request's
+    headers and canonical request, session token included, at DEBUG)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with _lock:
+            secrets = {
+                secret
+                for leases in _leases.values()
+                for held in leases
+                for secret in (held.credentials.keys.secret_access_key, held.credentials.keys.session_token)
+                if secret
+            }
+        text = record.getMessage()
+        masked = text
+        for secret in secrets:
+            masked = masked.replace(secret, MASK)
+        if masked != text:
+            record.msg, record.args = masked, None
+        return True
+
+
+for _name in ("botocore.endpoint", "botocore.auth"):  # the loggers that print what a request sends
+    logging.getLogger(_name).addFilter(_MaskLentSecrets())
