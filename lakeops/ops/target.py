@@ -149,6 +149,8 @@ _REST_OPTIONS = (
     "catalog_token_env",
     "catalog_vended_credentials",
 )
+#: The flags whose names are not their options' (a switch that turns a default off).
+_REST_FLAGS = {"catalog_vended_credentials": "--catalog-no-vended-credentials"}
 
 
 def _looks_like_name(table: str) -> bool:
@@ -167,7 +169,7 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
         )
     rest_only = [name for name in _REST_OPTIONS if getattr(catalog, name) is not None]
     if catalog.catalog_type != "rest" and rest_only:
-        flags = ", ".join("--" + name.replace("_", "-") for name in rest_only)
+        flags = ", ".join(_REST_FLAGS.get(name, "--" + name.replace("_", "-")) for name in rest_only)
         raise UsageError(f"{table}: {flags}: only a REST catalog takes them (--catalog-type rest)")
     if catalog.catalogued or not _looks_like_name(table):
         return table, catalog
