@@ -57,13 +57,13 @@ class RestCatalog:
     def _load(self) -> dict[str, Any]:
         """``LoadTableResult``, its vended S3 keys lent for the table's prefixes."""
         loaded = self.client.load_table(self.identifier)
-        for prefix, credentials in vended_s3(loaded).items():
+        for prefix, credentials in vended_s3(self.table, loaded).items():
             lend(prefix, credentials, functools.partial(self._reload_credentials, prefix))
         return loaded
 
     def _reload_credentials(self, prefix: str) -> VendedS3 | None:
         """Fresh keys for ``prefix``: the table loaded again (a lease's refresh)."""
-        return vended_s3(self.client.load_table(self.identifier)).get(prefix)
+        return vended_s3(self.table, self.client.load_table(self.identifier)).get(prefix)
 
     def new_metadata_location(self, table_location: str, current: str) -> str:
         """Only a proposal: the server names the file it writes (:meth:`swap` returns it)."""

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lakeops.errors import ProtocolError
 from lakeops.storage.s3_leases import S3Keys, VendedS3
 from lakeops.storage.uri import S3, is_within_normalized, normalize, scheme
 
@@ -60,15 +61,23 @@ def _s3(config: Mapping[str, str], fallback: Mapping[str, str]) -> VendedS3 | No
     )
 
 
-def vended_s3(result: Mapping[str, object]) -> dict[str, VendedS3]:
+def vended_s3(table_name: str, result: Mapping[str, object]) -> dict[str, VendedS3]:
     """Prefix → credentials to lend for the table a ``LoadTableResult`` describes (empty when it
-    vends no S3 keys, or the table is not on S3)."""
+    vends no S3 keys, or the table is not on S3). A malformed ``config`` or ``storage-credentials``
+    is a :class:`ProtocolError` naming the field, never its value (it may be a secret)."""
     metadata = result.get("metadata")
     location = metadata.get("location") if isinstance(metadata, Mapping) else None
     if not isinstance(location, str) or scheme(location) != S3:
         return {}
     table = normalize(location)
-    access = LoadTableCredentials.model_validate(result)
+    try:
+        access = LoadTableCredentials.model_validate(result)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+        raise ProtocolError(
+            f"{table_name}: the REST catalog's LoadTableResult for {location} has malformed {fields} "
+            "(a map of strings expected)"
+        ) from None
     lent: dict[str, VendedS3] = {}
     covering: VendedS3 | None = None
     for entry in sorted(access.storage_credentials, key=lambda e: len(e.prefix)):

@@ -30,6 +30,7 @@ from rest_catalog_server import RestCatalogServer, appended_table, serve
 from werkzeug.serving import make_server
 
 from lakeops import api, audit
+from lakeops.errors import ProtocolError
 from lakeops.iceberg.rest_credentials import vended_s3
 from lakeops.ops.options import CompactionOptions, ExpiryOptions
 from lakeops.ops.target import CatalogOptions
@@ -307,7 +308,7 @@ def test_the_longest_prefix_serves_and_a_wider_one_is_scoped_to_the_table() -> N
         ],
     }
 
-    lent = vended_s3(result)
+    lent = vended_s3("db.t", result)
 
     assert {prefix: c.keys.access_key_id for prefix, c in lent.items()} == {
         "s3://lake/wh/db/t": "table",
@@ -317,7 +318,13 @@ def test_the_longest_prefix_serves_and_a_wider_one_is_scoped_to_the_table() -> N
         "http://store:9000",
         "eu-west-1",
     )
-    assert vended_s3({**result, "metadata": {"location": "/local/t"}}) == {}
+    assert vended_s3("db.t", {**result, "metadata": {"location": "/local/t"}}) == {}
+    malformed = {**result, "config": {"s3.secret-access-key": SECRET, "s3.session-token-expires-at-ms": 5}}
+    with pytest.raises(
+        ProtocolError, match=r"db\.t: .* has malformed config\.s3\.session-token-expires-at-ms"
+    ) as error:
+        vended_s3("db.t", malformed)
+    assert SECRET not in str(error.value)
 
 
 def test_a_lease_serves_whole_segments_under_its_prefix_until_its_scope_ends() -> None:
