@@ -214,7 +214,6 @@ def test_two_rest_tables_with_other_keys_on_one_endpoint_run_at_once(lake: Lake)
     expected = {name: lake.rows(f"db.{name}") for name in ("events", "events-archive")}
     lake.recorder.requests.clear()  # PyIceberg's reads
     both_writing = threading.Barrier(2, timeout=60)
-    lake.server.before_commit = None
     writers: set[str] = set()
     original = lake.recorder.app
 
