@@ -35,6 +35,7 @@ from lakeops.iceberg.rest_credentials import vended_s3
 from lakeops.ops.options import CompactionOptions, ExpiryOptions
 from lakeops.ops.target import CatalogOptions
 from lakeops.storage import StorageOptions
+from lakeops.storage.s3 import using_keys
 from lakeops.storage.s3_leases import S3Keys, VendedS3, lease_for, lease_scope, lend
 from spark_jobs.cli import main
 
@@ -210,42 +211,44 @@ def test_a_rest_table_is_compacted_and_expired_with_the_vended_keys_only(
     assert lease_for(table) is None  # the keys served the calls only
 
 
-def test_two_rest_tables_with_other_keys_on_one_endpoint_run_at_once(lake: Lake) -> None:
-    expected = {name: lake.rows(f"db.{name}") for name in ("events", "events-archive")}
+def test_tables_with_other_keys_on_one_endpoint_run_at_once(lake: Lake) -> None:
+    """Two REST tables with keys of their own and a third whose catalog vends none, in one process
+    at the same time, under keys lent for the whole endpoint as the Dagster storage resource lends them
+    (:func:`using_keys`): each table's requests are signed by its own identity."""
+    lake.pyiceberg, _ = appended_table(lake.server, "db.orders", 4, lake.location("db.orders"))
+    signers = {"events": "vended-events", "events-archive": "vended-events-archive", "orders": "dagster-resource"}
+    expected = {name: lake.rows(f"db.{name}") for name in signers}
     lake.recorder.requests.clear()  # PyIceberg's reads
-    both_writing = threading.Barrier(2, timeout=60)
+    all_writing = threading.Barrier(len(signers), timeout=60)
     writers: set[str] = set()
     original = lake.recorder.app
 
     def rendezvous(environ: dict[str, Any], start_response: Any) -> Any:
-        """Each table's first write waits for the other's: both tables' keys are lent at once."""
+        """Each table's first write waits for the others': every table's keys are in use at once."""
         match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
         key_id = match.group(1) if match else None
         if environ["REQUEST_METHOD"] == "PUT" and key_id not in writers:
             writers.add(str(key_id))
-            both_writing.wait()
+            all_writing.wait()
         return original(environ, start_response)
+
+    def compact(name: str) -> Any:
+        delegation = False if name == "orders" else None  # None: ask for vended keys (the default)
+        options = CompactionOptions(**lake.options, min_input_files=2, catalog_vended_credentials=delegation)
+        return api.compact(f"db.{name}", options, storage_options=on(lake.recorder))
 
     lake.recorder.app = rendezvous
     try:
-        with ThreadPoolExecutor(2) as pool:
-            runs = [
-                pool.submit(
-                    api.compact,
-                    f"db.{name}",
-                    CompactionOptions(**lake.options, min_input_files=2),
-                    storage_options=on(lake.recorder),
-                )
-                for name in expected
-            ]
-            reports = [run.result() for run in runs]
+        resource_keys = S3Keys("dagster-resource", "resource-secret")
+        with using_keys(resource_keys, endpoint_url=lake.recorder.url), ThreadPoolExecutor(len(signers)) as pool:
+            reports = list(pool.map(compact, signers))
     finally:
         lake.recorder.app = original
 
-    assert [r.files_added for r in reports] == [1, 1] and writers == {"vended-events", "vended-events-archive"}
-    for name in expected:
+    assert [r.files_added for r in reports] == [1, 1, 1] and writers == set(signers.values())
+    for name, signer in signers.items():
         signed = lake.recorder.under(lake.location(f"db.{name}"))
-        assert signed and {r.key_id for r in signed} == {f"vended-{name}"}
+        assert signed and {r.key_id for r in signed} == {signer}, name
         assert lake.rows(f"db.{name}") == expected[name]
 
 
