@@ -42,6 +42,7 @@ from lakeops.ops.options import (
 from lakeops.ops.report import Report
 from lakeops.ops.target import resolve_name, resolve_output
 from lakeops.storage import StorageOptions
+from lakeops.storage.s3_leases import lease_scope
 
 if TYPE_CHECKING:
     from lakeops.ops.cdc import CdcReport
@@ -85,19 +86,21 @@ def _run(
     progress: Console | None,
 ) -> ReportT:
     """``call`` on the resolved table through :func:`lakeops.audit.audited`: recorded when it changes
-    the table and is not a dry run."""
+    the table and is not a dry run. S3 keys lent during the call (a REST catalog's vended
+    credentials) end with it."""
     storage = storage_options or StorageOptions()
     table, options = _resolved(table, options, storage)
-    return audited(
-        command,
-        table,
-        options,
-        storage,
-        lambda: call(table, options, storage),
-        record=changes_table and not flags.get("dry_run", False),
-        flags=flags,
-        progress=progress or Console(quiet=True),
-    )
+    with lease_scope():  # S3 keys a REST catalog vends for the table serve this call only
+        return audited(
+            command,
+            table,
+            options,
+            storage,
+            lambda: call(table, options, storage),
+            record=changes_table and not flags.get("dry_run", False),
+            flags=flags,
+            progress=progress or Console(quiet=True),
+        )
 
 
 def _execute(

@@ -5,8 +5,9 @@ the platform maintains; the command line accepts a registry name wherever it tak
 address of each entry is read here (``name``, ``location`` or ``catalog`` + ``identifier``,
 ``format``); policies are the orchestration layer's business and are validated there. A catalog is
 ``{type: sql, uri, name}`` (the default type, a SQLAlchemy URL), ``{type: glue, region, endpoint_url,
-catalog_id}`` (AWS Glue) or ``{type: rest, uri, warehouse, credential_env, token_env, prefix}`` (an
-Iceberg REST catalog; its secrets only by the names of the environment variables that hold them).
+catalog_id}`` (AWS Glue) or ``{type: rest, uri, warehouse, credential_env, token_env, prefix,
+vended_credentials}`` (an Iceberg REST catalog; its secrets only by the names of the environment
+variables that hold them).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class CatalogAddress(BaseModel):
     """An entry's Iceberg catalog: ``type: sql`` (the default) with ``uri`` (a SQLAlchemy URL) and
     ``name``; ``type: glue`` with optional ``region``, ``endpoint_url`` and ``catalog_id`` (the AWS
     account); ``type: rest`` with ``uri`` and the REST settings ``warehouse``, ``credential_env``,
-    ``token_env`` and ``prefix`` (see :class:`lakeops.iceberg.rest_client.RestSettings`)."""
+    ``token_env``, ``prefix`` and ``vended_credentials`` (see
+    :class:`lakeops.iceberg.rest_client.RestSettings`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -58,6 +60,7 @@ class CatalogAddress(BaseModel):
     credential_env: str | None = None
     token_env: str | None = None
     prefix: str | None = None
+    vended_credentials: bool | None = None
 
     @model_validator(mode="after")
     def _keys_of_its_type(self) -> CatalogAddress:
@@ -73,7 +76,7 @@ class CatalogAddress(BaseModel):
             raise ValueError(f"{', '.join(rest_keys)}: only a catalog of type rest takes them")
         return self
 
-    def options(self) -> dict[str, str | None]:
+    def options(self) -> dict[str, str | bool | None]:
         """The operations' ``catalog_*`` options (:class:`lakeops.ops.target.CatalogOptions` fields)."""
         if self.type == "glue":
             return {
@@ -90,7 +93,7 @@ class CatalogAddress(BaseModel):
 #: The catalog settings only a Glue catalog has.
 GLUE_ONLY = ("region", "endpoint_url", "catalog_id")
 #: The catalog settings only a REST catalog has.
-REST_ONLY = ("warehouse", "credential_env", "token_env", "prefix")
+REST_ONLY = ("warehouse", "credential_env", "token_env", "prefix", "vended_credentials")
 
 
 class RegisteredTable(BaseModel):

@@ -327,7 +327,7 @@ class TableEntry(RegisteredTable):
         """How the operations name the table: its location, or its catalog identifier."""
         return self.location or str(self.identifier)
 
-    def catalog_options(self) -> dict[str, str | None]:
+    def catalog_options(self) -> dict[str, str | bool | None]:
         """The operations' ``catalog_*`` options for a catalog table (its type, address, and for a REST
         catalog the names of the environment variables with its secrets), else none."""
         return {} if self.catalog is None else self.catalog.options()

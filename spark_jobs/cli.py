@@ -154,6 +154,14 @@ def _table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--catalog-token-env", metavar="NAME", help="REST catalog: the environment variable holding a bearer token"
     )
+    parser.add_argument(
+        "--catalog-no-vended-credentials",
+        dest="catalog_vended_credentials",
+        action="store_const",
+        const=False,
+        help="REST catalog: do not ask for the table's storage credentials (X-Iceberg-Access-Delegation); "
+        "S3 requests then use this process's own identity",
+    )
 
 
 def _command(name: str) -> Command:

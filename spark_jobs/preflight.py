@@ -3,7 +3,8 @@ executors can read the plan's table, and fail the run with one error naming the 
 
 Executors reach storage with their own identity (the workers' environment, an instance or pod role),
 never the driver's keys (:func:`lakeops.storage.s3.using_keys` lends keys to the driver process
-only). A cluster whose workers lack it would fail every unit with "Unable to locate credentials",
+only, and so do the credentials a REST catalog vends, :mod:`lakeops.storage.s3_leases`). A cluster
+whose workers lack it would fail every unit with "Unable to locate credentials",
 after the plan paid for its first stage; here one short task per registered executor (one on a
 local master) lists the table root's first entry and stats it: no data is read. A check that passed
 is not repeated for the same application, table and storage settings (plans of several batches).

@@ -7,7 +7,8 @@ reads) is exercised exactly as against AWS. Mark such tests ``pytest.mark.s3``.
 One deliberate change to moto: its ``If-None-Match: *`` check is check-then-act without a lock
 (moto 5.2.5 ``S3Response.put_object``, and the CompleteMultipartUpload branch of
 ``_key_response_post``), so two racing creates can both succeed, which AWS S3 never allows. The
-session serialises both handlers under one lock so race tests see AWS semantics.
+session serialises both handlers under one lock so race tests see AWS semantics. Likewise moto's
+Glue ``UpdateTable`` ignores ``VersionId``: ``glue_endpoint`` adds AWS's check.
 """
 
 from __future__ import annotations
@@ -114,3 +115,32 @@ def any_storage_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     bucket: S3Bucket = request.getfixturevalue("s3_bucket")
     root = f"{bucket.uri}/root"
     return root, open_storage(root, bucket.options)
+
+
+def _version_checked(update_table: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """moto's ``UpdateTable`` with AWS's optimistic check: a ``VersionId`` that is not the table's
+    current version is refused with ``ConcurrentModificationException``."""
+    from moto.core.exceptions import JsonRESTError
+
+    lock = threading.Lock()
+
+    def checked(self: Any) -> Any:
+        with lock:
+            version = self.parameters.get("VersionId")
+            table = self.glue_backend.get_table(self.parameters["DatabaseName"], self.parameters["TableInput"]["Name"])
+            if version is not None and table.as_dict()["VersionId"] != version:
+                raise JsonRESTError("ConcurrentModificationException", f"table version {version} is not current")
+            return update_table(self)
+
+    return checked
+
+
+@pytest.fixture(scope="module")
+def glue_endpoint(s3_server: Any) -> Iterator[str]:
+    """moto's server (Glue and S3 on one endpoint) with Glue's ``VersionId`` check."""
+    from moto.glue.responses import GlueResponse
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(GlueResponse, "update_table", _version_checked(GlueResponse.update_table))
+    yield s3_server.endpoint_url
+    patch.undo()

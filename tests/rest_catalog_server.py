@@ -12,6 +12,13 @@ Faults for the tests: :attr:`RestCatalogServer.lose_commit_answers` commits the 
 answers 503 (``"503"``) or drops the connection (``"drop"``), or answers 503 without committing
 (``"503-unapplied"``). :attr:`RestCatalogServer.answers` records every ``(method, path, status)``,
 :attr:`RestCatalogServer.commits` the update actions of every commit request.
+
+Vended credentials: :attr:`RestCatalogServer.vend` gives the S3 settings (``s3.access-key-id``, ...)
+to vend with a table, by its identifier, to every load or create that asks for them
+(``X-Iceberg-Access-Delegation: vended-credentials``), as a ``storage-credentials`` entry for the
+table location, or in ``config`` with :attr:`RestCatalogServer.vend_in_config`;
+:attr:`RestCatalogServer.delegations` records each load's header. ``properties`` configure the
+server's own ``SqlCatalog`` (its FileIO: an S3 endpoint and keys).
 """
 
 from __future__ import annotations
@@ -136,9 +143,14 @@ class _Quiet(WSGIRequestHandler):
 class RestCatalogServer:
     """The server; ``url`` is its base URI, ``token`` the bearer token it issues and requires."""
 
-    def __init__(self, root: Path, *, client_id: str, client_secret: str, token: str) -> None:
+    def __init__(
+        self, root: Path, *, client_id: str, client_secret: str, token: str, properties: dict[str, str] | None = None
+    ) -> None:
         self.catalog = SqlCatalog(
-            "default", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=f"file://{root / 'warehouse'}"
+            "default",
+            uri=f"sqlite:///{root / 'catalog.db'}",
+            warehouse=f"file://{root / 'warehouse'}",
+            **(properties or {}),
         )
         self.client = (client_id, client_secret)
         self.token = token
@@ -148,6 +160,9 @@ class RestCatalogServer:
         self.commits: list[list[str]] = []
         self.lose_commit_answers: list[str] = []
         self.before_commit: Callable[[], None] | None = None
+        self.vend: Callable[[str], dict[str, str] | None] | None = None
+        self.vend_in_config = False
+        self.delegations: list[str | None] = []
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -209,9 +224,10 @@ class RestCatalogServer:
                     "properties": self.catalog.load_namespace_properties(namespace),
                 }
             case "createTable":
-                return self._create_table(names[4], request.get_json())
+                return self._create_table(names[4], request.get_json(), self._delegated(request))
             case "loadTable":
-                return self._load_table(names[4], names[6])
+                self.delegations.append(request.headers.get("X-Iceberg-Access-Delegation"))
+                return self._load_table(names[4], names[6], self._delegated(request))
             case "updateTable":
                 return self._commit(names[4], names[6], request.get_json())
         return 406, _error(406, "UnsupportedOperationException", f"{operation} is not served by the test catalog")
@@ -225,14 +241,26 @@ class RestCatalogServer:
     def _identifier(self, namespace: str, table: str) -> tuple[str, ...]:
         return (*namespace.split("\x1f"), table)
 
-    def _load_table(self, namespace: str, name: str) -> tuple[int, Any]:
+    def _delegated(self, request: Request) -> bool:
+        return "vended-credentials" in request.headers.get("X-Iceberg-Access-Delegation", "").split(",")
+
+    def _access(self, table: Table, delegated: bool) -> dict[str, Any]:
+        """The ``config`` and ``storage-credentials`` of a ``LoadTableResult`` for ``table``."""
+        vended = self.vend(".".join(table.name())) if delegated and self.vend is not None else None
+        if vended is None:
+            return {"config": {}}
+        if self.vend_in_config:
+            return {"config": vended}
+        return {"config": {}, "storage-credentials": [{"prefix": table.location(), "config": vended}]}
+
+    def _load_table(self, namespace: str, name: str, delegated: bool) -> tuple[int, Any]:
         try:
             table = self.catalog.load_table(self._identifier(namespace, name))
         except NoSuchTableError as exc:
             return 404, _error(404, "NoSuchTableException", str(exc))
-        return 200, _load_result(table.metadata_location, table.metadata)
+        return 200, _load_result(table.metadata_location, table.metadata) | self._access(table, delegated)
 
-    def _create_table(self, namespace: str, payload: dict[str, Any]) -> tuple[int, Any]:
+    def _create_table(self, namespace: str, payload: dict[str, Any], delegated: bool) -> tuple[int, Any]:
         extra: dict[str, Any] = {}
         if "partition-spec" in payload:
             extra["partition_spec"] = PartitionSpec.model_validate(payload["partition-spec"])
@@ -245,7 +273,7 @@ class RestCatalogServer:
             properties=payload.get("properties", {}),
             **extra,
         )
-        return 200, _load_result(table.metadata_location, table.metadata)
+        return 200, _load_result(table.metadata_location, table.metadata) | self._access(table, delegated)
 
     def _commit(self, namespace: str, name: str, payload: dict[str, Any]) -> tuple[int, Any]:
         if self.before_commit is not None:
@@ -269,34 +297,36 @@ class RestCatalogServer:
             if lost == "drop":
                 return 0, None
             return 503, _error(503, "SlowDownException", "the answer was lost (the commit landed)")
-        return 200, _load_result(response.metadata_location, response.metadata, config=False)
+        return 200, _load_result(response.metadata_location, response.metadata)
 
 
-def _load_result(location: str, metadata: Any, *, config: bool = True) -> dict[str, Any]:
-    result = {"metadata-location": location, "metadata": json.loads(metadata.model_dump_json())}
-    return result | ({"config": {}} if config else {})
+def _load_result(location: str, metadata: Any) -> dict[str, Any]:
+    return {"metadata-location": location, "metadata": json.loads(metadata.model_dump_json())}
 
 
 def _error(code: int, kind: str, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
-def appended_table(server: RestCatalogServer, identifier: str, appends: int) -> tuple[RestCatalog, Table]:
-    """A table PyIceberg's ``RestCatalog`` creates through ``server`` and grows by ``appends`` appends
-    of 10 rows (one small file each), signed in with the server's client credential."""
+def appended_table(
+    server: RestCatalogServer, identifier: str, appends: int, location: str | None = None
+) -> tuple[RestCatalog, Table]:
+    """A table PyIceberg's ``RestCatalog`` creates through ``server`` (at ``location``, else in the
+    warehouse) and grows by ``appends`` appends of 10 rows (one small file each), signed in with the
+    server's client credential."""
     catalog = RestCatalog("rest", uri=server.url, credential=":".join(server.client))
     namespace = identifier.rsplit(".", 1)[0]
     if (namespace,) not in catalog.list_namespaces():
         catalog.create_namespace(namespace)
-    table = catalog.create_table(identifier, SCHEMA)
+    table = catalog.create_table(identifier, SCHEMA, location=location)
     for i in range(appends):
         table.append(batch(i * 10, 10))
     return catalog, table
 
 
-def serve(root: Path, **secrets: str) -> Iterator[RestCatalogServer]:
+def serve(root: Path, **settings: Any) -> Iterator[RestCatalogServer]:
     """The server for one test; fails the test on any violation of the OpenAPI document."""
-    server = RestCatalogServer(root, **secrets)  # type: ignore[arg-type]
+    server = RestCatalogServer(root, **settings)
     try:
         yield server
     finally:

@@ -8,18 +8,28 @@ between the metadata the commit started from and the one lakeops built, as updat
 :class:`CommitConflict` (the commit path re-validates and re-applies, as for a lost compare-and-swap);
 a 5xx or no answer is resolved by reloading the table: the change is there (committed), or the outcome
 stays :class:`CommitStateUnknown` and nothing is deleted.
+
+Every load lends the S3 keys the catalog vends with the table (:mod:`lakeops.iceberg.rest_credentials`)
+to this process's S3 clients for the table's prefix, for the rest of the :mod:`lakeops.api` call
+(:mod:`lakeops.storage.s3_leases`); keys that expire (``s3.session-token-expires-at-ms``, or the store
+answers ``ExpiredToken``) are renewed by loading the table again, once per request. Spark executors
+never see them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from typing import Any
 
 from lakeops.errors import CommitStateUnknown, LakeopsError
 from lakeops.iceberg.catalog import TableIdentifier, numbered_metadata_location
 from lakeops.iceberg.metadata import TableMetadata, parse_metadata
 from lakeops.iceberg.rest_client import CatalogUnavailable, RestClient
+from lakeops.iceberg.rest_credentials import vended_s3
 from lakeops.iceberg.rest_updates import RestChange, rest_change
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.s3_leases import VendedS3, lend
 from lakeops.storage.uri import normalize
 
 __all__ = ["RestCatalog"]
@@ -42,7 +52,18 @@ class RestCatalog:
         self.table = f"{catalog_name}.{identifier}"
 
     def current(self) -> str:
-        return str(self.client.load_table(self.identifier)["metadata-location"])
+        return str(self._load()["metadata-location"])
+
+    def _load(self) -> dict[str, Any]:
+        """``LoadTableResult``, its vended S3 keys lent for the table's prefixes."""
+        loaded = self.client.load_table(self.identifier)
+        for prefix, credentials in vended_s3(self.table, loaded).items():
+            lend(prefix, credentials, functools.partial(self._reload_credentials, prefix))
+        return loaded
+
+    def _reload_credentials(self, prefix: str) -> VendedS3 | None:
+        """Fresh keys for ``prefix``: the table loaded again (a lease's refresh)."""
+        return vended_s3(self.table, self.client.load_table(self.identifier)).get(prefix)
 
     def new_metadata_location(self, table_location: str, current: str) -> str:
         """Only a proposal: the server names the file it writes (:meth:`swap` returns it)."""
@@ -66,7 +87,7 @@ class RestCatalog:
         location is returned); otherwise a request in flight may still land, so the outcome stays
         unknown and the caller deletes nothing."""
         try:
-            loaded = self.client.load_table(self.identifier)
+            loaded = self._load()
         except LakeopsError as exc:
             raise CommitStateUnknown(
                 f"{self.table}: the commit got no answer ({failure}) and reloading the table failed ({exc}); "

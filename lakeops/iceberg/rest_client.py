@@ -6,8 +6,10 @@
 - ``POST /v1/oauth/tokens`` (the ``OAuth2`` security scheme, ``client_credentials`` grant) when a
   client credential ``client_id:client_secret`` is given, else a bearer token as given; both only from
   the environment variables the address names, both re-read once on a 401.
-- ``GET .../namespaces/{namespace}/tables/{table}`` (``LoadTableResult``) and ``POST`` to the same
-  path (``CommitTableRequest`` → ``CommitTableResponse``).
+- ``GET .../namespaces/{namespace}/tables/{table}`` (``LoadTableResult``), asking for vended
+  credentials (``X-Iceberg-Access-Delegation: vended-credentials``, the ``data-access`` parameter)
+  unless the settings turn that off, and ``POST`` to the same path (``CommitTableRequest`` →
+  ``CommitTableResponse``).
 
 Why not PyIceberg's ``RestCatalog``: PyIceberg is no runtime dependency of lakeops, and its commit
 path takes its own ``Table`` and update objects, while lakeops builds the new metadata itself and only
@@ -57,6 +59,7 @@ class RestSettings:
     credential_env: str | None = None
     token_env: str | None = None
     prefix: str | None = None
+    vended_credentials: bool = True
 
 
 def check_settings(settings: RestSettings, option: str) -> None:
@@ -85,7 +88,8 @@ class RestClient:
 
     def load_table(self, identifier: TableIdentifier) -> dict[str, Any]:
         """``LoadTableResult`` of ``identifier``; :class:`NotATable` on a 404."""
-        status, body = self._call("GET", self._table_path(identifier))
+        delegation = {"X-Iceberg-Access-Delegation": "vended-credentials"} if self.settings.vended_credentials else {}
+        status, body = self._call("GET", self._table_path(identifier), headers=delegation)
         if status == 404:
             raise NotATable(
                 f"{identifier}: no such table in the REST catalog at {self.settings.uri} ({_message(body)})"
@@ -127,15 +131,15 @@ class RestClient:
         prefix = merged.get("prefix")
         return f"/v1/{quote(prefix, safe='/')}" if prefix else "/v1"
 
-    def _call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def _call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         with self._lock:
             auth = self._auth_unlocked()
-        status, answer = self._send(method, path, body, auth)
+        status, answer = self._send(method, path, body, {**auth, **(headers or {})})
         if status == 401 and self._renewable():
             with self._lock:
                 self._token = None
                 auth = self._auth_unlocked()
-            status, answer = self._send(method, path, body, auth)
+            status, answer = self._send(method, path, body, {**auth, **(headers or {})})
         return status, answer
 
     def _renewable(self) -> bool:
@@ -174,8 +178,8 @@ class RestClient:
             return _secret(self.settings.token_env)
         return None
 
-    def _send(self, method: str, path: str, body: Any, auth: dict[str, str]) -> tuple[int, Any]:
-        headers = {"Accept": "application/json", **auth}
+    def _send(self, method: str, path: str, body: Any, extra: dict[str, str]) -> tuple[int, Any]:
+        headers = {"Accept": "application/json", **extra}
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()

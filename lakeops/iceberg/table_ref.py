@@ -32,7 +32,8 @@ class TableRef(BaseModel):
     Data Catalog: ``catalog_uri`` its endpoint, None for AWS; ``catalog_region``; ``catalog_id`` the
     account, None for the caller's); ``rest`` (``catalog_uri`` the base URL of an Iceberg REST catalog
     with its ``warehouse``, ``prefix`` and the names of the environment variables holding its secrets,
-    ``credential_env`` and ``token_env``: names only, so a plan or an audit record never holds a secret)."""
+    ``credential_env`` and ``token_env``: names only, so a plan or an audit record never holds a secret;
+    ``vended_credentials`` whether to ask it for the table's storage credentials)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -47,6 +48,7 @@ class TableRef(BaseModel):
     credential_env: str | None = None
     token_env: str | None = None
     prefix: str | None = None
+    vended_credentials: bool = True
 
     @model_validator(mode="after")
     def _one_address(self) -> TableRef:
@@ -117,5 +119,10 @@ class TableRef(BaseModel):
 
         assert self.catalog_uri is not None
         return RestSettings(
-            self.catalog_uri.rstrip("/"), self.warehouse, self.credential_env, self.token_env, self.prefix
+            self.catalog_uri.rstrip("/"),
+            self.warehouse,
+            self.credential_env,
+            self.token_env,
+            self.prefix,
+            self.vended_credentials,
         )

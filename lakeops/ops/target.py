@@ -43,7 +43,8 @@ class CatalogOptions(BaseModel):
     else the AWS chain's) of account ``catalog_id`` (None: the caller's). ``rest``: ``catalog_uri`` the
     base URL of an Iceberg REST catalog, with ``catalog_warehouse``, ``catalog_prefix`` and the *names*
     of the environment variables holding its OAuth2 client credential (``client_id:client_secret``) or
-    bearer token, never the secrets themselves."""
+    bearer token, never the secrets themselves; ``catalog_vended_credentials`` False stops lakeops asking
+    the catalog for the table's S3 credentials (None: ask)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -56,6 +57,7 @@ class CatalogOptions(BaseModel):
     catalog_credential_env: str | None = None
     catalog_token_env: str | None = None
     catalog_prefix: str | None = None
+    catalog_vended_credentials: bool | None = None
 
     @property
     def catalogued(self) -> bool:
@@ -79,6 +81,7 @@ class CatalogOptions(BaseModel):
             credential_env=self.catalog_credential_env,
             token_env=self.catalog_token_env,
             prefix=self.catalog_prefix,
+            vended_credentials=self.catalog_vended_credentials is not False,
         )
 
 
@@ -139,7 +142,15 @@ def refuse_options(table: str, options: BaseModel, *names: str) -> None:
 
 
 #: The options only a REST catalog has.
-_REST_OPTIONS = ("catalog_warehouse", "catalog_prefix", "catalog_credential_env", "catalog_token_env")
+_REST_OPTIONS = (
+    "catalog_warehouse",
+    "catalog_prefix",
+    "catalog_credential_env",
+    "catalog_token_env",
+    "catalog_vended_credentials",
+)
+#: The flags whose names are not their options' (a switch that turns a default off).
+_REST_FLAGS = {"catalog_vended_credentials": "--catalog-no-vended-credentials"}
 
 
 def _looks_like_name(table: str) -> bool:
@@ -158,7 +169,7 @@ def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOp
         )
     rest_only = [name for name in _REST_OPTIONS if getattr(catalog, name) is not None]
     if catalog.catalog_type != "rest" and rest_only:
-        flags = ", ".join("--" + name.replace("_", "-") for name in rest_only)
+        flags = ", ".join(_REST_FLAGS.get(name, "--" + name.replace("_", "-")) for name in rest_only)
         raise UsageError(f"{table}: {flags}: only a REST catalog takes them (--catalog-type rest)")
     if catalog.catalogued or not _looks_like_name(table):
         return table, catalog

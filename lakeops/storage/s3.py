@@ -7,7 +7,9 @@ asks callers to retry that one). Clients are expensive to build and thread-safe,
 (endpoint, region, addressing style, keys) is shared within a process; Spark tasks call
 ``open_storage`` often. Credentials come from the standard AWS chain (environment, profile,
 instance/IRSA role), unless a caller of this process lends keys for an endpoint with
-:func:`using_keys` (the Dagster resource does): those reach only this process's clients, never the
+:func:`using_keys` (the Dagster resource does), or a REST catalog lends the keys it vends for a table's
+prefix (:mod:`lakeops.storage.s3_leases`: requests under the prefix are signed with them, longest
+prefix first, and renewed once when they expire): those reach only this process's clients, never the
 process environment, :class:`~lakeops.storage.StorageOptions` or a Spark executor. ``$LAKEOPS_S3_READ_TIMEOUT``
 (seconds, default 120) bounds the wait for an answer before botocore re-sends a request.
 """
@@ -15,6 +17,7 @@ process environment, :class:`~lakeops.storage.StorageOptions` or a Spark executo
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import os
@@ -22,9 +25,8 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import boto3
 from botocore.client import BaseClient
@@ -34,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, Superseded
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
+from lakeops.storage.s3_leases import Lease, S3Keys, VendedS3, lease_for, leased_keys
 
 __all__ = [
     "COPY_LIMIT",
@@ -57,24 +60,18 @@ COPY_PART_SIZE = 512 * 1024**2  # UploadPartCopy part size (S3 allows 5 MiB to 5
 READ_TIMEOUT_ENV = "LAKEOPS_S3_READ_TIMEOUT"  # seconds a request may wait for its answer
 DEFAULT_READ_TIMEOUT = 120.0
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_T = TypeVar("_T")
 _MS = timedelta(milliseconds=1)
 
 
 # -- clients ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class S3Keys:
-    """An access key pair lent to this process's S3 clients (:func:`using_keys`); the secret never
-    shows in a repr, so a client-cache key or a traceback's locals cannot print it."""
-
-    access_key_id: str = field(repr=False)
-    secret_access_key: str = field(repr=False)
-
-
 _ClientKey = tuple[str | None, str | None, bool, float, S3Keys | None]
 _clients: dict[_ClientKey, BaseClient] = {}
 _clients_lock = threading.Lock()
+#: The cached clients built for leased keys (:mod:`lakeops.storage.s3_leases`).
+_leased_clients: set[_ClientKey] = set()
 _session: boto3.session.Session | None = None
 _session_lock = threading.Lock()
 #: Keys lent per endpoint (None: AWS), with how many :func:`using_keys` blocks hold them.
@@ -86,6 +83,7 @@ def _reset_after_fork() -> None:
     """A forked child must not share its parent's sockets (or a lock held at fork time)."""
     global _clients_lock, _lent_lock, _session, _session_lock
     _clients.clear()
+    _leased_clients.clear()
     _clients_lock = threading.Lock()
     _lent_lock = threading.Lock()
     _session = None
@@ -125,15 +123,17 @@ def _endpoint(endpoint_url: str | None) -> str | None:
     return endpoint or None
 
 
-def _resolve(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> _ClientKey:
+def _resolve(
+    endpoint_url: str | None, region: str | None, force_path_style: bool | None, keys: S3Keys | None = None
+) -> _ClientKey:
     """Fill unset settings from the standard AWS environment variables (and the read timeout), with
-    the keys lent for the endpoint (:func:`using_keys`), if any."""
+    ``keys``, else the keys lent for the endpoint (:func:`using_keys`), if any."""
     endpoint = _endpoint(endpoint_url)
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     # S3-compatible stores (MinIO, Ceph, moto) rarely resolve virtual-host bucket names.
     path_style = force_path_style if force_path_style is not None else endpoint is not None
     lent = _lent.get(endpoint)
-    return endpoint, region or None, path_style, _read_timeout(), lent[0] if lent else None
+    return endpoint, region or None, path_style, _read_timeout(), keys or (lent[0] if lent else None)
 
 
 @contextlib.contextmanager
@@ -197,6 +197,7 @@ def _build(key: _ClientKey) -> BaseClient:
                 config=config,
                 aws_access_key_id=keys.access_key_id if keys else None,
                 aws_secret_access_key=keys.secret_access_key if keys else None,
+                aws_session_token=keys.session_token if keys else None,
             )
     except (BotoCoreError, ValueError) as exc:
         raise StorageError(f"cannot create an S3 client for endpoint {endpoint!r}: {exc}") from exc
@@ -210,16 +211,28 @@ def make_client(
 
 
 def shared_client(
-    *, endpoint_url: str | None = None, region: str | None = None, force_path_style: bool | None = None
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    force_path_style: bool | None = None,
+    keys: S3Keys | None = None,
 ) -> BaseClient:
-    """The process-wide client for these settings, built on first use."""
-    key = _resolve(endpoint_url, region, force_path_style)
+    """The process-wide client for these settings (signing with ``keys``, else the identity of
+    :func:`_resolve`), built on first use. Building one for leased keys drops the clients of keys no
+    lease holds any more (refreshed or withdrawn: :mod:`lakeops.storage.s3_leases`)."""
+    key = _resolve(endpoint_url, region, force_path_style, keys)
     client = _clients.get(key)
     if client is not None:
         return client
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
+            if keys is not None:
+                live = leased_keys()
+                for stale in [k for k in _leased_clients if k[4] not in live]:
+                    _leased_clients.discard(stale)
+                    _clients.pop(stale, None)
+                _leased_clients.add(key)
             client = _clients[key] = _build(key)
         return client
 
@@ -229,6 +242,7 @@ def clear_client_cache() -> None:
     global _session
     with _clients_lock, _session_lock:
         _clients.clear()
+        _leased_clients.clear()
         _session = None
 
 
@@ -254,6 +268,11 @@ def _raise(exc: Exception, action: str, location: str) -> NoReturn:
         detail = f"{code}: {message}" if message else code
         raise StorageError(f"cannot {action} {location!r}: {detail} (HTTP {status})") from exc
     raise StorageError(f"cannot {action} {location!r}: {exc}") from exc
+
+
+def _expired_token(exc: ClientError) -> bool:
+    """Whether the store refused temporary keys past their expiry (AWS answers 400 or 403)."""
+    return _code(exc)[0] in ("ExpiredToken", "TokenRefreshRequired")
 
 
 def _retried(exc: ClientError) -> bool:
@@ -337,6 +356,34 @@ class S3Storage:
         endpoint, region, _ = self._settings
         return f"S3Storage(endpoint_url={endpoint!r}, region={region!r})"
 
+    def _signed(self, path: str, request: Callable[[BaseClient], _T]) -> _T:
+        """``request`` sent with the client that signs for ``path``: the keys leased for its prefix
+        (:mod:`lakeops.storage.s3_leases`), else this storage's own. Leased keys that have expired, or
+        that the store answers ``ExpiredToken``, are renewed once (the lender reloads them) and the
+        request is sent again."""
+        lease = None if self._custom_client else lease_for(path)
+        if lease is None:
+            return request(self._client)
+        credentials = lease.credentials
+        renewed = credentials.expired()
+        if renewed:
+            credentials = lease.renew(credentials)
+        try:
+            return request(self._leased_client(credentials))
+        except ClientError as exc:
+            if renewed or not _expired_token(exc):
+                raise
+        return request(self._leased_client(lease.renew(credentials)))
+
+    def _leased_client(self, credentials: VendedS3) -> BaseClient:
+        endpoint, region, path_style = self._settings
+        return shared_client(
+            endpoint_url=credentials.endpoint_url or endpoint,
+            region=credentials.region or region,
+            force_path_style=path_style,
+            keys=credentials.keys,
+        )
+
     def list(self, prefix: str) -> Iterator[FileInfo]:
         """Objects under ``prefix + "/"`` via ListObjectsV2 (already in lexicographic key order).
 
@@ -348,17 +395,22 @@ class S3Storage:
         return self._list(bucket, f"{key}/" if key else "")
 
     def _list(self, bucket: str, key_prefix: str) -> Iterator[FileInfo]:
+        """One page per request, each signed for the listed prefix (:meth:`_signed`), continuing
+        after the last key seen."""
         location = f"s3://{bucket}/{key_prefix}"
-        try:
-            paginator = self._client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=bucket, Prefix=key_prefix):
-                for obj in page.get("Contents", ()):
-                    key: str = obj["Key"]
-                    if key.endswith("/"):
-                        continue
+        page_args: dict[str, str] = {"Bucket": bucket, "Prefix": key_prefix}
+        while True:
+            try:
+                page = self._signed(location, lambda client: client.list_objects_v2(**page_args))
+            except (ClientError, BotoCoreError) as exc:
+                _raise(exc, "list", location)
+            for obj in page.get("Contents", ()):
+                key: str = obj["Key"]
+                if not key.endswith("/"):
                     yield FileInfo(f"s3://{bucket}/{key}", int(obj["Size"]), _ms(obj["LastModified"]))
-        except (ClientError, BotoCoreError) as exc:
-            _raise(exc, "list", location)
+            if not page.get("IsTruncated"):
+                return
+            page_args["ContinuationToken"] = page["NextContinuationToken"]
 
     def read(self, path: str) -> bytes:
         return self.read_versioned(path)[0]
@@ -373,7 +425,10 @@ class S3Storage:
         bucket, key = _split(path)
         location = f"s3://{bucket}/{key}"
         try:
-            response = self._client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
+            response = self._signed(
+                location,
+                lambda client: client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"),
+            )
             with response["Body"] as body:
                 data: bytes = body.read()
         except ClientError as exc:
@@ -393,7 +448,7 @@ class S3Storage:
         """PutObject: S3 makes a single PUT visible all at once (up to 5 GiB)."""
         bucket, key = _split(path)
         try:
-            self._client.put_object(Bucket=bucket, Key=key, Body=data)
+            self._signed(path, lambda client: client.put_object(Bucket=bucket, Key=key, Body=data))
         except (ClientError, BotoCoreError) as exc:
             _raise(exc, "write", f"s3://{bucket}/{key}")
 
@@ -403,7 +458,7 @@ class S3Storage:
         bucket, key = _split(path)
         location = f"s3://{bucket}/{key}"
         try:
-            response = self._client.get_object(Bucket=bucket, Key=key)
+            response = self._signed(location, lambda client: client.get_object(Bucket=bucket, Key=key))
             with response["Body"] as body:
                 data: bytes = body.read()
         except (ClientError, BotoCoreError) as exc:
@@ -416,7 +471,7 @@ class S3Storage:
         bucket, key = _split(path)
         location = f"s3://{bucket}/{key}"
         try:
-            self._client.put_object(Bucket=bucket, Key=key, Body=data, IfMatch=token)
+            self._signed(location, lambda client: client.put_object(Bucket=bucket, Key=key, Body=data, IfMatch=token))
         except ClientError as exc:
             code, status = _code(exc)
             # 409: a concurrent conditional write to the key was in flight; it may win, so re-read.
@@ -432,9 +487,12 @@ class S3Storage:
         """PutObject with ``If-None-Match: *``; the answers are read by :meth:`_create`, which tells
         our own lost-response first attempt from another writer's object by comparing the bytes."""
         bucket, key = _split(path)
+        location = f"s3://{bucket}/{key}"
         self._create(
-            f"s3://{bucket}/{key}",
-            lambda: self._client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*"),
+            location,
+            lambda: self._signed(
+                location, lambda client: client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            ),
             lambda: self._holds(bucket, key, data),
         )
 
@@ -451,12 +509,16 @@ class S3Storage:
             self.put_if_absent(path, first)
             return
 
+        send = functools.partial(self._signed, f"s3://{bucket}/{key}")
+
         def upload_parts(upload: str) -> list[dict[str, Any]]:
             return [
                 {
                     "PartNumber": number,
-                    "ETag": self._client.upload_part(
-                        Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body
+                    "ETag": send(
+                        functools.partial(
+                            _upload_part, Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body
+                        )
                     )["ETag"],
                     "Size": len(body),
                 }
@@ -473,23 +535,26 @@ class S3Storage:
         by its size and multipart ETag); any failure aborts the upload (its parts would only cost
         storage) and is reported as ``verb`` the location."""
         location = f"s3://{bucket}/{key}"
+        send = functools.partial(self._signed, location)
         upload: str | None = None
         try:
-            upload = str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+            upload = str(send(lambda client: client.create_multipart_upload(Bucket=bucket, Key=key))["UploadId"])
             sent = upload_parts(upload)
             parts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in sent]
             size = sum(p["Size"] for p in sent)
             self._create(
                 location,
-                lambda: self._client.complete_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
+                lambda: send(
+                    lambda client: client.complete_multipart_upload(
+                        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
+                    )
                 ),
                 lambda: self._has(bucket, key, size, _multipart_etag(p["ETag"] for p in parts)),
             )
         except BaseException as exc:
             if upload is not None:
                 with contextlib.suppress(ClientError, BotoCoreError):
-                    self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+                    send(lambda client: client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload))
             if isinstance(exc, ClientError | BotoCoreError):
                 _raise(exc, verb, location)
             raise
@@ -547,7 +612,7 @@ class S3Storage:
         bucket, key = _split(target)
         location = f"s3://{bucket}/{key}"
         try:
-            head = self._client.head_object(Bucket=source_bucket, Key=source_key)
+            head = self._signed(source, lambda client: client.head_object(Bucket=source_bucket, Key=source_key))
         except (ClientError, BotoCoreError) as exc:
             _raise(exc, f"copy to {location!r} from", f"s3://{source_bucket}/{source_key}")
         if self.exists(location):
@@ -557,7 +622,10 @@ class S3Storage:
         if size <= COPY_LIMIT:
             self._create(
                 location,
-                lambda: self._client.copy_object(Bucket=bucket, Key=key, CopySource=copy_source, IfNoneMatch="*"),
+                lambda: self._signed(
+                    location,
+                    lambda client: client.copy_object(Bucket=bucket, Key=key, CopySource=copy_source, IfNoneMatch="*"),
+                ),
                 lambda: self._has(bucket, key, size, etag),
             )
             return
@@ -570,14 +638,18 @@ class S3Storage:
             parts = []
             for number, start in enumerate(range(0, size, COPY_PART_SIZE), 1):
                 end = min(start + COPY_PART_SIZE, size)
-                answer = self._client.upload_part_copy(
-                    Bucket=bucket,
-                    Key=key,
-                    UploadId=upload,
-                    PartNumber=number,
-                    CopySource=copy_source,
-                    CopySourceIfMatch=etag,
-                    CopySourceRange=f"bytes={start}-{end - 1}",
+                answer = self._signed(
+                    f"s3://{bucket}/{key}",
+                    functools.partial(
+                        _upload_part_copy,
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload,
+                        PartNumber=number,
+                        CopySource=copy_source,
+                        CopySourceIfMatch=etag,
+                        CopySourceRange=f"bytes={start}-{end - 1}",
+                    ),
                 )
                 parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"], "Size": end - start})
             return parts
@@ -587,7 +659,7 @@ class S3Storage:
     def _has(self, bucket: str, key: str, size: int, etag: str) -> bool:
         """Whether the object at ``key`` has this size and ETag (False if it is absent)."""
         try:
-            head = self._client.head_object(Bucket=bucket, Key=key)
+            head = self._signed(f"s3://{bucket}/{key}", lambda client: client.head_object(Bucket=bucket, Key=key))
         except (ClientError, BotoCoreError) as exc:
             if isinstance(exc, ClientError) and (_code(exc)[1] == 404 or _code(exc)[0] in ("NoSuchKey", "NotFound")):
                 return False
@@ -616,22 +688,23 @@ class S3Storage:
         """Nothing to do: S3 has no directories."""
 
     def delete_many(self, paths: Iterable[str]) -> int:
-        """DeleteObjects in batches of 1000 keys per bucket (quiet mode: only failures come back).
+        """DeleteObjects in batches of 1000 keys per bucket and signing identity (a batch is signed
+        once: the keys of one lease, or the storage's own; quiet mode: only failures come back).
 
         S3 reports missing keys as deleted, which makes this idempotent. Stops at the first batch
         with failures and names its first failed key.
         """
         count = 0
-        pending: dict[str, dict[str, None]] = {}  # bucket -> ordered set of keys
+        pending: dict[tuple[str, Lease | None], dict[str, None]] = {}  # (bucket, lease) -> ordered set of keys
         for path in paths:
             count += 1
             bucket, key = _split(path)
-            keys = pending.setdefault(bucket, {})
+            keys = pending.setdefault((bucket, None if self._custom_client else lease_for(path)), {})
             keys[key] = None
             if len(keys) >= DELETE_BATCH:
                 self._delete_batch(bucket, list(keys))
                 keys.clear()
-        for bucket, keys in pending.items():
+        for (bucket, _), keys in pending.items():
             if keys:
                 self._delete_batch(bucket, list(keys))
         return count
@@ -641,8 +714,11 @@ class S3Storage:
         key succeeds); when no answer ever came, the error says the keys may be gone all the same."""
         location = f"s3://{bucket}/{keys[0]}"
         try:
-            response = self._client.delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+            response = self._signed(
+                location,
+                lambda client: client.delete_objects(
+                    Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+                ),
             )
         except ClientError as exc:
             _raise(exc, f"delete {len(keys)} objects starting at", location)
@@ -664,7 +740,7 @@ class S3Storage:
         bucket, key = _split(path)
         location = f"s3://{bucket}/{key}"
         try:
-            response = self._client.head_object(Bucket=bucket, Key=key)
+            response = self._signed(location, lambda client: client.head_object(Bucket=bucket, Key=key))
         except (ClientError, BotoCoreError) as exc:
             _raise(exc, "stat", location)
         return FileInfo(location, int(response["ContentLength"]), _ms(response["LastModified"]))
@@ -676,6 +752,14 @@ class S3Storage:
         except NotFound:
             return False
         return True
+
+
+def _upload_part_copy(client: BaseClient, **request: Any) -> Any:
+    return client.upload_part_copy(**request)
+
+
+def _upload_part(client: BaseClient, **request: Any) -> Any:
+    return client.upload_part(**request)
 
 
 def _rebuild(endpoint_url: str | None, region: str | None, force_path_style: bool | None) -> S3Storage:

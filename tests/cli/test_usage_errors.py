@@ -79,6 +79,10 @@ CASES: list[tuple[list[str], str]] = [
     (["inspect", *ICEBERG, "--catalog-id", "1"], "--catalog-region and --catalog-id apply to a Glue catalog only"),
     (["compact", "db.t", "--catalog-type", "hive"], "--catalog-type: invalid choice: 'hive'"),
     (["inspect", *ICEBERG, "--catalog-token-env", "T"], "--catalog-token-env: only a REST catalog takes them"),
+    (
+        ["inspect", *ICEBERG, "--catalog-no-vended-credentials"],
+        "--catalog-no-vended-credentials: only a REST catalog takes them",
+    ),
     (["inspect", "db.t", "--catalog-type", "rest"], "db.t: --catalog-uri: missing; a REST catalog is reached"),
 ]
 

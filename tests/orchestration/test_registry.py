@@ -139,7 +139,7 @@ def test_a_rest_catalog_reaches_the_operations_with_the_names_of_its_secrets() -
     text = (
         "tables:\n  - name: orders\n    identifier: shop.orders\n    catalog:\n      type: rest\n"
         "      uri: https://polaris.example.com/api/catalog\n      warehouse: lake\n"
-        "      credential_env: POLARIS_CREDENTIAL\n"
+        "      credential_env: POLARIS_CREDENTIAL\n      vended_credentials: false\n"
     )
     (orders,) = parse_registry(text).tables
     assert orders.catalog_options() == {
@@ -148,6 +148,7 @@ def test_a_rest_catalog_reaches_the_operations_with_the_names_of_its_secrets() -
         "catalog_name": "default",
         "catalog_warehouse": "lake",
         "catalog_credential_env": "POLARIS_CREDENTIAL",
+        "catalog_vended_credentials": False,
     }
 
 

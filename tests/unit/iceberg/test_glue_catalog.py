@@ -4,15 +4,13 @@
 moto 5.2.5 implements ``GetTable`` (with the table's ``VersionId``) and ``UpdateTable`` (archiving a
 new version), but its ``UpdateTable`` ignores ``VersionId`` (a stale one is accepted, where AWS
 answers ``ConcurrentModificationException``) and ``SkipArchive`` (it archives every version). The
-first is what optimistic concurrency needs, so this module's server adds AWS's check (the table's
+first is what optimistic concurrency needs, so conftest.py's ``glue_endpoint`` adds AWS's check (the table's
 current version must be the one given, under one lock), as tests/conftest.py makes moto's
 conditional PutObject atomic. ``SkipArchive`` changes nothing the tests can observe.
 """
 
 from __future__ import annotations
 
-import threading
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,9 +19,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from deltalake import DeltaTable
+from glue_tables import REGION, glue_table
 from lakeops_cli import run_json
-from pyiceberg.catalog.glue import GlueCatalog as PyIcebergGlueCatalog
-from pyiceberg_tables import SCHEMA, SPECS, PyIcebergTable, batch
+from pyiceberg_tables import PyIcebergTable, batch
 
 from lakeops import api
 from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable
@@ -36,65 +34,10 @@ from lakeops.storage import StorageOptions, open_storage
 
 pytestmark = pytest.mark.s3
 
-REGION = "us-east-1"
-#: moto's dummy keys, given to PyIceberg explicitly (lakeops reads the test session's AWS environment).
-KEYS = {"access-key-id": "lakeops-test", "secret-access-key": "lakeops-test-secret", "region": REGION}
-
-
-def _version_checked(update_table: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """moto's ``UpdateTable`` with AWS's optimistic check: a ``VersionId`` that is not the table's
-    current version is refused with ``ConcurrentModificationException``."""
-    from moto.core.exceptions import JsonRESTError
-
-    lock = threading.Lock()
-
-    def checked(self: Any) -> Any:
-        with lock:
-            version = self.parameters.get("VersionId")
-            table = self.glue_backend.get_table(self.parameters["DatabaseName"], self.parameters["TableInput"]["Name"])
-            if version is not None and table.as_dict()["VersionId"] != version:
-                raise JsonRESTError("ConcurrentModificationException", f"table version {version} is not current")
-            return update_table(self)
-
-    return checked
-
-
-@pytest.fixture(scope="module")
-def glue_endpoint(s3_server: Any) -> Iterator[str]:
-    """moto's server (Glue and S3 on one endpoint) with Glue's ``VersionId`` check."""
-    from moto.glue.responses import GlueResponse
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(GlueResponse, "update_table", _version_checked(GlueResponse.update_table))
-    yield s3_server.endpoint_url
-    patch.undo()
-
-
-def _glue_table(endpoint: str, bucket: Any, *, appends: int = 4, rows: int = 10) -> PyIcebergTable:
-    """A PyIceberg Glue table, identity-partitioned by category, grown by ``appends`` small appends."""
-    properties = {
-        "warehouse": f"{bucket.uri}/warehouse",
-        "glue.endpoint": endpoint,
-        "s3.endpoint": endpoint,
-        **{f"glue.{key}": value for key, value in KEYS.items()},
-        **{f"s3.{key}": value for key, value in KEYS.items()},
-    }
-    catalog = PyIcebergGlueCatalog("glue", **properties)
-    database = f"db_{uuid.uuid4().hex[:12]}"
-    catalog.create_namespace(database)
-    identifier = f"{database}.events"
-    table = PyIcebergTable(
-        catalog, endpoint, identifier, catalog.create_table(identifier, SCHEMA, partition_spec=SPECS["identity"])
-    )
-    for i in range(appends):
-        table.table.append(batch(i * rows, rows))
-        table.reload()
-    return table
-
 
 @pytest.fixture
 def table(glue_endpoint: str, s3_bucket: Any) -> PyIcebergTable:
-    return _glue_table(glue_endpoint, s3_bucket)
+    return glue_table(glue_endpoint, s3_bucket)
 
 
 def _options(table: PyIcebergTable) -> dict[str, Any]:
@@ -332,18 +275,3 @@ def test_a_registry_glue_table_and_the_catalog_flags(
             4,
             40,
         )
-
-
-@pytest.mark.orchestration
-def test_dagster_inspects_a_glue_registry_table(table: PyIcebergTable) -> None:
-    from orchestration.maintenance import inspect
-    from orchestration.registry import parse_registry
-    from orchestration.resources import StorageResource
-
-    registry = parse_registry(
-        f"tables:\n  - name: events\n    identifier: {table.identifier}\n"
-        f"    catalog: {{type: glue, endpoint_url: '{table.catalog_uri}'}}\n"
-    )
-    report = inspect(registry.table("events"), StorageResource(endpoint_url=table.catalog_uri))
-
-    assert report.model_dump()["rows"] == 40 and report.table == f"glue:{table.identifier}"
