@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from lakeops.delta.actions import Add, CheckpointMetadata, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import is_uuid_named, read_checkpoint_file
 from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows
+from lakeops.delta.checkpoint_stream import StreamedRows, part_rows
 from lakeops.delta.checkpoint_writer import (
     CheckpointAction,
     checkpoint_bytes,
@@ -77,7 +78,7 @@ from lakeops.delta.retention import (
     SET_TRANSACTION_RETENTION_PROPERTY,
     table_retention,
 )
-from lakeops.delta.snapshot import DeltaSnapshot, Replay
+from lakeops.delta.snapshot import DeltaSnapshot, Replay, load_snapshot
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -179,6 +180,8 @@ class CheckpointPlan(BaseModel, MaintenancePlan[CheckpointPart, PartWritten]):
     _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
     #: The rows as selected and ordered while planning (driver only): writing on the driver reuses them.
     _rows: CheckpointRows | None = PrivateAttr(default=None)
+    #: A large table's plan (driver only): what the second pass reads instead of ``_rows``.
+    _stream: StreamedRows | None = PrivateAttr(default=None)
 
     @property
     def has_work(self) -> bool:
@@ -329,6 +332,10 @@ def plan_checkpoint(
         else None
     )
     files = snapshot.files
+    keyed = isinstance(files, LiveFiles) and any(c.source is not None for c in files.columns)
+    if keyed and writes_stats_as_struct(metadata):  # typed stats are derived per object: the full rows
+        snapshot = load_snapshot(open_storage(table, storage_options), table, version=snapshot.version)
+        files, keyed = snapshot.files, False
     columns = files.columns if isinstance(files, LiveFiles) and not writes_stats_as_struct(metadata) else []
     v2 = "v2Checkpoint" in enabled_features(snapshot.protocol)
 
@@ -373,7 +380,13 @@ def plan_checkpoint(
             )
 
         arrow_schema = schema_of(actions)
-        column_rows = cast_add_rows(columns, arrow_schema.field("add").type) if columns else None
+        column_rows = (
+            [pa.StructArray.from_arrays([c.paths], names=["path"]) for c in columns]  # order and parts: paths suffice
+            if keyed
+            else cast_add_rows(columns, arrow_schema.field("add").type)
+            if columns
+            else None
+        )
         if columns and column_rows is None:  # rows the schema cannot take as they are: all as objects
             actions = select(files)
             arrow_schema = schema_of(actions)
@@ -425,8 +438,11 @@ def plan_checkpoint(
         txn_cutoff_ms=txn_cutoff,
         parts=parts,
     )
-    plan._snapshot = snapshot
-    plan._rows = rows
+    if keyed and rows is not None:  # the second pass reads the winners' rows again: no snapshot kept
+        plan._stream = StreamedRows.of(rows.head, rows.objects, columns)
+    else:
+        plan._snapshot = snapshot
+        plan._rows = rows
     return plan
 
 
@@ -488,18 +504,39 @@ def _part_actions(
 
 def write_parts_on_driver(plan: CheckpointPlan) -> list[PartWritten]:
     """Write every part of ``plan`` in this process (the usual case: one part), from the snapshot it
-    was planned from when the plan still holds it, else by :func:`write_part`."""
+    was planned from when the plan still holds it, streamed from the sources when it planned from
+    keys (:mod:`lakeops.delta.checkpoint_stream`), else by :func:`write_part`."""
     rows = plan._rows
+    if plan._stream is not None:
+        return _write_streamed(plan, plan._stream)
     if plan._snapshot is None or rows is None:
         return [write_part(part) for part in plan.parts]
-    written = []
-    for part, (start, end) in zip(plan.parts, rows.ranges(plan.part_size), strict=True):
-        started = time.monotonic()
-        storage = open_storage(part.table_root, part.storage)
-        with bulk_load():
-            payload = rows.parquet(start, end, schema_from_text(part.arrow_schema))
-        written.append(_store(storage, part, payload, end - start, *rows.counts(start, end), started))
-    return written
+    return [
+        _write_rows(part, rows, start, end)
+        for part, (start, end) in zip(plan.parts, rows.ranges(plan.part_size), strict=True)
+    ]
+
+
+def _write_rows(part: CheckpointPart, rows: CheckpointRows, start: int, end: int) -> PartWritten:
+    """Store positions ``[start, end)`` of ``rows`` as ``part``."""
+    started = time.monotonic()
+    storage = open_storage(part.table_root, part.storage)
+    with bulk_load():
+        payload = rows.parquet(start, end, schema_from_text(part.arrow_schema))
+    return _store(storage, part, payload, end - start, *rows.counts(start, end), started)
+
+
+def _write_streamed(plan: CheckpointPlan, stream: StreamedRows) -> list[PartWritten]:
+    """The second pass: each part from the rows it holds, read again from their sources; by
+    :func:`write_part` when a row has no place in the schema (each part replays its own range)."""
+    if not plan.parts:
+        return []
+    storage = open_storage(plan.table_root, plan.parts[0].storage)
+    add_type = schema_from_text(plan.parts[0].arrow_schema).field("add").type
+    parts = part_rows(storage, stream, plan.parts, add_type)
+    if parts is None:
+        return [write_part(part) for part in plan.parts]
+    return [_write_rows(part, rows, 0, len(rows)) for part, rows in zip(plan.parts, parts, strict=True)]
 
 
 def _segment_to_replay(listing: LogListing, part: CheckpointPart) -> LogSegment:
