@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+from dataclasses import dataclass
 from collections.abc import Iterator
 from itertools import repeat
 from typing import Any, cast
@@ -117,8 +118,8 @@ def _read_part(
         values = columns.pop(column)  # a column built into objects is not kept alive meanwhile
         try:
             valid = _valid_rows(values)
-            if keyed and column == "add":
-                yield AddColumn(_single_chunk(valid), source=path)
+            if keyed is not None and column == "add":
+                yield AddColumn(_single_chunk(valid), source=KeySource(path, keyed))
                 continue
             if keep_adds and column == "add" and (lazy := _lazy_adds(valid)) is not None:
                 yield lazy
@@ -143,12 +144,12 @@ def _read_part(
 
 def _read_columns(
     storage: Storage, path: str, wanted: tuple[str, ...], counts_only: bool = False, keys_only: bool = False
-) -> tuple[dict[str, pa.ChunkedArray], bool]:
+) -> tuple[dict[str, pa.ChunkedArray], frozenset[str] | None]:
     """The ``wanted`` action columns of one part, in ``_COLUMNS`` order (``counts_only``: the ``add``
     column read a row group at a time, its stats cut to row counts; ``keys_only``: cut to
-    :func:`key_rows`), and whether the ``add`` column was cut to keys (every batch could be); the
-    file's bytes are released on return."""
-    keyed = False
+    :func:`key_rows`), and when the ``add`` column was cut to keys (every batch could be) the fields
+    its rows set; the file's bytes are released on return."""
+    keyed: frozenset[str] | None = None
     try:
         parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
         present = [c for c in _COLUMNS if c in wanted and c in parquet.schema_arrow.names]
@@ -157,8 +158,10 @@ def _read_columns(
         columns = {name: table.column(name) for name in table.column_names}
         if cut and keys_only:
             keys = _key_batches(parquet)
-            keyed = keys is not None
-            columns["add"] = keys if keys is not None else parquet.read(columns=["add"]).column("add")
+            if keys is not None:
+                columns["add"], keyed = keys
+            else:
+                columns["add"] = parquet.read(columns=["add"]).column("add")
         elif cut:
             adds = [row_counts_only(b.column(0)) for b in parquet.iter_batches(columns=["add"], batch_size=_CUT_ROWS)]
             columns["add"] = pa.chunked_array(
@@ -169,35 +172,48 @@ def _read_columns(
     return {name: columns[name] for name in present}, keyed
 
 
-def _key_batches(parquet: pq.ParquetFile) -> pa.ChunkedArray | None:
-    """The ``add`` column cut to :func:`key_rows` a row group at a time; None when a batch has rows
-    an :class:`AddColumn` cannot hold (they are then read whole, as objects)."""
-    keys, offset = [], 0
+def _key_batches(parquet: pq.ParquetFile) -> tuple[pa.ChunkedArray, frozenset[str]] | None:
+    """The ``add`` column cut to :func:`key_rows` a row group at a time, and the names of the fields
+    its rows set; None when a batch has rows an :class:`AddColumn` cannot hold (they are then read
+    whole, as objects)."""
+    keys, offset, fields = [], 0, set()
     for batch in parquet.iter_batches(columns=["add"], batch_size=_CUT_ROWS):
         cut = key_rows(batch.column(0), offset)
         if cut is None:
             return None
-        keys.append(cut)
+        keys.append(cut[0])
+        fields |= cut[1]
         offset += batch.num_rows
-    return pa.chunked_array(keys, type=KEY_TYPE)
+    return pa.chunked_array(keys, type=KEY_TYPE), frozenset(fields)
+
+
+@dataclass(frozen=True)
+class KeySource:
+    """Where rows cut to keys come from: the file whose ``add`` column holds them, and the fields
+    its rows set (a checkpoint takes the two-pass route only when its schema has room for them)."""
+
+    location: str
+    fields: frozenset[str]
 
 
 #: The ``add`` rows of a keys-only read: the path and the row's number in its file's ``add`` column.
 KEY_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("row", pa.int64())])
 
 
-def key_rows(adds: pa.Array, offset: int) -> pa.StructArray | None:
-    """``add`` rows as their reconciliation key and where they are (``offset`` + their position):
-    a checkpoint replays these and reads the winners' full rows again, so it never holds every
-    file's stats ("Action Reconciliation": a row without a deletion vector is keyed by its path).
-    None when a valid row could not be an :class:`AddColumn` row (:func:`fits_add_column`)."""
-    valid = _valid_rows(pa.chunked_array([adds]))
-    if len(valid) and not fits_add_column(_single_chunk(valid)):
+def key_rows(adds: pa.Array, offset: int) -> tuple[pa.StructArray, frozenset[str]] | None:
+    """``add`` rows as their reconciliation key and where they are (``offset`` + their position),
+    and the names of the fields the rows set: a checkpoint replays these and reads the winners'
+    full rows again, so it never holds every file's stats ("Action Reconciliation": a row without
+    a deletion vector is keyed by its path). None when a valid row could not be an
+    :class:`AddColumn` row (:func:`fits_add_column`)."""
+    valid = _single_chunk(_valid_rows(pa.chunked_array([adds], type=adds.type)))
+    if len(valid) and not fits_add_column(valid):
         return None
+    fields = frozenset(f.name for i, f in enumerate(valid.type) if valid.field(i).null_count < len(valid))
     rows = pa.array(range(offset, offset + len(adds)), type=pa.int64())
     absent = pc.invert(adds.is_valid()) if adds.null_count else None
-    paths = adds.field("path") if len(adds) else pa.array([], pa.string())
-    return pa.StructArray.from_arrays([paths.cast(pa.string()), rows], fields=list(KEY_TYPE), mask=absent)
+    paths = adds.field("path").cast(pa.string())
+    return pa.StructArray.from_arrays([paths, rows], fields=list(KEY_TYPE), mask=absent), fields
 
 
 def _valid_rows(values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -426,9 +442,9 @@ class AddColumn:
     a live file without a deletion vector: its key is ``(path, None)``.
     """
 
-    def __init__(self, struct: pa.StructArray, source: str | None = None) -> None:
+    def __init__(self, struct: pa.StructArray, source: KeySource | None = None) -> None:
         self.struct = struct
-        #: Set for rows cut to :data:`KEY_TYPE`: the file whose ``add`` column holds their full rows.
+        #: Set for rows cut to :data:`KEY_TYPE`: where their full rows are.
         self.source = source
 
     def __len__(self) -> int:

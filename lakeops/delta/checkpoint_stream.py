@@ -73,7 +73,7 @@ class StreamedRows:
         sources: dict[str, list[pa.Array]] = {}
         for column in columns:
             if column.source is not None:
-                sources.setdefault(column.source, []).append(column.struct.field("row"))
+                sources.setdefault(column.source.location, []).append(column.struct.field("row"))
         return cls(
             head,
             objects,

@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.delta.actions import Add, CheckpointMetadata, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import is_uuid_named, read_checkpoint_file
+from lakeops.delta.checkpoint_reader import KeySource
 from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows
 from lakeops.delta.checkpoint_stream import StreamedRows, part_rows
 from lakeops.delta.checkpoint_writer import (
@@ -332,10 +333,9 @@ def plan_checkpoint(
         else None
     )
     files = snapshot.files
-    keyed = isinstance(files, LiveFiles) and any(c.source is not None for c in files.columns)
-    if keyed and writes_stats_as_struct(metadata):  # typed stats are derived per object: the full rows
-        snapshot = load_snapshot(open_storage(table, storage_options), table, version=snapshot.version)
-        files, keyed = snapshot.files, False
+    keyed = _keyed_columns(snapshot)
+    if keyed and writes_stats_as_struct(metadata):  # typed stats are derived per object: from full rows
+        return _plan_whole(snapshot, options, storage_options, now_ms)
     columns = files.columns if isinstance(files, LiveFiles) and not writes_stats_as_struct(metadata) else []
     v2 = "v2Checkpoint" in enabled_features(snapshot.protocol)
 
@@ -380,6 +380,8 @@ def plan_checkpoint(
             )
 
         arrow_schema = schema_of(actions)
+        if keyed and not _schema_holds(arrow_schema, keyed):
+            return _plan_whole(snapshot, options, storage_options, now_ms)
         column_rows = (
             [pa.StructArray.from_arrays([c.paths], names=["path"]) for c in columns]  # order and parts: paths suffice
             if keyed
@@ -444,6 +446,29 @@ def plan_checkpoint(
         plan._snapshot = snapshot
         plan._rows = rows
     return plan
+
+
+def _keyed_columns(snapshot: DeltaSnapshot) -> list[KeySource]:
+    """Where the snapshot's files cut to keys come from (none unless loaded ``keys_only``)."""
+    files = snapshot.files
+    return [c.source for c in files.columns if c.source is not None] if isinstance(files, LiveFiles) else []
+
+
+def _schema_holds(schema: pa.Schema, sources: list[KeySource]) -> bool:
+    """Whether the checkpoint schema's ``add`` has a place for every field the keyed rows set (the
+    whole-table route widens the schema for them): then both routes write the same file."""
+    names = set(schema.field("add").type.names) | {"stats"}  # rows' stats go when the table writes none
+    return all(source.fields <= names for source in sources)
+
+
+def _plan_whole(
+    snapshot: DeltaSnapshot, options: CheckpointOptions, storage_options: StorageOptions, now_ms: int | None
+) -> CheckpointPlan:
+    """The plan from the full rows: for keyed rows the two-pass route cannot write as the whole-table
+    route would."""
+    table = snapshot.table_root
+    full = load_snapshot(open_storage(table, storage_options), table, version=snapshot.version, listing=snapshot.listing)
+    return plan_checkpoint(full, options, storage_options, now_ms=now_ms)
 
 
 # --- execute: a part, on a Spark task or on the driver ---------------------------------------------
