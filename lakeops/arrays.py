@@ -51,8 +51,7 @@ def take_chunked(values: pa.ChunkedArray, indices: pa.Array) -> pa.Array:
     owner = np.searchsorted(starts, wanted, side="right") - 1
     order = np.argsort(owner, kind="stable")  # rows grouped by chunk, each group in request order
     pieces = [
-        chunks[chunk].take(pa.array(wanted[order[owner[order] == chunk]] - starts[chunk]))
-        for chunk in np.unique(owner)
+        chunks[chunk].take(pa.array(wanted[order[owner[order] == chunk]] - starts[chunk])) for chunk in np.unique(owner)
     ]
     if not pieces:
         return pa.array([], type=values.type)

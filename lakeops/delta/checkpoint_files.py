@@ -75,8 +75,9 @@ def read_checkpoint_file(
 ) -> Iterator[CheckpointRowAction | AddColumn]:
     """Every action of the checkpoint file at ``path``, then every action of the sidecars it names
     (``columnar``: adds as :class:`AddColumn` where they can be, with ``counts_only`` their stats
-    cut to row counts as they are read, with ``keys_only`` cut to their keys and row numbers). A UUID-named checkpoint without its ``checkpointMetadata``
-    action, or a sidecar holding other than file actions, is corrupt."""
+    cut to row counts as they are read, with ``keys_only`` cut to their keys and row numbers). A
+    UUID-named checkpoint without its ``checkpointMetadata`` action, or a sidecar holding other
+    than file actions, is corrupt."""
     sidecars: list[Sidecar] = []
     has_metadata = False
     main = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, cast
 
@@ -176,7 +176,8 @@ def _key_batches(parquet: pq.ParquetFile) -> tuple[pa.ChunkedArray, frozenset[st
     """The ``add`` column cut to :func:`key_rows` a row group at a time, and the names of the fields
     its rows set; None when a batch has rows an :class:`AddColumn` cannot hold (they are then read
     whole, as objects)."""
-    keys, offset, fields = [], 0, set()
+    keys: list[pa.StructArray] = []
+    offset, fields = 0, frozenset[str]()
     for batch in parquet.iter_batches(columns=["add"], batch_size=_CUT_ROWS):
         cut = key_rows(batch.column(0), offset)
         if cut is None:
@@ -184,7 +185,7 @@ def _key_batches(parquet: pq.ParquetFile) -> tuple[pa.ChunkedArray, frozenset[st
         keys.append(cut[0])
         fields |= cut[1]
         offset += batch.num_rows
-    return pa.chunked_array(keys, type=KEY_TYPE), frozenset(fields)
+    return pa.chunked_array(keys, type=KEY_TYPE), fields
 
 
 @dataclass(frozen=True)

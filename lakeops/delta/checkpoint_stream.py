@@ -29,7 +29,7 @@ from lakeops.delta.actions import Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_struct
 from lakeops.delta.checkpoint_writer import CheckpointAction
-from lakeops.errors import CorruptFile
+from lakeops.errors import CorruptFile, ProtocolError
 from lakeops.storage import Storage
 
 __all__ = ["PathRange", "StreamedRows", "part_rows"]
@@ -69,7 +69,9 @@ class StreamedRows:
     sources: dict[str, pa.Array] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, head: list[CheckpointAction], objects: list[Add | Remove], columns: Sequence[AddColumn]) -> StreamedRows:
+    def of(
+        cls, head: list[CheckpointAction], objects: list[Add | Remove], columns: Sequence[AddColumn]
+    ) -> StreamedRows:
         sources: dict[str, list[pa.Array]] = {}
         for column in columns:
             if column.source is not None:
@@ -84,16 +86,14 @@ class StreamedRows:
 
 def part_rows(
     storage: Storage, rows: StreamedRows, parts: Sequence[PathRange], add_type: pa.StructType
-) -> Iterator[CheckpointRows] | None:
-    """Each part's rows in order, or None when a winning row has a value the ``add`` type has no
-    place for (then the caller writes the parts another way). Every source is read before the first
-    part is given: the spill files are complete."""
+) -> Iterator[CheckpointRows]:
+    """Each part's rows in order. Every source is read before the first part is given: the spill
+    files are complete. Raises :class:`~lakeops.errors.ProtocolError` for a row the ``add`` type has
+    no place for (the plan checked the fields the rows set: a source changed since)."""
     spill = tempfile.TemporaryDirectory(prefix="lakeops-checkpoint-")
     try:
         files = [Path(spill.name) / f"part-{index}.parquet" for index in range(len(parts))]
-        if not _spill(storage, rows, parts, add_type, files):
-            spill.cleanup()
-            return None
+        _spill(storage, rows, parts, add_type, files)
     except BaseException:
         spill.cleanup()
         raise
@@ -113,15 +113,15 @@ def _parts(
 
 def _spill(
     storage: Storage, rows: StreamedRows, parts: Sequence[PathRange], add_type: pa.StructType, files: list[Path]
-) -> bool:
-    """Route every winning Arrow row to its part's spill file; False when one cannot be cast."""
+) -> None:
+    """Route every winning Arrow row to its part's spill file."""
     writers: dict[int, pq.ParquetWriter] = {}
     schema = pa.schema([pa.field("add", add_type)])
 
-    def route(struct: pa.StructArray) -> bool:
+    def route(struct: pa.StructArray, source: str) -> None:
         cast = cast_add_struct(struct, add_type)
         if cast is None:
-            return False
+            raise ProtocolError(f"{source}: add rows hold a field the checkpoint schema has no place for")
         paths = cast.field("path")
         for index, bounds in enumerate(parts):
             inside = _inside(bounds, paths)
@@ -130,20 +130,16 @@ def _spill(
             if index not in writers:
                 writers[index] = pq.ParquetWriter(files[index], schema, compression="snappy")
             writers[index].write_table(pa.Table.from_arrays([cast.filter(inside)], schema=schema))
-        return True
 
     try:
         for column in rows.columns:
-            if len(column) and not route(column.struct):
-                return False
+            route(column.struct, "commit adds")
         for location, winners in rows.sources.items():
             for batch in _winning_batches(storage, location, winners):
-                if not route(batch):
-                    return False
+                route(batch, location)
     finally:
         for writer in writers.values():
             writer.close()
-    return True
 
 
 def _winning_batches(storage: Storage, location: str, winners: pa.Array) -> Iterator[pa.StructArray]:

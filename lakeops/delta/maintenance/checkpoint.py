@@ -46,8 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.delta.actions import Add, CheckpointMetadata, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import is_uuid_named, read_checkpoint_file
-from lakeops.delta.checkpoint_reader import KeySource
-from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows
+from lakeops.delta.checkpoint_reader import AddColumn
+from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows, cast_add_struct
 from lakeops.delta.checkpoint_stream import StreamedRows, part_rows
 from lakeops.delta.checkpoint_writer import (
     CheckpointAction,
@@ -183,6 +183,12 @@ class CheckpointPlan(BaseModel, MaintenancePlan[CheckpointPart, PartWritten]):
     _rows: CheckpointRows | None = PrivateAttr(default=None)
     #: A large table's plan (driver only): what the second pass reads instead of ``_rows``.
     _stream: StreamedRows | None = PrivateAttr(default=None)
+
+    @property
+    def two_pass(self) -> bool:
+        """Whether the parts are written from the rows read again from their sources (planned from
+        keys: :mod:`lakeops.delta.checkpoint_stream`), not from rows the plan holds."""
+        return self._stream is not None
 
     @property
     def has_work(self) -> bool:
@@ -333,7 +339,7 @@ def plan_checkpoint(
         else None
     )
     files = snapshot.files
-    keyed = _keyed_columns(snapshot)
+    keyed = _keyed(snapshot)
     if keyed and writes_stats_as_struct(metadata):  # typed stats are derived per object: from full rows
         return _plan_whole(snapshot, options, storage_options, now_ms)
     columns = files.columns if isinstance(files, LiveFiles) and not writes_stats_as_struct(metadata) else []
@@ -380,7 +386,7 @@ def plan_checkpoint(
             )
 
         arrow_schema = schema_of(actions)
-        if keyed and not _schema_holds(arrow_schema, keyed):
+        if keyed and not _schema_holds(arrow_schema, columns):
             return _plan_whole(snapshot, options, storage_options, now_ms)
         column_rows = (
             [pa.StructArray.from_arrays([c.paths], names=["path"]) for c in columns]  # order and parts: paths suffice
@@ -448,17 +454,22 @@ def plan_checkpoint(
     return plan
 
 
-def _keyed_columns(snapshot: DeltaSnapshot) -> list[KeySource]:
-    """Where the snapshot's files cut to keys come from (none unless loaded ``keys_only``)."""
+def _keyed(snapshot: DeltaSnapshot) -> bool:
+    """Whether some of the snapshot's files are cut to keys (loaded ``keys_only``)."""
     files = snapshot.files
-    return [c.source for c in files.columns if c.source is not None] if isinstance(files, LiveFiles) else []
+    return isinstance(files, LiveFiles) and any(c.source is not None for c in files.columns)
 
 
-def _schema_holds(schema: pa.Schema, sources: list[KeySource]) -> bool:
-    """Whether the checkpoint schema's ``add`` has a place for every field the keyed rows set (the
-    whole-table route widens the schema for them): then both routes write the same file."""
-    names = set(schema.field("add").type.names) | {"stats"}  # rows' stats go when the table writes none
-    return all(source.fields <= names for source in sources)
+def _schema_holds(schema: pa.Schema, columns: list[AddColumn]) -> bool:
+    """Whether the checkpoint schema's ``add`` has a place for every field the Arrow rows set (keyed
+    rows: the fields their file's rows set; others: cast now): where it has not, the whole-table
+    route writes them as objects in a widened schema, and the two-pass route must not differ."""
+    add_type = schema.field("add").type
+    names = set(add_type.names) | {"stats"}  # rows' stats go when the table writes none
+    return all(
+        c.source.fields <= names if c.source is not None else cast_add_struct(c.struct, add_type) is not None
+        for c in columns
+    )
 
 
 def _plan_whole(
@@ -467,7 +478,9 @@ def _plan_whole(
     """The plan from the full rows: for keyed rows the two-pass route cannot write as the whole-table
     route would."""
     table = snapshot.table_root
-    full = load_snapshot(open_storage(table, storage_options), table, version=snapshot.version, listing=snapshot.listing)
+    full = load_snapshot(
+        open_storage(table, storage_options), table, version=snapshot.version, listing=snapshot.listing
+    )
     return plan_checkpoint(full, options, storage_options, now_ms=now_ms)
 
 
@@ -552,15 +565,12 @@ def _write_rows(part: CheckpointPart, rows: CheckpointRows, start: int, end: int
 
 
 def _write_streamed(plan: CheckpointPlan, stream: StreamedRows) -> list[PartWritten]:
-    """The second pass: each part from the rows it holds, read again from their sources; by
-    :func:`write_part` when a row has no place in the schema (each part replays its own range)."""
+    """The second pass: each part from the rows it holds, read again from their sources."""
     if not plan.parts:
         return []
     storage = open_storage(plan.table_root, plan.parts[0].storage)
     add_type = schema_from_text(plan.parts[0].arrow_schema).field("add").type
     parts = part_rows(storage, stream, plan.parts, add_type)
-    if parts is None:
-        return [write_part(part) for part in plan.parts]
     return [_write_rows(part, rows, 0, len(rows)) for part, rows in zip(plan.parts, parts, strict=True)]
 
 
