@@ -218,7 +218,7 @@ def load_snapshot(
 
 
 def _replay(
-    storage: Storage, table_root: str, segment: LogSegment, row_counts_only: bool, keys_only: bool = False
+    storage: Storage, table_root: str, segment: LogSegment, row_counts_only: bool, keys_only: bool
 ) -> tuple[Protocol, Metadata, Replay]:
     """The checkpoint then each commit of ``segment``, applied in order; refuses a state without a
     protocol or metadata, or with a reader feature lakeops does not implement."""

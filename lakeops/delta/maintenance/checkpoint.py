@@ -19,6 +19,12 @@ re-reads the log segment, keeps the actions of its range (memory bounded by the 
 table), checks it found exactly the count the driver planned, and writes its part. When one part
 suffices the driver writes it from the snapshot it already holds.
 
+Two passes (a snapshot loaded ``keys_only``, as ``lakeops checkpoint`` loads it): the checkpoint's add
+rows are replayed as keys and row numbers only, and the driver writes each part from the winning rows
+read again from their files a row group at a time (:mod:`lakeops.delta.checkpoint_stream`), so it
+never holds every file's statistics. Both routes write the same bytes; rows whose fields the schema
+has no place for, or a table writing typed statistics, take the whole-table route.
+
 V2 checkpoints (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#v2-checkpoint-table-feature):
 on a table whose protocol enables ``v2Checkpoint``, the checkpoint is one UUID-named parquet file
 (``n.checkpoint.<uuid>.parquet``, "UUID-named checkpoint") following the "V2 Spec": its first row
