@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
+
+from lakeops.delta.maintenance import compaction
 
 
 def two_partitions(root: Path) -> str:
@@ -27,3 +30,15 @@ def optimize_commits(location: str) -> list[list[str]]:
         if any(a.get("commitInfo", {}).get("operation") == "OPTIMIZE" for a in actions):
             commits.append(sorted(a["remove"]["path"] for a in actions if "remove" in a))
     return commits
+
+
+def fail_second_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite of group 1 fails (``OSError: disk full``); the others run as they are."""
+    rewrite = compaction.rewrite_group
+
+    def second_fails(group: compaction.RewriteGroup) -> compaction.RewriteResult:
+        if group.group_id == 1:
+            raise OSError("disk full")
+        return rewrite(group)
+
+    monkeypatch.setattr(compaction, "rewrite_group", second_fails)

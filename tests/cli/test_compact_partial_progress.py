@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from delta_optimize import optimize_commits, two_partitions
+from delta_optimize import fail_second_group, optimize_commits, two_partitions
 from deltalake import DeltaTable
 
-from lakeops.delta.maintenance import compaction
 from spark_jobs.cli import main as lakeops
 
 
@@ -38,14 +37,7 @@ def test_a_failed_batch_exits_1_naming_the_versions_that_landed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     location = two_partitions(tmp_path / "t")
-    rewrite = compaction.rewrite_group
-
-    def second_fails(group: compaction.RewriteGroup) -> compaction.RewriteResult:
-        if group.group_id == 1:
-            raise OSError("disk full")
-        return rewrite(group)
-
-    monkeypatch.setattr(compaction, "rewrite_group", second_fails)
+    fail_second_group(monkeypatch)
     assert lakeops(["compact", location, "--min-input-files", "2", "--partial-progress", "1", "--json"]) == 1
     out, err = capsys.readouterr()
     report = json.loads(out)

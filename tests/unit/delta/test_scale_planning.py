@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from delta_optimize import optimize_commits, two_partitions
+from delta_optimize import fail_second_group, optimize_commits, two_partitions
 
 from lakeops import api
 from lakeops.delta.checkpoint_reader import AddColumn
@@ -246,19 +246,11 @@ def test_a_failed_batch_leaves_the_earlier_ones_committed_and_says_so(
 ) -> None:
     from deltalake import DeltaTable
 
-    from lakeops.delta.maintenance import compaction
     from lakeops.errors import PartiallyCommitted
     from lakeops.ops.compaction import CompactionOptions
 
     location = two_partitions(tmp_path / "t")
-    rewrite = compaction.rewrite_group
-
-    def second_fails(group: compaction.RewriteGroup) -> compaction.RewriteResult:
-        if group.group_id == 1:
-            raise OSError("disk full")
-        return rewrite(group)
-
-    monkeypatch.setattr(compaction, "rewrite_group", second_fails)
+    fail_second_group(monkeypatch)
     with pytest.raises(
         PartiallyCommitted,
         match=r"1 of 2 commit batches landed \(versions 6; 6 files rewritten into 1\).*OSError: disk full",
