@@ -206,7 +206,9 @@ def key_rows(adds: pa.Array, offset: int) -> tuple[pa.StructArray, frozenset[str
     and the names of the fields the rows set: a checkpoint replays these and reads the winners'
     full rows again, so it never holds every file's stats ("Action Reconciliation": a row without
     a deletion vector is keyed by its path). None when a valid row could not be an
-    :class:`AddColumn` row (:func:`fits_add_column`)."""
+    :class:`AddColumn` row (:func:`fits_add_column`), or the column is not one of paths."""
+    if not pa.types.is_struct(adds.type) or "path" not in adds.type.names:
+        return None  # read whole: the validating path reports what it is
     valid = _single_chunk(_valid_rows(pa.chunked_array([adds], type=adds.type)))
     if len(valid) and not fits_add_column(valid):
         return None
