@@ -110,6 +110,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="largest group one task rewrites (default 100GB)",
     )
     iceberg.add_argument("--sort", action="store_true", help="sort rewritten rows by the table's sort order")
+    iceberg.add_argument(
+        "--manifest-threshold",
+        type=int,
+        metavar="N",
+        help="read the data manifests in Spark tasks when the plan reads more than N of them (default 200)",
+    )
     icechunk = parser.add_argument_group("Icechunk")
     icechunk.add_argument("--branch", default=defaults.branch, help="branch whose tip is packed (default main)")
     iceberg.add_argument(

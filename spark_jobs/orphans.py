@@ -1,8 +1,8 @@
 """Orphan-file removal as a Spark job: ``spark-submit spark_jobs/orphans.py TABLE [options]`` (same
-options as ``lakeops orphans``). Delta (VACUUM): listing and planning run on the driver. Iceberg: the
-location is listed on the driver, or one Spark task per second-level directory for large trees; the
-plan is made on the driver. Batches of ~1000 paths are then deleted by threads on the driver, or one
-Spark task each when there are many (:meth:`~spark_jobs.operations.SparkSettings.delete`). The
+options as ``lakeops orphans``). Delta (VACUUM) and Iceberg: the location is listed on the driver,
+or one Spark task per second-level directory for large trees; the plan is made on the driver.
+Batches of ~1000 paths are then deleted by threads on the driver, or one Spark task each when there
+are many (:meth:`~spark_jobs.operations.SparkSettings.delete`). The
 steps are :mod:`lakeops.ops.orphans`'s; this module parses options and prints."""
 
 from __future__ import annotations
@@ -72,12 +72,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a listed file that the metadata names under another scheme or authority (bucket): stop with an "
         "error (default), ignore (keep it) or delete (treat it as unreferenced)",
     )
-    iceberg.add_argument(
+    parser.add_argument(
         "--listing-threshold",
         type=int,
         metavar="N",
-        help="list the location on Spark, one task per second-level directory (e.g. data/<partition>), when "
-        "there are more than N of them (default 100)",
+        help="list the table on Spark, one task per second-level directory (e.g. data/<partition>, or a Delta "
+        "table's <column>=<value>/<column>=<value>), when there are more than N of them (default 100)",
     )
 
 

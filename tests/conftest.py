@@ -5,8 +5,9 @@ in-process mocks, so boto3's real request path (signing, retries, conditional he
 reads) is exercised exactly as against AWS. Mark such tests ``pytest.mark.s3``.
 
 One deliberate change to moto: its ``If-None-Match: *`` check is check-then-act without a lock
-(moto 5.2.5 ``S3Response.put_object``), so two racing puts can both succeed, which AWS S3 never
-allows. The session serialises moto's PutObject handler so race tests see AWS semantics.
+(moto 5.2.5 ``S3Response.put_object``, and the CompleteMultipartUpload branch of
+``_key_response_post``), so two racing creates can both succeed, which AWS S3 never allows. The
+session serialises both handlers under one lock so race tests see AWS semantics.
 """
 
 from __future__ import annotations
@@ -56,12 +57,14 @@ class S3Bucket:
     options: StorageOptions
 
 
+_CREATE_LOCK = threading.Lock()
+
+
 def _serialised(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """``handler`` under one lock: makes moto's conditional put atomic, as it is on AWS."""
-    lock = threading.Lock()
+    """``handler`` under the one create lock: makes moto's conditional creates atomic, as on AWS."""
 
     def locked(*args: Any, **kwargs: Any) -> Any:
-        with lock:
+        with _CREATE_LOCK:
             return handler(*args, **kwargs)
 
     return locked
@@ -75,6 +78,7 @@ def s3_server() -> Iterator[S3Server]:
 
     env = pytest.MonkeyPatch()
     env.setattr(S3Response, "put_object", _serialised(S3Response.put_object))
+    env.setattr(S3Response, "_key_response_post", _serialised(S3Response._key_response_post))
     for name, value in _FAKE_ENV.items():
         env.setenv(name, value)
     for name in _CLEARED_ENV:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -97,9 +97,29 @@ def _landed(storage: Storage, table_root: str, version: int, attempts: int, txn_
     return CommitResult(version, attempts, txn_id, () if warning is None else (warning,))
 
 
-def _render(actions: Sequence[ActionModel], info: CommitInfo) -> bytes:
-    lines = [action_to_line(info)] + [action_to_line(a) for a in actions]
-    return ("\n".join(lines) + "\n").encode("utf-8")
+#: A commit of more actions than this is written piece by piece (``put_if_absent_stream``), its file
+#: never whole in memory: an OPTIMIZE of millions of files renders gigabytes of NDJSON.
+STREAM_ACTIONS = 20_000
+_LINES_PER_CHUNK = 5_000
+
+
+def _rendered(actions: Sequence[ActionModel], info: CommitInfo) -> Iterator[bytes]:
+    """The commit file's newline-delimited JSON, ``commitInfo`` first, a few thousand lines at a time."""
+    lines = [action_to_line(info)]
+    for action in actions:
+        lines.append(action_to_line(action))
+        if len(lines) >= _LINES_PER_CHUNK:
+            yield ("\n".join(lines) + "\n").encode("utf-8")
+            lines = []
+    if lines:
+        yield ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _put_commit(storage: Storage, path: str, actions: Sequence[ActionModel], info: CommitInfo) -> None:
+    if len(actions) > STREAM_ACTIONS:
+        storage.put_if_absent_stream(path, _rendered(actions, info))
+    else:
+        storage.put_if_absent(path, b"".join(_rendered(actions, info)))
 
 
 def _txn_id(commit: CommitActions) -> object:
@@ -200,7 +220,7 @@ def commit_pending(
         info = CommitInfo.model_validate(provenance)
         path = join(log_dir, commit_file_name(version))
         try:
-            storage.put_if_absent(path, _render(pending.actions(), info))
+            _put_commit(storage, path, pending.actions(), info)
             return _landed(storage, table_root, version, attempt, txn_id)
         except AlreadyExists:
             pass

@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -394,11 +394,17 @@ def _check_records(schema: Any) -> None:
                     _check_records(schema[key])
 
 
-def read_avro(storage: Storage, location: str, what: str) -> AvroFile:
+def read_avro(
+    storage: Storage, location: str, what: str, *, project: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> AvroFile:
     """Open the Avro file at ``location``. ``what`` names it in errors ("manifest s3://…/m0.avro
     (listed in …)"): :class:`NotFound` if it is missing, :class:`CorruptFile` if its bytes do not
     decode (raised while iterating :attr:`AvroFile.records` for damage past the header). ``location``
-    is an Iceberg path: literal, never percent-decoded."""
+    is an Iceberg path: literal, never percent-decoded.
+
+    ``project`` maps the file's schema (as stored, without logical types) to a reader schema of a
+    subset of its fields (Avro "Schema Resolution"): records then hold only those, and the decoder
+    skips the rest without building them (a manifest's metrics maps are most of its bytes)."""
     try:
         payload = storage.read(normalize(location, literal=True))
     except NotFound as exc:
@@ -416,7 +422,11 @@ def read_avro(storage: Storage, location: str, what: str) -> AvroFile:
         stored = {**raw_meta, "avro.schema": json.dumps(_without_logical_types(schema)).encode()}
         rewritten = io.BytesIO()
         fastavro.schemaless_writer(rewritten, _HEADER, {**header, "meta": stored})
-        reader = fastavro.reader(io.BytesIO(rewritten.getvalue() + payload[buffer.tell() :]))
+        body = io.BytesIO(rewritten.getvalue() + payload[buffer.tell() :])
+        if project is None:
+            reader = fastavro.reader(body)
+        else:
+            reader = fastavro.reader(body, reader_schema=project(_without_logical_types(schema)))
     except Exception as exc:  # fastavro reports damaged headers with many exception types
         raise CorruptFile(f"{what} is not a readable Avro file ({type(exc).__name__}: {exc})") from exc
     metadata = {key: value.decode("utf-8", errors="replace") for key, value in raw_meta.items()}

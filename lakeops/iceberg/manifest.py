@@ -65,6 +65,7 @@ __all__ = [
     "inline_manifest_file",
     "iter_manifest",
     "manifest_entry_type",
+    "partition_type_of",
     "manifests_of",
     "read_manifest",
     "read_manifest_metadata",
@@ -311,7 +312,7 @@ def _partition_names(metadata: Mapping[str, str]) -> dict[int, str]:
     return names
 
 
-def _partition_type(avro: AvroFile, what: str) -> StructType:
+def partition_type_of(avro: AvroFile, what: str) -> StructType:
     """The partition tuple type a manifest file declares, with the spec's field names."""
     data_file = field_schema(avro.schema, 2, avro.named)
     partition = None if data_file is None else field_schema(data_file, 102, avro.named)
@@ -390,7 +391,7 @@ def iter_manifest(
     not committed) leaves the inherited sequence numbers of its ADDED entries None."""
     what = manifest.describe()
     avro = read_avro(storage, manifest.manifest_path, what)
-    yield from _entries(avro, _partition_type(avro, what), manifest, include_deleted=include_deleted, what=what)
+    yield from _entries(avro, partition_type_of(avro, what), manifest, include_deleted=include_deleted, what=what)
 
 
 def read_manifest(storage: Storage, manifest: ManifestFile, *, include_deleted: bool = False) -> list[ManifestEntry]:
@@ -464,7 +465,7 @@ def inline_manifest_file(storage: Storage, path: str, *, snapshot_id: int) -> Ma
         added_snapshot_id=snapshot_id,
         listed_in=listed_in,
     )
-    partition_type = _partition_type(avro, what)
+    partition_type = partition_type_of(avro, what)
     entries = list(_entries(avro, partition_type, manifest, include_deleted=True, what=what))
     return manifest.model_copy(update={**_counts(entries), "partitions": _summaries(partition_type, entries)})
 

@@ -19,31 +19,44 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict
+
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.iceberg.deletes import FILE_PATH_ID
-from lakeops.iceberg.manifest import EntryStatus, FileContent, ManifestEntry, manifests_of, read_manifest
+from lakeops.iceberg.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, manifests_of, read_manifest
+from lakeops.iceberg.manifest_columns import read_planning_columns
 from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec
-from lakeops.iceberg.single_values import from_bytes
+from lakeops.iceberg.single_values import from_bytes, from_json, to_json
 from lakeops.iceberg.types import IcebergType, PrimitiveType, StructType
 from lakeops.predicate import Condition, PartitionPredicate
 from lakeops.storage import Storage
 
 __all__ = [
     "FileScanTask",
+    "FileSelection",
     "LiveFile",
+    "ManifestReader",
+    "ManifestSelection",
     "PartitionFilter",
     "ScanPlan",
     "human_partition",
     "may_reference",
+    "partition_json",
     "plan_scan",
+    "plan_selected_scan",
+    "read_in_threads",
+    "select_from_manifest",
 ]
 
 #: Manifests read at once: enough to hide object-store latency, few enough to stay polite.
@@ -98,6 +111,18 @@ class ScanPlan:
     delete_files: list[LiveFile]
     manifests_total: int = 0
     manifests_read: int = 0
+    #: Live data files (and their bytes) the filter matched, of which ``tasks`` may hold only those a
+    #: :class:`FileSelection` chose; None: ``tasks`` holds them all.
+    files_matched: int | None = None
+    bytes_matched: int | None = None
+
+    @property
+    def live_files(self) -> int:
+        return len(self.tasks) if self.files_matched is None else self.files_matched
+
+    @property
+    def live_bytes(self) -> int:
+        return sum(t.file.file_size for t in self.tasks) if self.bytes_matched is None else self.bytes_matched
 
     @property
     def data_files(self) -> list[LiveFile]:
@@ -302,22 +327,186 @@ def plan_scan(
     """The data files of ``snapshot`` (selected by ``partition_filter``) and their delete files."""
     if snapshot is None:
         return ScanPlan(snapshot, [], [])
-    manifests = manifests_of(storage, snapshot)
-    selected = [m for m in manifests if partition_filter is None or partition_filter.may_match(m)]
-    # Delete manifests are always read whole: an unpartitioned (global) delete applies everywhere.
-    delete_manifests = [m for m in manifests if m.content == 1]
-    data_manifests = [m for m in selected if m.content == 0]
-    deletes = read_live_files(storage, delete_manifests)
-    index = DeleteIndex(deletes, {s.spec_id for s in metadata.partition_specs if s.is_unpartitioned})
+    manifests = _Manifests.of(storage, metadata, snapshot, partition_filter)
     tasks = [
-        FileScanTask(data, index.for_data_file(data))
-        for data in read_live_files(storage, data_manifests)
+        FileScanTask(data, manifests.index.for_data_file(data))
+        for data in read_live_files(storage, manifests.data)
         if partition_filter is None or partition_filter.matches(data.spec_id, data.entry.data_file.partition)
     ]
-    return ScanPlan(
-        snapshot,
-        tasks,
-        deletes,
-        manifests_total=len(manifests),
-        manifests_read=len(data_manifests) + len(delete_manifests),
+    return manifests.plan(snapshot, tasks)
+
+
+@dataclass(frozen=True)
+class _Manifests:
+    """A snapshot's manifests as a scan reads them: the data manifests the filter may match, and
+    every delete file, read whole (an unpartitioned, global delete applies everywhere), indexed."""
+
+    total: int
+    data: list[ManifestFile]
+    deletes: list[LiveFile]
+    read: int
+    index: DeleteIndex
+    unpartitioned: set[int]
+
+    @classmethod
+    def of(
+        cls, storage: Storage, metadata: TableMetadata, snapshot: Snapshot, partition_filter: PartitionFilter | None
+    ) -> _Manifests:
+        manifests = manifests_of(storage, snapshot)
+        selected = [m for m in manifests if partition_filter is None or partition_filter.may_match(m)]
+        delete_manifests = [m for m in manifests if m.content == 1]
+        data = [m for m in selected if m.content == 0]
+        deletes = read_live_files(storage, delete_manifests)
+        unpartitioned = {s.spec_id for s in metadata.partition_specs if s.is_unpartitioned}
+        index = DeleteIndex(deletes, unpartitioned)
+        return cls(len(manifests), data, deletes, len(data) + len(delete_manifests), index, unpartitioned)
+
+    def plan(self, snapshot: Snapshot, tasks: list[FileScanTask], **matched: int) -> ScanPlan:
+        return ScanPlan(snapshot, tasks, self.deletes, manifests_total=self.total, manifests_read=self.read, **matched)
+
+
+# --- planning from columns: millions of entries, objects only for the files a plan acts on ----------
+
+
+class FileSelection(BaseModel):
+    """Which live data files a plan needs whole, decided from each manifest's planning columns
+    (:mod:`lakeops.iceberg.manifest_columns`): those whose size is outside ``low``..``high``, every file
+    of the ``partitions`` (spec id, partition JSON) some delete file may apply to, or every file when
+    ``every_file`` (a global equality delete applies everywhere). The other files are only counted.
+    A model: it travels to executor tasks with the manifests they read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low: int
+    high: int
+    partitions: frozenset[tuple[int, str]] = frozenset()
+    every_file: bool = False
+
+
+@dataclass(frozen=True)
+class ManifestSelection:
+    """:func:`select_from_manifest`'s answer: ``chosen`` rows, ``totals`` (partition,
+    file_size_in_bytes_count, file_size_in_bytes_sum)."""
+
+    spec_id: int
+    chosen: pa.Table
+    totals: pa.Table
+
+
+def select_from_manifest(storage: Storage, manifest: ManifestFile, selection: FileSelection) -> ManifestSelection:
+    """One data manifest's live entries: the planning columns of the files ``selection`` chooses
+    (with ``manifest_path``), and the count and bytes of every live file per partition. Runs on the
+    driver or in an executor task; either way nothing per entry outlives the manifest."""
+    batch = read_planning_columns(storage, manifest)
+    sizes = batch.column("file_size_in_bytes")
+    if selection.every_file:
+        mask = pa.array([True] * batch.num_rows, pa.bool_())
+    else:
+        mask = pc.or_(pc.less(sizes, selection.low), pc.greater(sizes, selection.high))
+        here = [p for spec_id, p in selection.partitions if spec_id == manifest.partition_spec_id]
+        if here:
+            mask = pc.or_(mask, pc.is_in(batch.column("partition"), value_set=pa.array(here, pa.string())))
+    chosen = pa.Table.from_batches([batch.filter(mask)])
+    chosen = chosen.append_column("manifest_path", pa.array([manifest.manifest_path] * chosen.num_rows, pa.string()))
+    totals = (
+        pa.Table.from_batches([batch.select(["partition", "file_size_in_bytes"])])
+        .group_by("partition")
+        .aggregate([("file_size_in_bytes", "count"), ("file_size_in_bytes", "sum")])
     )
+    return ManifestSelection(manifest.partition_spec_id, chosen, totals)
+
+
+ManifestReader = Callable[[Sequence[ManifestFile], FileSelection], Iterable[ManifestSelection]]
+
+
+def read_in_threads(storage: Storage, *, threads: int = MANIFEST_READ_THREADS) -> ManifestReader:
+    """Read the manifests' selections in driver threads."""
+
+    def read(manifests: Sequence[ManifestFile], selection: FileSelection) -> Iterable[ManifestSelection]:
+        if not manifests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(threads, len(manifests)), thread_name_prefix="manifest") as pool:
+            return list(pool.map(lambda m: select_from_manifest(storage, m, selection), manifests))
+
+    return read
+
+
+def partition_json(partition_type: StructType, values: Mapping[str, Any]) -> str:
+    """A partition tuple as the ``partition`` planning column spells it."""
+    return json.dumps([to_json(f.type, values.get(f.name)) for f in partition_type.fields])
+
+
+def plan_selected_scan(
+    storage: Storage,
+    metadata: TableMetadata,
+    snapshot: Snapshot | None,
+    *,
+    low: int,
+    high: int,
+    partition_filter: PartitionFilter | None = None,
+    reader: ManifestReader | None = None,
+) -> ScanPlan:
+    """:func:`plan_scan` for a plan that acts on few of many files: every delete file is read whole,
+    the data manifests as planning columns (by ``reader``, driver threads by default), and only the
+    data files a :class:`FileSelection` of ``low``/``high`` chooses become tasks, each with the
+    deletes that apply to it (the same rules as :func:`plan_scan`); the others are counted in
+    ``files_matched``/``bytes_matched``. A task's entry holds the planning fields only (path, format,
+    partition, counts, size, sequence number, first row id): what bin-packing, delete matching and a
+    ``replace`` commit (which rewrites the manifests from their own entries) read."""
+    if snapshot is None:
+        return ScanPlan(snapshot, [], [], files_matched=0, bytes_matched=0)
+    manifests = _Manifests.of(storage, metadata, snapshot, partition_filter)
+    deletes, unpartitioned = manifests.deletes, manifests.unpartitioned
+    schemas = metadata.schemas_newest_first()
+    types = {s.spec_id: s.partition_type(schemas) for s in metadata.partition_specs}
+    selection = FileSelection(
+        low=low,
+        high=high,
+        partitions=frozenset(
+            (d.spec_id, partition_json(types[d.spec_id], d.entry.data_file.partition)) for d in deletes
+        ),
+        every_file=any(d.content is FileContent.EQUALITY_DELETES and d.spec_id in unpartitioned for d in deletes),
+    )
+    values: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def partition(spec_id: int, text: str) -> dict[str, Any]:
+        key = (spec_id, text)
+        if key not in values:
+            ptype = types[spec_id]
+            values[key] = {f.name: from_json(f.type, v) for f, v in zip(ptype.fields, json.loads(text), strict=True)}
+        return values[key]
+
+    def matches(spec_id: int, text: str) -> bool:
+        return partition_filter is None or partition_filter.matches(spec_id, partition(spec_id, text))
+
+    tasks: list[FileScanTask] = []
+    files = total_bytes = 0
+    for found in (reader or read_in_threads(storage))(manifests.data, selection):
+        totals = found.totals
+        for text, count, size in zip(
+            totals.column("partition").to_pylist(),
+            totals.column("file_size_in_bytes_count").to_pylist(),
+            totals.column("file_size_in_bytes_sum").to_pylist(),
+            strict=True,
+        ):
+            if matches(found.spec_id, text):
+                files, total_bytes = files + count, total_bytes + size
+        for row in found.chosen.to_pylist():
+            if not matches(row["spec_id"], row["partition"]):
+                continue
+            entry = ManifestEntry(
+                status=EntryStatus(row["status"]),
+                sequence_number=row["data_sequence_number"],
+                data_file=DataFile(
+                    content=FileContent(row["content"]),
+                    file_path=row["file_path"],
+                    file_format=row["file_format"],
+                    partition=partition(row["spec_id"], row["partition"]),
+                    record_count=row["record_count"],
+                    file_size_in_bytes=row["file_size_in_bytes"],
+                    first_row_id=row["first_row_id"],
+                ),
+            )
+            live = LiveFile(entry, row["spec_id"], row["manifest_path"])
+            tasks.append(FileScanTask(live, manifests.index.for_data_file(live)))
+    return manifests.plan(snapshot, tasks, files_matched=files, bytes_matched=total_bytes)

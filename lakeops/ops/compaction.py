@@ -89,9 +89,17 @@ class CompactionReport(Report):
         return self.rows_written
 
 
-def plan(table: str, options: CompactionOptions, storage_options: StorageOptions) -> Plan:
+def plan(
+    table: str,
+    options: CompactionOptions,
+    storage_options: StorageOptions,
+    *,
+    executor: Executor | None = None,
+    progress: Console | None = None,
+) -> Plan:
     """Read the table at its latest version and plan the rewrite (each format's code imported when
-    its table is met)."""
+    its table is met). Iceberg: more than ``options.manifest_threshold`` data manifests are read by
+    ``executor`` (:mod:`lakeops.iceberg.manifest_reads`); without one, all in driver threads."""
     target = resolve_target(table, options, storage_options)
     match target:
         case IcebergTarget(ref=ref):
@@ -99,11 +107,22 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
             from lakeops.iceberg.maintenance import compaction as iceberg_compaction
             from lakeops.iceberg.table import load_table
 
-            return iceberg_compaction.plan_compaction(
-                load_table(ref, storage_options),
-                options.for_format(iceberg_compaction.IcebergCompactionOptions),
-                storage_options,
-            )
+            iceberg_options = options.for_format(iceberg_compaction.IcebergCompactionOptions)
+            loaded = load_table(ref, storage_options)
+            reader = None
+            if executor is not None:
+                from lakeops.iceberg.manifest_reads import DEFAULT_MANIFEST_THRESHOLD, executor_reader
+
+                threshold = iceberg_options.manifest_threshold
+                reader = executor_reader(
+                    executor,
+                    location=loaded.metadata.location,
+                    storage_options=storage_options,
+                    threshold=DEFAULT_MANIFEST_THRESHOLD if threshold is None else threshold,
+                    label=f"lakeops compact {ref}",
+                    progress=progress or Console(quiet=True),
+                )
+            return iceberg_compaction.plan_compaction(loaded, iceberg_options, storage_options, reader=reader)
         case DeltaTarget(location=location):
             from lakeops.delta.maintenance import compaction as delta_compaction
             from lakeops.delta.snapshot import load_snapshot
@@ -138,6 +157,7 @@ def execute(
             "min_file_size",
             "max_file_size",
             "delete_file_threshold",
+            "manifest_threshold",
             "partial_progress",
             "commit_retries",
             "commit_timeout",
@@ -158,7 +178,7 @@ def execute(
         )
     started = time.monotonic()
     progress.print(f"planning compaction of {table} ...")
-    planned = plan(table, options, storage_options)
+    planned = plan(table, options, storage_options, executor=executor, progress=progress)
     progress.print(
         f"{planned.input_files} of {planned.live_files} files ({format_size(planned.input_bytes)}) "
         f"in {len(planned.groups)} groups to rewrite"

@@ -43,7 +43,8 @@ class CompactionOptions(CatalogOptions):
     ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns) rewrite every file of each partition in
     Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its ``rewrite_data_files``):
     ``min_file_size``/``max_file_size`` (default 75%/180% of the target), ``delete_file_threshold``,
-    ``max_file_group_size``, ``sort`` (by the table's sort order), ``remove_dangling_deletes``. Retries of a
+    ``max_file_group_size``, ``sort`` (by the table's sort order), ``remove_dangling_deletes``,
+    ``manifest_threshold`` (more data manifests than this are read by the executor; None: 200). Retries of a
     commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
     None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
     within 30 minutes (Delta). Icechunk: ``branch``, whose tip is packed (``target_file_size`` and
@@ -63,6 +64,7 @@ class CompactionOptions(CatalogOptions):
     sort: bool = False
     partial_progress: int | None = Field(default=None, ge=1)
     remove_dangling_deletes: bool = True
+    manifest_threshold: int | None = Field(default=None, ge=0)
     commit_retries: int | None = Field(default=None, ge=0)
     commit_timeout: timedelta | None = None
     zorder_by: list[str] | None = None
@@ -137,7 +139,8 @@ class OrphansOptions(CatalogOptions):
     ``delta.deletedFileRetentionDuration``, else 7 days; Iceberg 3 days); ``force_short_retention``
     allows less than that. Delta: ``keep_from_version`` V lengthens the retention until every file a
     reader of versions V.. needs is kept (:func:`lakeops.ops.consumers.vacuum_retention`). Iceberg:
-    ``prefix_mismatch_mode`` (None: ``error``) and ``listing_threshold`` (None: the default).
+    ``prefix_mismatch_mode`` (None: ``error``). Both: ``listing_threshold``, second-level directories
+    listed on the driver before they are listed by the executor (None: 100).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

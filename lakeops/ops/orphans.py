@@ -1,19 +1,19 @@
 """Orphan-file removal, format-neutral: plan by detected format, re-check, delete on an executor, report.
 
-Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`), listed and planned in this process. Iceberg
-(:mod:`lakeops.iceberg.maintenance.orphans`): the location is listed here, or as one unit per
-second-level directory on the executor for large trees, then planned here. :func:`plan` does either;
-:func:`run` re-checks the plan against commits that landed since (a file a commit references again
-is kept) and deletes its batches with :meth:`~lakeops.execution.Executor.delete`. Both plans name
-their shared figures alike and give their own through ``report_fields()``, so nothing here asks
-which format a plan is.
+Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`); Iceberg
+(:mod:`lakeops.iceberg.maintenance.orphans`). Either location is listed here, or as one unit per
+second-level directory on the executor for large trees (:mod:`lakeops.listing`), then planned here.
+:func:`plan` does either; :func:`run` re-checks the plan against commits that landed since (a file
+a commit references again is kept) and deletes its batches with
+:meth:`~lakeops.execution.Executor.delete`. Both plans name their shared figures alike and give
+their own through ``report_fields()``, so nothing here asks which format a plan is.
 
 The plans are not :class:`~lakeops.plan.MaintenancePlan`\\ s: their units delete instead of writing,
 so there is nothing to commit and nothing a failure could discard, and the safety step (the
 re-check) must come *before* the units run and may change them, where a maintenance plan's commit
 comes after. Deleting has its executor method of its own (quarantine runs, the driver-or-Spark rule
-for deletions). The Iceberg listing units run on the executor too, but their results feed the
-planner, not a commit.
+for deletions). The listing units run on the executor too, but their results feed the planner,
+not a commit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from lakeops.deletion import BatchResult, delete_batch, require_all_deleted
 from lakeops.errors import UnsupportedFeature
 from lakeops.execution import Executor
 from lakeops.iceberg.table_ref import TableRef
+from lakeops.listing import DEFAULT_LISTING_THRESHOLD, UnitListing, list_tree, list_unit
 from lakeops.ops.detect import detect_format
 from lakeops.ops.options import OrphansOptions
 from lakeops.ops.report import Report, show_paths
@@ -38,7 +39,7 @@ from lakeops.ops.target import (
     resolve_target,
 )
 from lakeops.quarantine import new_run_id
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import FileInfo, Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import format_duration, format_size, instant, parse_retention
 
@@ -190,7 +191,7 @@ def plan(
             progress.print(f"listing {ref} ...")
             return _plan_iceberg(ref, options, storage_options, executor=executor, progress=progress, now_ms=now)
         case DeltaTarget():
-            refuse_options(str(target), options, "prefix_mismatch_mode", "listing_threshold")
+            refuse_options(str(target), options, "prefix_mismatch_mode")
             retention = parse_retention(options.older_than) if options.older_than is not None else None
             if options.keep_from_version is not None:
                 from lakeops.ops import consumers
@@ -202,16 +203,33 @@ def plan(
             from lakeops.delta.maintenance.vacuum import VacuumOptions
 
             vacuum_options = VacuumOptions(retention=retention, force_short_retention=options.force_short_retention)
-            return plan_delta(table, vacuum_options, storage_options, now_ms=now)
+            return plan_delta(
+                table,
+                vacuum_options,
+                storage_options,
+                now_ms=now,
+                executor=executor,
+                progress=progress,
+                listing_threshold=options.listing_threshold,
+            )
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk repositories are garbage-collected by lakeops.ops.icechunk")
 
 
 def plan_delta(
-    location: str, options: VacuumOptions, storage_options: StorageOptions, *, now_ms: int | None = None
+    location: str,
+    options: VacuumOptions,
+    storage_options: StorageOptions,
+    *,
+    now_ms: int | None = None,
+    executor: Executor | None = None,
+    progress: Console | None = None,
+    listing_threshold: int | None = None,
 ) -> VacuumPlan:
     """Delta VACUUM: read the latest version, list the table and plan the deletions (``now_ms`` pins
-    the clock)."""
+    the clock). With an ``executor``, a tree of more than ``listing_threshold`` second-level
+    directories (None: :data:`~lakeops.listing.DEFAULT_LISTING_THRESHOLD`) is listed by units on it,
+    as Iceberg's orphan removal lists (:mod:`lakeops.listing`); else the driver lists it in one pass."""
     from lakeops.delta.maintenance import vacuum
     from lakeops.delta.snapshot import load_snapshot
 
@@ -222,7 +240,37 @@ def plan_delta(
         raise UnsupportedFeature(f"{location}: removing orphan files of {fmt} tables is not available yet")
     snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now)
+    listed = None
+    if executor is not None:
+        threshold = DEFAULT_LISTING_THRESHOLD if listing_threshold is None else listing_threshold
+        listed = _list_on(executor, storage, location, storage_options, threshold, progress or Console(quiet=True))
+    return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now, listed=listed)
+
+
+def _list_on(
+    executor: Executor,
+    storage: Storage,
+    location: str,
+    storage_options: StorageOptions,
+    threshold: int,
+    progress: Console,
+) -> list[FileInfo]:
+    """Every file under ``location`` but lakeops' own, sorted by path as the storage lists them: the
+    top two levels listed here, the directories below them by units on ``executor`` when there are
+    more than ``threshold``, else here too."""
+    tree = list_tree(storage, location, storage_options, threshold=threshold)
+    found = tree.files
+    if tree.units:
+        listings = executor.run_units(
+            tree.units,
+            list_unit,
+            UnitListing,
+            label=f"listing {len(tree.units)} directories",
+            description=f"lakeops orphans {location}: listing",
+            progress=progress,
+        )
+        found += [f.info() for listing in listings for f in listing.files]
+    return sorted(found, key=lambda info: info.path)
 
 
 def _plan_iceberg(
@@ -236,7 +284,7 @@ def _plan_iceberg(
 ) -> OrphanPlan:
     """Load the current metadata, list the location (units of a large tree on ``executor``), plan."""
     from lakeops.iceberg.maintenance import orphans as iceberg_orphans
-    from lakeops.iceberg.maintenance.orphans import OrphanOptions, UnitListing
+    from lakeops.iceberg.maintenance.orphans import OrphanOptions
     from lakeops.iceberg.table import load_table
 
     given = {

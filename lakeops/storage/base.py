@@ -55,6 +55,12 @@ class Storage(Protocol):
         """
         ...
 
+    def put_if_absent_stream(self, path: str, chunks: Iterable[bytes]) -> None:
+        """:meth:`put_if_absent` of the concatenated ``chunks``, consumed one at a time, so an object
+        larger than memory (a Delta commit of millions of actions) is never held whole; the same
+        guarantees: exactly one concurrent creator wins, and no reader ever sees a part."""
+        ...
+
     def read_versioned(self, path: str) -> tuple[bytes, str]:
         """The whole object and an opaque token naming this version of it, for :meth:`replace_if_match`."""
         ...

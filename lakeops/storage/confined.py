@@ -145,6 +145,10 @@ class ConfinedStorage:
         _Check(self.roots)(path, "write")
         self.inner.put_if_absent(path, data)
 
+    def put_if_absent_stream(self, path: str, chunks: Iterable[bytes]) -> None:
+        _Check(self.roots)(path, "write")
+        self.inner.put_if_absent_stream(path, chunks)
+
     def read_versioned(self, path: str) -> tuple[bytes, str]:
         return self.inner.read_versioned(path)
 

@@ -230,6 +230,11 @@ class LocalStorage:
         local = _local(path)
         self._link_new(local, self._write_temp(local, data))
 
+    def put_if_absent_stream(self, path: str, chunks: Iterable[bytes]) -> None:
+        """The chunks written one by one into a temporary file, then linked in as :meth:`put_if_absent`."""
+        local = _local(path)
+        self._link_new(local, self._stage(local, lambda f: f.writelines(chunks)))
+
     def copy_if_absent(self, source: str, target: str) -> None:
         """Stream ``source`` into a temporary file beside ``target`` (never whole in memory), then
         hard-link it in as :meth:`put_if_absent` does."""

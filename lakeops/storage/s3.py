@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import random
 import threading
@@ -36,6 +37,7 @@ from lakeops.storage.base import FileInfo
 
 __all__ = [
     "COPY_LIMIT",
+    "STREAM_PART_SIZE",
     "DELETE_BATCH",
     "S3Keys",
     "S3Storage",
@@ -50,6 +52,7 @@ MAX_ATTEMPTS = 10  # botocore retries (throttling, 5xx, dropped connections) per
 MAX_POOL_CONNECTIONS = 64  # one client serves every thread of an executor
 _CONFLICT_ATTEMPTS = 6  # 409 ConditionalRequestConflict re-sends of a put-if-absent
 COPY_LIMIT = 5 * 1024**3  # the largest object one CopyObject copies; larger ones go in parts
+STREAM_PART_SIZE = 16 * 1024**2  # part size of an object written from chunks (put_if_absent_stream)
 COPY_PART_SIZE = 512 * 1024**2  # UploadPartCopy part size (S3 allows 5 MiB to 5 GiB, 10000 parts)
 READ_TIMEOUT_ENV = "LAKEOPS_S3_READ_TIMEOUT"  # seconds a request may wait for its answer
 DEFAULT_READ_TIMEOUT = 120.0
@@ -268,6 +271,19 @@ def _split(path: str, *, need_key: bool = True) -> tuple[str, str]:
     return bucket, key
 
 
+def _parts(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """``chunks`` regrouped into parts of at least ``size`` bytes (S3's minimum is 5 MiB), the last
+    whatever remains."""
+    part = bytearray()
+    for chunk in chunks:
+        part += chunk
+        if len(part) >= size:
+            yield bytes(part)
+            part = bytearray()
+    if part:
+        yield bytes(part)
+
+
 def _multipart_etag(part_etags: Iterable[str]) -> str:
     """The ETag S3 gives a completed multipart upload: MD5 of the parts' binary MD5s, ``-`` part count."""
     digests = [bytes.fromhex(e.strip('"')) for e in part_etags]
@@ -422,6 +438,62 @@ class S3Storage:
             lambda: self._holds(bucket, key, data),
         )
 
+    def put_if_absent_stream(self, path: str, chunks: Iterable[bytes]) -> None:
+        """One conditional PutObject when the chunks fit in one :data:`STREAM_PART_SIZE` part; else a
+        multipart upload, one part in memory at a time, completed with ``If-None-Match: *`` (S3 makes
+        nothing visible before the completion, and refuses it when the key exists). Any failure aborts
+        the upload; :meth:`_create` reads the completion's answers as :meth:`put_if_absent`'s."""
+        bucket, key = _split(path)
+        parts = _parts(chunks, STREAM_PART_SIZE)
+        first = next(parts, b"")
+        second = next(parts, None)
+        if second is None:
+            self.put_if_absent(path, first)
+            return
+
+        def upload_parts(upload: str) -> list[dict[str, Any]]:
+            return [
+                {
+                    "PartNumber": number,
+                    "ETag": self._client.upload_part(
+                        Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body
+                    )["ETag"],
+                    "Size": len(body),
+                }
+                for number, body in enumerate(itertools.chain((first, second), parts), 1)
+            ]
+
+        self._create_in_parts(bucket, key, upload_parts, "write")
+
+    def _create_in_parts(
+        self, bucket: str, key: str, upload_parts: Callable[[str], Sequence[dict[str, Any]]], verb: str
+    ) -> None:
+        """A multipart upload whose parts ``upload_parts`` sends (each ``{PartNumber, ETag, Size}``),
+        completed with ``If-None-Match: *`` through :meth:`_create` (our own landed completion is told
+        by its size and multipart ETag); any failure aborts the upload (its parts would only cost
+        storage) and is reported as ``verb`` the location."""
+        location = f"s3://{bucket}/{key}"
+        upload: str | None = None
+        try:
+            upload = str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+            sent = upload_parts(upload)
+            parts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in sent]
+            size = sum(p["Size"] for p in sent)
+            self._create(
+                location,
+                lambda: self._client.complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
+                ),
+                lambda: self._has(bucket, key, size, _multipart_etag(p["ETag"] for p in parts)),
+            )
+        except BaseException as exc:
+            if upload is not None:
+                with contextlib.suppress(ClientError, BotoCoreError):
+                    self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+            if isinstance(exc, ClientError | BotoCoreError):
+                _raise(exc, verb, location)
+            raise
+
     def _create(self, location: str, send: Callable[[], object], ours: Callable[[], bool]) -> None:
         """Send a conditional create (``If-None-Match: *``) until S3 gives a verdict.
 
@@ -492,14 +564,12 @@ class S3Storage:
         self._copy_in_parts(copy_source, bucket, key, size, etag)
 
     def _copy_in_parts(self, copy_source: dict[str, str], bucket: str, key: str, size: int, etag: str) -> None:
-        """UploadPartCopy parts pinned to the source's ``etag``, completed with ``If-None-Match: *``;
-        any failure aborts the upload (its parts would only cost storage)."""
-        location = f"s3://{bucket}/{key}"
-        upload: str | None = None
-        try:
-            upload = str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+        """UploadPartCopy parts pinned to the source's ``etag``, completed as :meth:`_create_in_parts` does."""
+
+        def copy_parts(upload: str) -> list[dict[str, Any]]:
             parts = []
             for number, start in enumerate(range(0, size, COPY_PART_SIZE), 1):
+                end = min(start + COPY_PART_SIZE, size)
                 answer = self._client.upload_part_copy(
                     Bucket=bucket,
                     Key=key,
@@ -507,23 +577,12 @@ class S3Storage:
                     PartNumber=number,
                     CopySource=copy_source,
                     CopySourceIfMatch=etag,
-                    CopySourceRange=f"bytes={start}-{min(start + COPY_PART_SIZE, size) - 1}",
+                    CopySourceRange=f"bytes={start}-{end - 1}",
                 )
-                parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
-            self._create(
-                location,
-                lambda: self._client.complete_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
-                ),
-                lambda: self._has(bucket, key, size, _multipart_etag(p["ETag"] for p in parts)),
-            )
-        except BaseException as exc:
-            if upload is not None:
-                with contextlib.suppress(ClientError, BotoCoreError):
-                    self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
-            if isinstance(exc, ClientError | BotoCoreError):
-                _raise(exc, f"copy s3://{copy_source['Bucket']}/{copy_source['Key']} to", location)
-            raise
+                parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"], "Size": end - start})
+            return parts
+
+        self._create_in_parts(bucket, key, copy_parts, f"copy s3://{copy_source['Bucket']}/{copy_source['Key']} to")
 
     def _has(self, bucket: str, key: str, size: int, etag: str) -> bool:
         """Whether the object at ``key`` has this size and ETag (False if it is absent)."""

@@ -69,7 +69,10 @@ CASES: list[tuple[list[str], str]] = [
     (["cdc", DELTA, "--from", "garbage", "--output", "out"], "--from 'garbage' is not a table version"),
     (["cdc", DELTA, "--from", "0", "--to", "zz", "--output", "out"], "--to 'zz' is not a table version"),
     (["expire", DELTA, "--snapshot-id", "1"], "--snapshot-id does not apply to this table's format"),
-    (["orphans", DELTA, "--listing-threshold", "5"], "--listing-threshold does not apply to this table's format"),
+    (
+        ["orphans", DELTA, "--prefix-mismatch-mode", "ignore"],
+        "--prefix-mismatch-mode does not apply to this table's format",
+    ),
     (["inspect", DELTA, "--snapshot-id", "1"], "--snapshot-id is for Iceberg tables"),
     (["inspect", *ICEBERG, "--version", "1"], "Iceberg tables are inspected at a --snapshot-id, not a --version"),
     (["orphans", *ICEBERG, "--keep-from-version", "1"], "--keep-from-version does not apply"),

@@ -4,6 +4,7 @@ after compaction through the same SQLite catalog, and must see exactly the same 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import shutil
@@ -18,6 +19,7 @@ from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, lo
 from lakeops_cli import run_json
 from pyiceberg.table import StaticTable
 from pyiceberg_tables import PyIcebergTable, batch, rows_of, small_file_table
+from rich.console import Console
 
 from lakeops.errors import CommitConflict
 from lakeops.iceberg.scan import plan_scan
@@ -26,6 +28,7 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions
+from spark_jobs.operations import SparkSettings
 from spark_jobs.runner import run_units
 
 
@@ -289,3 +292,37 @@ def test_compaction_on_s3(spark: Any, s3_bucket: Any, tmp_path: Path, capsys: py
     assert report["files_added"] == 3 and report["rows_removed_by_deletes"] == 1
     assert table.rows() == before
     assert all(f.startswith(f"{s3_bucket.uri}/") for f in _data_files(table))
+
+
+def test_manifests_read_in_spark_tasks_plan_as_the_driver_does(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Above ``--manifest-threshold`` the data manifests are read in Spark tasks returning planning
+    columns: the plan is the driver's, field for field (groups, the deletes each file takes, dangling
+    deletes), and the compaction it runs leaves the rows PyIceberg read before."""
+    table = small_file_table(tmp_path, "identity", appends=6, rows=10)
+    ref = TableRef(catalog_uri=table.catalog_uri, identifier=table.identifier)
+    first = _data_files(table)[0]
+    add_position_deletes(load(ref), [(first, 0)], partition={"category": first.split("category=")[1].split("/")[0]})
+    expected = [r for r in table.rows() if r["category"] != "b"]  # PyIceberg cannot read equality deletes
+    add_equality_deletes(
+        load(ref), pa.table({"category": pa.array(["b"], pa.string())}), [3], partition={"category": "b"}
+    )
+    options = CompactionOptions(catalog_uri=table.catalog_uri, manifest_threshold=0, min_input_files=2)
+
+    on_driver = compaction.plan(table.identifier, options, StorageOptions())
+    console = Console(record=True, width=200, file=io.StringIO())
+    on_spark = compaction.plan(
+        table.identifier,
+        options,
+        StorageOptions(),
+        executor=SparkSettings(master="local[2]", driver_max_bytes=0),
+        progress=console,
+    )
+
+    assert "reading 6 manifests on Spark" in console.export_text()
+    assert on_driver.groups and any(f.deletes for g in on_driver.groups for f in g.files)
+    assert on_spark.model_dump() == on_driver.model_dump()
+    report = _compact(capsys, table, "--manifest-threshold", "0", "--min-input-files", "2")
+    assert report["files_removed"] == on_driver.input_files
+    assert table.rows() == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -16,12 +17,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
+from rich.console import Console
 
 from lakeops.deletion import delete_batch
 from lakeops.delta.maintenance.vacuum import VacuumOptions
 from lakeops.ops import orphans
 from lakeops.storage import StorageOptions, open_storage
 from spark_jobs.cli import main as lakeops
+from spark_jobs.operations import SparkSettings
 from spark_jobs.runner import run_units
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,3 +154,41 @@ def test_spark_submit_entry_point_vacuums(tmp_path: Path) -> None:
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["deleted_files"] == 32
     assert not {p.name for p in root.glob("*.parquet")} & (tombstoned | untracked)
+
+
+def test_listing_on_spark_tasks_plans_as_the_driver_does(spark: Any, tmp_path: Path) -> None:
+    """Above ``--listing-threshold`` VACUUM lists each second-level directory in a Spark task: the
+    plan is the one-pass driver listing's, and after deleting delta-rs reads the same rows."""
+    root = tmp_path / "by_region_day"
+    for i in range(3):
+        rows = pa.table(
+            {"id": [i * 10 + k for k in range(6)], "region": ["eu", "us"] * 3, "day": ["d1", "d2", "d3"] * 2}
+        )
+        write_deltalake(str(root), rows, partition_by=["region", "day"], mode="overwrite" if i == 1 else "append")
+    untracked = root / "region=eu" / "day=d1" / "part-00000-crashed-writer.parquet"
+    untracked.write_bytes(b"a crashed writer's leftover")
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (OLD, OLD))
+    expected = DeltaTable(str(root)).to_pyarrow_table().sort_by("id")
+    options = VacuumOptions(retention=None, force_short_retention=True)
+    now_ms = int(time.time() * 1000) + 8 * 24 * 3600 * 1000  # every tombstone older than the 7-day default
+
+    on_driver = orphans.plan_delta(str(root), options, StorageOptions(), now_ms=now_ms)
+    console = Console(record=True, width=200, file=io.StringIO())
+    on_spark = orphans.plan_delta(
+        str(root),
+        options,
+        StorageOptions(),
+        now_ms=now_ms,
+        executor=SparkSettings(master="local[2]", driver_max_bytes=0),
+        progress=console,
+        listing_threshold=0,
+    )
+
+    assert "listing 6 directories on Spark" in console.export_text()
+    assert on_driver.files_scanned == 19 and str(untracked) in {c.path for c in on_driver.candidates}
+    assert on_spark.model_dump() == on_driver.model_dump()
+    results = run_units(spark, on_spark.batches, delete_batch, orphans.BatchResult)
+    assert sum(r.files for r in results) == len(on_driver.candidates) == 7
+    assert not untracked.exists()
+    assert DeltaTable(str(root)).to_pyarrow_table().sort_by("id").equals(expected)

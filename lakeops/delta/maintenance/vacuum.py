@@ -246,8 +246,11 @@ def plan_vacuum(
     storage_options: StorageOptions,
     *,
     now_ms: int,
+    listed: Iterable[FileInfo] | None = None,
 ) -> VacuumPlan:
-    """List the table once and choose the files to delete (rules in the module docstring)."""
+    """List the table once and choose the files to delete (rules in the module docstring). ``listed``:
+    every file under the root, sorted by path, as a listing spread over executors found them
+    (:func:`lakeops.listing.list_tree`); None: listed here."""
     table = snapshot.table_root
     check_writable(snapshot.protocol, table, "vacuum")  # VACUUM acts as a writer
     retention = resolve_retention(
@@ -287,7 +290,7 @@ def plan_vacuum(
 
     # lakeops's trash and audit records (staging files included), as prefixes below the root.
     reserved = tuple(relative_to(table, d) + "/" for d in reserved_dirs(table))
-    for info in storage.list(table):
+    for info in storage.list(table) if listed is None else listed:
         relative, location = _below(table, info.path)
         if relative.startswith(reserved):
             continue

@@ -54,7 +54,15 @@ from lakeops.iceberg.manifest import DataFile, DeletionVectorRef, FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
 from lakeops.iceberg.row_lineage import LINEAGE_FIELDS, inherit
-from lakeops.iceberg.scan import FileScanTask, LiveFile, PartitionFilter, ScanPlan, may_reference, plan_scan
+from lakeops.iceberg.scan import (
+    FileScanTask,
+    LiveFile,
+    ManifestReader,
+    PartitionFilter,
+    ScanPlan,
+    may_reference,
+    plan_selected_scan,
+)
 from lakeops.iceberg.single_values import from_json, to_json
 from lakeops.iceberg.snapshot_update import ReplaceFiles
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table, read_metadata, table_storage
@@ -106,6 +114,8 @@ class IcebergCompactionOptions(BaseModel):
     commit_timeout: timedelta | None = None
     #: Commit every that many groups (None: one commit).
     partial_progress: int | None = Field(default=None, ge=1)
+    #: More data manifests than this are read by the executor (None: ``DEFAULT_MANIFEST_THRESHOLD``).
+    manifest_threshold: int | None = Field(default=None, ge=0)
 
 
 class DeleteRef(BaseModel):
@@ -367,15 +377,24 @@ def _dangling(plan: ScanPlan, removed: set[str], unpartitioned: set[int], filter
 
 
 def plan_compaction(
-    table: IcebergTable, options: IcebergCompactionOptions, storage_options: StorageOptions
+    table: IcebergTable,
+    options: IcebergCompactionOptions,
+    storage_options: StorageOptions,
+    *,
+    reader: ManifestReader | None = None,
 ) -> CompactionPlan:
-    """Scan the current snapshot and choose the file groups to rewrite."""
+    """Scan the current snapshot and choose the file groups to rewrite. The data manifests are read as
+    planning columns (by ``reader``: driver threads unless given), and only the files outside the size
+    bounds or that delete files may apply to are held as objects, so a table of millions of files
+    plans in memory bounded by its work, not its size."""
     metadata = table.metadata
     metadata.check_writable("compact")
     target, low, high = size_bounds(metadata, options)
     partition_filter = PartitionFilter(parse_predicate(options.where), metadata) if options.where else None
     snapshot = metadata.current_snapshot()
-    scan = plan_scan(table.storage, metadata, snapshot, partition_filter=partition_filter)
+    scan = plan_selected_scan(
+        table.storage, metadata, snapshot, low=low, high=high, partition_filter=partition_filter, reader=reader
+    )
     schemas = metadata.schemas_newest_first()
     schema = metadata.current_schema()
     sort_order = metadata.default_sort_order() if options.sort else None
@@ -429,8 +448,8 @@ def plan_compaction(
         max_file_size=high,
         min_input_files=options.min_input_files,
         where=options.where,
-        live_files=len(scan.tasks),
-        live_bytes=sum(t.file.file_size for t in scan.tasks),
+        live_files=scan.live_files,
+        live_bytes=scan.live_bytes,
         delete_files=len(scan.delete_files),
         candidate_files=candidates,
         skipped_files=skipped,
@@ -725,7 +744,13 @@ def commit_groups(
         return CommitOutcome()
     table = load_table(plan.table, storage_options)
     start = _start_state(plan, table, storage_options)
-    scan = plan._scan or plan_scan(start.storage, start.metadata, start.metadata.current_snapshot())
+    scan = plan._scan or plan_selected_scan(
+        start.storage,
+        start.metadata,
+        start.metadata.current_snapshot(),
+        low=plan.min_file_size,
+        high=plan.max_file_size,
+    )
     live = {t.file.path: t.file for t in scan.tasks}
     schemas = start.metadata.schemas_newest_first()
     members: dict[int, tuple[list[LiveFile], list[tuple[int, DataFile]]]] = {}

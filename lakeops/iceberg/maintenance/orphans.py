@@ -15,7 +15,7 @@ computed as *listed minus referenced*, never guessed:
   was expired: the manifest list and manifests an expiry deleted are skipped (gone, they protect
   nothing); the current metadata's snapshots must be readable whole, or the run stops.
 * **Listed**: everything under the table location, nothing outside it. Large trees are listed as
-  Spark tasks, one per second-level directory (``data/<partition>``), see :func:`plan_listing`.
+  Spark tasks, one per second-level directory (``data/<partition>``), see :mod:`lakeops.listing`.
 * **Compared normalised** (:func:`lakeops.storage.uri.normalize`: ``s3a``/``s3n`` are ``s3``,
   trailing slashes, ``file:`` spellings), and literally: Iceberg paths are strings, never
   percent-decoded (PyIceberg's directory for ``a%20b`` is ``s=a%2520b``; decoding it made live files
@@ -33,29 +33,36 @@ computed as *listed minus referenced*, never guessed:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import ClassVar
 from urllib.parse import urlsplit
 
-from botocore.exceptions import BotoCoreError, ClientError
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.deletion import Candidate, DeleteBatch, deleted_by_kind, make_batches
-from lakeops.errors import InvalidArgument, NotFound, StorageError, UnsafeOperation
+from lakeops.errors import InvalidArgument, NotFound, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
 from lakeops.iceberg.maintenance.defaults import DEFAULT_OLDER_THAN, PrefixMismatchMode
 from lakeops.iceberg.manifest import manifests_of, read_manifest
 from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.metadata import Snapshot, TableMetadata, parse_metadata
-from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, reachable_files
+from lakeops.iceberg.reachability import MANIFEST_READ_THREADS, content_paths, snapshot_manifests, statistics_files
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
-from lakeops.quarantine import is_reserved
-from lakeops.storage import ConfinedStorage, FileInfo, LocalStorage, Storage, StorageOptions, open_storage
-from lakeops.storage.s3 import S3Storage
+from lakeops.listing import (
+    DEFAULT_LISTING_THRESHOLD,
+    ListedFile,
+    ListingUnit,
+    UnitListing,
+    as_listed,
+    list_tree,
+    list_unit,
+)
+from lakeops.storage import Storage, StorageOptions
 from lakeops.storage.uri import is_within, join, normalize, require_within, scheme
 from lakeops.units import format_duration
 
@@ -78,8 +85,6 @@ __all__ = [
     "referenced_files",
 ]
 
-#: More second-level directories than this are listed as Spark tasks, fewer on the driver.
-DEFAULT_LISTING_THRESHOLD = 100
 #: Paths per Spark delete task (S3's DeleteObjects limit).
 DEFAULT_BATCH_SIZE = 1000
 
@@ -130,11 +135,44 @@ def _split(location: str) -> tuple[str, str, str]:
     return "file", "", canonical.lstrip("/")
 
 
+#: A relative path that is not spelled as its normalised form: empty, absolute, an empty, ``.`` or
+#: ``..`` segment, or a trailing slash.
+_NOT_PLAIN = r"^$|^/|//|/$|(^|/)\.\.?(/|$)"
+
+
+def _plain_below(prefixes: Sequence[str], paths: pa.Array) -> tuple[pa.Array, list[str]]:
+    """``paths`` split into those spelled as one of ``prefixes`` (each ending in ``/`` and normalising
+    to the table location plus a slash) and a plain relative path, given as that relative path (it
+    normalises to the location, a slash and itself), and the others as written. Per manifest, in
+    Arrow: the relative paths of a 10-million-entry table are half the bytes of the full ones, and no
+    path needs a Python normalisation unless it is spelled unusually."""
+    below = []
+    for prefix in prefixes:
+        rest = pc.utf8_slice_codeunits(paths, len(prefix))
+        plain = pc.fill_null(
+            pc.and_(pc.starts_with(paths, prefix), pc.invert(pc.match_substring_regex(rest, _NOT_PLAIN))), False
+        )
+        below.append(rest.filter(plain))
+        paths = paths.filter(pc.invert(plain))
+    return pa.concat_arrays(below), paths.to_pylist()
+
+
+def _utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class ReferencedFiles:
     """What the table's metadata reaches. ``paths``: normalised locations sharing the table location's
-    scheme and authority; ``foreign``: path (without scheme and authority) -> the reference spelled with
-    another scheme or authority."""
+    scheme and authority; ``below``: more of them, the data and delete files the manifests name below
+    the location, as Arrow arrays of paths relative to it (see :func:`_plain_below`); ``foreign``:
+    path (without scheme and authority) -> the reference spelled with another scheme or authority."""
 
     table: str
     location: str
@@ -144,6 +182,7 @@ class ReferencedFiles:
     metadata_files: int
     missing_metadata_files: int
     snapshots: int
+    below: pa.ChunkedArray = field(default_factory=lambda: pa.chunked_array([], pa.string()))
 
     @classmethod
     def of(
@@ -153,6 +192,7 @@ class ReferencedFiles:
         metadata_location: str,
         referenced: Iterable[str],
         *,
+        below: Sequence[pa.Array] = (),
         metadata_files: int = 1,
         missing_metadata_files: int = 0,
         snapshots: int = 0,
@@ -176,12 +216,46 @@ class ReferencedFiles:
             metadata_files,
             missing_metadata_files,
             snapshots,
+            pa.chunked_array(below, pa.string()),
         )
 
-    def keeps(self, path: str, mode: PrefixMismatchMode) -> bool:
-        """Whether the listed file at ``path`` is referenced (see the module docstring for ``mode``)."""
-        if normalize(path, literal=True) in self.paths:
-            return True
+    @property
+    def _prefix(self) -> str:
+        return f"{self.location.rstrip('/')}/"
+
+    def _below(self, normalized: Sequence[str]) -> list[bool]:
+        """Whether each normalised path is one of :attr:`below`; the hash table is built over the
+        paths asked about, never over the millions referenced."""
+        if not normalized or not self.below.num_chunks:
+            return [False] * len(normalized)
+        prefix = self._prefix
+        # A name that is not UTF-8 (kept as surrogate escapes) is no manifest's path: Avro strings are UTF-8.
+        asked = pa.array(
+            [p[len(prefix) :] if p.startswith(prefix) and _utf8(p) else None for p in normalized], pa.string()
+        )
+        hits = [chunk.filter(pc.is_in(chunk, value_set=asked)) for chunk in self.below.chunks]
+        found = pa.concat_arrays(hits) if hits else pa.array([], pa.string())
+        return pc.fill_null(pc.is_in(asked, value_set=found), False).to_pylist()
+
+    def count(self) -> int:
+        """How many distinct files are referenced."""
+        prefix = self._prefix
+        if not self.below.num_chunks:
+            return len(self.paths) + len(self.foreign)
+        relative = pa.array([p[len(prefix) :] for p in self.paths if p.startswith(prefix) and _utf8(p)], pa.string())
+        shared = pa.chunked_array([c.filter(pc.is_in(c, value_set=relative)) for c in self.below.chunks], pa.string())
+        overlap = pc.count_distinct(shared).as_py()  # files also referenced in another spelling
+        return len(self.paths) + len(self.foreign) + pc.count_distinct(self.below).as_py() - overlap
+
+    def references(self, paths: Sequence[str]) -> list[bool]:
+        """Whether each listed path is referenced by its own scheme and authority."""
+        normalized = [normalize(p, literal=True) for p in paths]
+        below = self._below(normalized)
+        return [hit or path in self.paths for path, hit in zip(normalized, below, strict=True)]
+
+    def keeps_foreign(self, path: str, mode: PrefixMismatchMode) -> bool:
+        """Whether the listed file at ``path``, not referenced as such, is kept because a reference with
+        another scheme or authority names the same path (see the module docstring for ``mode``)."""
         reference = self.foreign.get(_split(path)[2])
         if reference is None or mode is PrefixMismatchMode.DELETE:
             return False
@@ -192,6 +266,14 @@ class ReferencedFiles:
             f"table location {self.location}; refusing to guess whether they are the same file. Pass "
             "--prefix-mismatch-mode ignore to keep such files or delete to treat them as unreferenced"
         )
+
+    def keeps_all(self, paths: Sequence[str], mode: PrefixMismatchMode) -> list[bool]:
+        """Whether each listed file is referenced, directly or (by ``mode``) through another spelling."""
+        return [hit or self.keeps_foreign(p, mode) for p, hit in zip(paths, self.references(paths), strict=True)]
+
+    def keeps(self, path: str, mode: PrefixMismatchMode) -> bool:
+        """:meth:`keeps_all` of one path."""
+        return self.keeps_all([path], mode)[0]
 
 
 def _read_log(storage: Storage, metadata: TableMetadata) -> list[TableMetadata | None]:
@@ -247,9 +329,20 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
         for snapshot in version.snapshots:
             snapshots.setdefault(snapshot.snapshot_id, snapshot)
     current = {s.snapshot_id for s in metadata.snapshots}
-    reached = reachable_files(storage, metadata, metadata.snapshots, live_only=False)
+    manifests = snapshot_manifests(storage, metadata.snapshots)
+    prefixes = list(
+        dict.fromkeys(
+            [f"{normalize(metadata.location, literal=True).rstrip('/')}/", f"{metadata.location.rstrip('/')}/"]
+        )
+    )
+    split = content_paths(
+        storage,
+        [m for _, m in sorted(manifests.items())],
+        live_only=False,
+        keep=lambda paths: _plain_below(prefixes, paths),
+    )
     expired = _expired_snapshot_files(
-        storage, [s for i, s in snapshots.items() if i not in current], known_manifests=reached.manifests
+        storage, [s for i, s in snapshots.items() if i not in current], known_manifests=set(manifests)
     )
     statistics = {s.statistics_path for m in found for s in m.statistics} | {
         s.statistics_path for m in found for s in m.partition_statistics
@@ -258,7 +351,10 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
         table.metadata_location,
         join(normalize(metadata.location, literal=True), METADATA_DIR, VERSION_HINT),
         *(entry.metadata_file for entry in metadata.metadata_log),
-        *reached.all(),
+        *(s.manifest_list for s in metadata.snapshots if s.manifest_list),
+        *manifests,
+        *(path for _, others in split for path in others),
+        *statistics_files(metadata, current),
         *expired,
         *statistics,
     }
@@ -267,6 +363,7 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
         metadata.location,
         table.metadata_location,
         referenced,
+        below=[below for below, _ in split],
         metadata_files=len(found),
         missing_metadata_files=logged.count(None),
         snapshots=len(snapshots),
@@ -274,91 +371,6 @@ def referenced_files(table: IcebergTable) -> ReferencedFiles:
 
 
 # --- listing ---------------------------------------------------------------------------------------
-
-
-class ListedFile(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    path: str
-    size: int
-    mtime_ms: int
-
-
-class ListingUnit(BaseModel):
-    """One Spark task's listing: everything under ``prefix`` (inside ``table_location``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    unit_id: int
-    table_location: str
-    prefix: str
-    storage: StorageOptions
-
-
-class UnitListing(BaseModel):
-    unit_id: int
-    files: list[ListedFile]
-
-
-def _listed(infos: Iterable[FileInfo]) -> list[ListedFile]:
-    return [ListedFile(path=i.path, size=i.size, mtime_ms=i.mtime_ms) for i in infos]
-
-
-def list_unit(unit: ListingUnit) -> UnitListing:
-    """List one prefix recursively (runs in a Spark task)."""
-    prefix = require_within(unit.table_location, unit.prefix)
-    return UnitListing(unit_id=unit.unit_id, files=_listed(open_storage(prefix, unit.storage).list(prefix)))
-
-
-def _local_children(prefix: str) -> tuple[list[FileInfo], list[str]]:
-    directory = normalize(prefix, literal=True)
-    try:
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except FileNotFoundError:
-        return [], []
-    except OSError as exc:
-        raise StorageError(f"cannot list directory {directory!r}: {exc.strerror or exc}") from exc
-    files: list[FileInfo] = []
-    dirs: list[str] = []
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):  # symlinks are not followed: they could leave the table
-            dirs.append(f"{directory}/{entry.name}")
-        elif entry.is_file(follow_symlinks=False):
-            st = entry.stat()
-            files.append(FileInfo(f"{directory}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000))
-    return files, dirs
-
-
-def _s3_children(storage: S3Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
-    bucket, _, key = normalize(prefix, literal=True)[5:].partition("/")
-    files: list[FileInfo] = []
-    dirs: list[str] = []
-    try:
-        pages = storage.client.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=f"{key}/" if key else "", Delimiter="/"
-        )
-        for page in pages:
-            for obj in page.get("Contents", ()):
-                if not obj["Key"].endswith("/"):  # directory markers are not files
-                    modified = int(obj["LastModified"].timestamp() * 1000)
-                    files.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), modified))
-            dirs.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
-    except (ClientError, BotoCoreError) as exc:
-        raise StorageError(f"cannot list {prefix!r}: {exc}") from exc
-    return files, dirs
-
-
-def _children(storage: Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
-    """The files directly under ``prefix`` and its subdirectories (the storage protocol only lists
-    recursively; a store without a one-level listing is listed whole, on the driver)."""
-    if isinstance(storage, ConfinedStorage):  # listing is not confined: list with the store itself
-        storage = storage.inner
-    if isinstance(storage, LocalStorage):
-        return _local_children(prefix)
-    if isinstance(storage, S3Storage):
-        return _s3_children(storage, prefix)
-    return list(storage.list(prefix)), []
 
 
 @dataclass(frozen=True)
@@ -374,29 +386,12 @@ class Listing:
 def plan_listing(table: IcebergTable, options: OrphanOptions) -> Listing:
     """List the location two levels deep on the driver (``data/``, ``metadata/``, then partitions);
     the second-level directories are listed recursively on the driver when at most
-    ``listing_threshold``, else they become Spark tasks (:func:`list_unit`)."""
+    ``listing_threshold``, else they become Spark tasks (:func:`~lakeops.listing.list_unit`)."""
     check_older_than(options, table.name)
     table.metadata.check_writable("orphans")  # deleting acts as a writer: only format versions whose layout is known
     location = normalize(table.metadata.location, literal=True)
-    storage = table.storage
-    files, top = _children(storage, location)
-    # lakeops's own trash and audit (lakeops.quarantine) are never orphans: not listed at all
-    files = [f for f in files if not is_reserved(location, f.path)]
-    top = [d for d in top if not is_reserved(location, d)]
-    second: list[str] = []
-    for directory in top:
-        found, below = _children(storage, directory)
-        files += found
-        second += below
-    if len(second) > options.listing_threshold:
-        units = [
-            ListingUnit(unit_id=i, table_location=location, prefix=p, storage=table.storage_options)
-            for i, p in enumerate(second)
-        ]
-        return Listing(table, _listed(files), len(top) + len(second), units)
-    for directory in second:
-        files += storage.list(directory)
-    return Listing(table, _listed(files), len(top) + len(second), [])
+    tree = list_tree(table.storage, location, table.storage_options, threshold=options.listing_threshold)
+    return Listing(table, as_listed(tree.files), tree.directories, tree.units)
 
 
 # --- plan and recheck ------------------------------------------------------------------------------
@@ -496,10 +491,12 @@ def plan_orphans(
     listed = [*listing.files, *(f for u in unit_listings for f in u.files)]
     too_recent = mismatched = 0
     candidates: list[Candidate] = []
-    for file in listed:
-        path = require_within(location, file.path)
-        if referenced.keeps(path, options.prefix_mismatch_mode):
-            mismatched += path not in referenced.paths
+    paths = [require_within(location, file.path) for file in listed]
+    for file, path, hit in zip(listed, paths, referenced.references(paths), strict=True):
+        if hit:
+            continue
+        if referenced.keeps_foreign(path, options.prefix_mismatch_mode):
+            mismatched += 1
             continue
         if file.mtime_ms >= cutoff_ms:
             too_recent += 1
@@ -518,7 +515,7 @@ def plan_orphans(
         metadata_files=referenced.metadata_files,
         missing_metadata_files=referenced.missing_metadata_files,
         snapshots=referenced.snapshots,
-        referenced_files=len(referenced.paths) + len(referenced.foreign),
+        referenced_files=referenced.count(),
         files_scanned=len(listed),
         directories_scanned=listing.directories,
         listing_tasks=len(listing.units),
@@ -544,7 +541,9 @@ def recheck(plan: OrphanPlan) -> OrphanPlan:
             f"location {plan.table_location} -> {table.metadata.location}); nothing deleted, run again"
         )
     referenced = referenced_files(table)
-    kept = [c for c in plan.candidates if not referenced.keeps(c.path, plan.prefix_mismatch_mode)]
+    candidates = plan.candidates
+    keeps = referenced.keeps_all([c.path for c in candidates], plan.prefix_mismatch_mode)
+    kept = [c for c, keep in zip(candidates, keeps, strict=True) if not keep]
     protected = [plan.metadata_location, table.metadata_location]
     return plan.model_copy(
         update={

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from lakeops.delta.actions import Add, Remove, action_to_line
-from lakeops.delta.commit import ENGINE_INFO, CommitResult, ConflictRule, commit
+from lakeops.delta.commit import ENGINE_INFO, STREAM_ACTIONS, CommitResult, ConflictRule, commit
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.version_checksum import read_version_checksum
 from lakeops.errors import CommitConflict, CommitStateUnknown, StorageError
-from lakeops.storage import Storage, join
+from lakeops.storage import Storage, join, s3
+from lakeops.storage.confined import ConfinedStorage
 
 SCHEMA_STRING = json.dumps(
     {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
@@ -238,3 +239,40 @@ def test_lost_answer_that_cannot_be_checked_is_commit_state_unknown(any_storage_
     _create_table(storage, root, ["file0.parquet"])
     with pytest.raises(CommitStateUnknown, match="nothing may be deleted"):
         _append(_LostAnswer(storage, reads_fail=True), root, 0, "new.parquet")  # type: ignore[arg-type]
+
+
+def test_a_commit_of_many_actions_is_streamed_and_rebased_like_any_other(
+    any_storage_root: tuple[str, Storage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above STREAM_ACTIONS the commit file is written piece by piece (on S3, 8 MB here: a multipart upload
+    completed only if the version is still free): a version another writer took first is refused as
+    with a single put, and the commit lands at the next one, whole."""
+    monkeypatch.setattr(s3, "STREAM_PART_SIZE", 5 * 1024 * 1024)
+    streamed: list[str] = []
+    put_stream = ConfinedStorage.put_if_absent_stream
+
+    def spy(self: ConfinedStorage, path: str, chunks: Any) -> None:
+        streamed.append(path.rsplit("/", 1)[-1])
+        put_stream(self, path, chunks)
+
+    monkeypatch.setattr(ConfinedStorage, "put_if_absent_stream", spy)
+    root, storage = any_storage_root
+    old = [f"part-{i:05d}-{'x' * 300}.parquet" for i in range(STREAM_ACTIONS)]
+    _create_table(storage, root, old)
+    _other_writer(storage, root, 1, _add("appended.parquet"))
+    result = commit(
+        storage,
+        root,
+        read_version=0,
+        actions=[*(_remove(p) for p in old), _add("compacted.parquet")],
+        operation="OPTIMIZE",
+        operation_parameters={"predicate": "[]"},
+        conflict_rule=_rewrites(*old),
+        backoff_s=0.001,
+    )
+    assert (result.version, result.attempts) == (2, 2)
+    assert streamed == [f"{1:020d}.json", f"{2:020d}.json"]
+    lines = _lines(storage, root, 2)
+    assert len(lines) == 1 + STREAM_ACTIONS + 1 and lines[0]["commitInfo"]["txnId"] == result.txn_id
+    assert {a.path for a in load_snapshot(storage, root).files.values()} == {"appended.parquet", "compacted.parquet"}
+    assert storage.exists(_commit_path(root, 1)) and not storage.exists(_commit_path(root, 3))

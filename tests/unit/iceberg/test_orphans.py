@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg_tables import PyIcebergTable, batch, small_file_table
@@ -21,6 +22,7 @@ from lakeops.iceberg.maintenance.orphans import (
     OrphanPlan,
     PrefixMismatchMode,
     ReferencedFiles,
+    _plain_below,
     check_older_than,
     list_unit,
     plan_listing,
@@ -31,6 +33,7 @@ from lakeops.iceberg.maintenance.orphans import (
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import StorageOptions
 from lakeops.storage.local import TMP_SUFFIX
+from lakeops.storage.uri import normalize
 
 OLD = 1_500_000_000.0  # July 2017: older than any floor
 NOW_MS = int(time.time() * 1000)
@@ -79,6 +82,63 @@ def test_s3a_and_trailing_slash_spellings_are_the_same_file() -> None:
     assert referenced.keeps("s3://bucket/t/data/a.parquet", PrefixMismatchMode.ERROR)
     assert referenced.keeps("s3n://bucket/t/data/a.parquet/", PrefixMismatchMode.ERROR)
     assert not referenced.keeps("s3://bucket/t/data/b.parquet", PrefixMismatchMode.ERROR)
+
+
+@pytest.mark.parametrize(
+    ("location", "spellings", "listed"),
+    [
+        (
+            "/t/loc",
+            [
+                "/t/loc/data/a.parquet",
+                "/t/loc/data/a.parquet",
+                "file:///t/loc/data/a.parquet",
+                "file:///t/loc/data/b.parquet",
+                "/t/loc//data/c.parquet",
+                "/t/loc/data/./d.parquet",
+                "/t/loc/x/../data/e.parquet",
+                "/t/loc/data/f%20g.parquet",
+                "/t/locx/data/h.parquet",
+                "/t/loc/",
+            ],
+            [
+                "/t/loc/data/a.parquet",
+                "/t/loc/data/b.parquet",
+                "/t/loc/data/c.parquet",
+                "/t/loc/data/d.parquet",
+                "/t/loc/data/e.parquet",
+                "/t/loc/data/f%20g.parquet",
+                "/t/loc/data/f g.parquet",
+                "/t/locx/data/h.parquet",
+                "/t/loc/data/h.parquet",
+                "/t/loc/data",
+                "/t/loc",
+            ],
+        ),
+        (
+            "s3a://bucket/t/",
+            ["s3a://bucket/t/data/a.parquet", "s3://bucket/t/data/b.parquet", "s3n://bucket/t/data/c.parquet/"],
+            [
+                "s3://bucket/t/data/a.parquet",
+                "s3://bucket/t/data/b.parquet",
+                "s3://bucket/t/data/c.parquet",
+                "s3://bucket/t/data/d.parquet",
+            ],
+        ),
+    ],
+)
+def test_paths_below_the_location_in_arrow_match_one_by_one_normalisation(
+    location: str, spellings: list[str], listed: list[str]
+) -> None:
+    """The Arrow route (plain spellings below the location kept relative) answers exactly as
+    normalising every reference would."""
+    prefixes = list(dict.fromkeys([f"{normalize(location, literal=True).rstrip('/')}/", f"{location.rstrip('/')}/"]))
+    below, others = _plain_below(prefixes, pa.array(spellings, pa.string()))
+    assert len(below) >= 2  # the usual spellings took the Arrow route
+    referenced = ReferencedFiles.of("db.t", location, f"{location}/metadata/v1.metadata.json", others, below=[below])
+    expected = {normalize(p, literal=True) for p in spellings}
+    assert referenced.references(listed) == [normalize(p, literal=True) in expected for p in listed]
+    assert referenced.count() == len(expected)
 
 
 def test_a_reference_in_another_bucket_stops_the_run_unless_told() -> None:
@@ -141,7 +201,7 @@ def test_referenced_files_cover_the_metadata_log_and_its_snapshots(tmp_path: Pat
     assert f"{location}/metadata/version-hint.text" in paths
     assert {e.metadata_file.removeprefix("file://") for e in loaded.metadata.metadata_log} <= paths
     assert first.manifest_list.removeprefix("file://") in paths
-    assert {p.removeprefix("file://") for p in first_files} <= paths
+    assert all(referenced.references(sorted(first_files)))  # data files: in the Arrow part, ``below``
     assert len(loaded.metadata.snapshots) == 3 and referenced.snapshots == 4  # three appends and the delete
     assert referenced.metadata_files == 1 + len(loaded.metadata.metadata_log)
     assert referenced.foreign == {}
@@ -172,7 +232,8 @@ def test_snapshots_of_older_metadata_files_whose_files_an_expiry_deleted_are_ski
     referenced = referenced_files(loaded)
 
     live = {t.file.file_path.removeprefix("file://") for t in table.table.scan().plan_files()}
-    assert live | {p.removeprefix("file://") for p in kept} <= referenced.paths
+    assert {p.removeprefix("file://") for p in kept} <= referenced.paths
+    assert all(referenced.references(sorted(live)))
     assert appends[1].manifest_list.removeprefix("file://") in referenced.paths  # still there: still referenced
     assert referenced.snapshots == 4
 

@@ -250,6 +250,61 @@ def test_put_if_absent_creates_once(any_storage_root: Root) -> None:
     assert paths(storage, root) == [target]  # no temporaries left behind
 
 
+def _chunks(tag: bytes, total: int, size: int = 64 * 1024) -> Iterator[bytes]:
+    """``total`` bytes in ``size`` pieces, each piece naming its offset (a misordered part would show)."""
+    for offset in range(0, total, size):
+        yield (tag + f"{offset:012d}".encode()).ljust(min(size, total - offset), b".")
+
+
+def _pending_uploads(storage: Storage, root: str) -> list[str]:
+    if not isinstance(storage, S3Storage):
+        return []
+    bucket = root.removeprefix("s3://").split("/", 1)[0]
+    return [u["Key"] for u in storage._client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
+@pytest.mark.parametrize("total", [3, 11 * 1024 * 1024], ids=["one-part", "multipart"])
+def test_put_if_absent_stream_creates_once(any_storage_root: Root, monkeypatch: pytest.MonkeyPatch, total: int) -> None:
+    """A stream of chunks is put-if-absent as a whole: on S3 above one part (5 MiB here, S3's minimum)
+    a multipart upload completed only if the key is still absent; a refused one leaves no upload."""
+    monkeypatch.setattr(s3, "STREAM_PART_SIZE", 5 * 1024 * 1024)
+    root, storage = any_storage_root
+    target = join(root, "_delta_log/00000000000000000007.json")
+    storage.put_if_absent_stream(target, _chunks(b"first", total))
+    assert storage.read(target) == b"".join(_chunks(b"first", total))
+    with pytest.raises(AlreadyExists, match="00000000000000000007.json"):
+        storage.put_if_absent_stream(target, _chunks(b"second", total))
+    assert storage.read(target) == b"".join(_chunks(b"first", total))
+    assert paths(storage, root) == [target]  # no temporaries left behind
+    assert _pending_uploads(storage, root) == []
+
+
+def test_racing_put_if_absent_streams_have_exactly_one_winner(
+    any_storage_root: Root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3, "STREAM_PART_SIZE", 5 * 1024 * 1024)
+    root, storage = any_storage_root
+    target = join(root, "_delta_log/00000000000000000001.json")
+    racers = 4
+    barrier = threading.Barrier(racers)
+
+    def race(racer: int) -> bool:
+        chunks = list(_chunks(f"racer-{racer}".encode(), 6 * 1024 * 1024))
+        barrier.wait()
+        try:
+            storage.put_if_absent_stream(target, iter(chunks))
+        except AlreadyExists:
+            return False
+        return True
+
+    with ThreadPoolExecutor(racers) as pool:
+        won = [r for r, ok in enumerate(pool.map(race, range(racers))) if ok]
+    assert len(won) == 1
+    assert storage.read(target) == b"".join(_chunks(f"racer-{won[0]}".encode(), 6 * 1024 * 1024))
+    assert paths(storage, root) == [target]
+    assert _pending_uploads(storage, root) == []
+
+
 def test_put_if_absent_over_a_replaced_object(any_storage_root: Root) -> None:
     root, storage = any_storage_root
     target = join(root, "x")
