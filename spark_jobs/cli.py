@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lakeops.errors import LakeopsError, UsageError
+from lakeops.errors import LakeopsError, PartiallyCommitted, UsageError
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
 from lakeops.predicate import parse_predicate
@@ -209,6 +209,8 @@ def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:
         command = _command(args.command)  # lakeops.api resolves registry names in TABLE and --output
         report = command.run(args, storage_options(args), stderr)
     except LakeopsError as exc:
+        if isinstance(exc, PartiallyCommitted) and isinstance(exc.report, Report):
+            print_report(exc.report, args.json)  # what did land stays in the table: say what it is
         # escape(): messages quote user data (``bucket[16]``) that rich would read as markup.
         stderr.print(f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)
         return 2 if isinstance(exc, UsageError) else 1

@@ -1,6 +1,6 @@
 """Compaction as a Spark job: ``spark-submit spark_jobs/compact.py TABLE [options]`` (same options as
 ``lakeops compact``). The plan and the commits run on the driver; each file group is rewritten by one
-task. With ``--partial-progress K`` (Iceberg) groups run and commit K at a time."""
+task. With ``--partial-progress K`` (Delta and Iceberg) groups run and commit K at a time."""
 
 from __future__ import annotations
 
@@ -67,6 +67,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="total time those retries may take, e.g. 10m (default: Iceberg's commit.retry.total-timeout-ms, else 30m)",
     )
+    parser.add_argument(
+        "--partial-progress",
+        type=int,
+        metavar="K",
+        help="commit after every K file groups (Delta: each batch its own OPTIMIZE version; Iceberg: its own "
+        "snapshot), so a failure keeps the batches that landed; the error names them and the exit status is 1",
+    )
     delta = parser.add_argument_group("Delta")
     delta.add_argument(
         "--dv-purge-ratio",
@@ -103,7 +110,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="largest group one task rewrites (default 100GB)",
     )
     iceberg.add_argument("--sort", action="store_true", help="sort rewritten rows by the table's sort order")
-    iceberg.add_argument("--partial-progress", type=int, metavar="K", help="commit after every K file groups")
     iceberg.add_argument(
         "--manifest-threshold",
         type=int,

@@ -57,26 +57,33 @@ def _json_checkpoint(storage: Storage, path: str) -> list[CheckpointRowAction]:
 
 
 def _read(
-    storage: Storage, path: str, *, columnar: bool, counts_only: bool
+    storage: Storage, path: str, *, columnar: bool, counts_only: bool, keys_only: bool
 ) -> Iterator[CheckpointRowAction | AddColumn]:
     if columnar:
-        return read_checkpoint_part_columnar(storage, path, counts_only=counts_only)
+        return read_checkpoint_part_columnar(storage, path, counts_only=counts_only, keys_only=keys_only)
     return read_checkpoint_part(storage, path)
 
 
 def read_checkpoint_file(
-    storage: Storage, log_dir: str, path: str, *, columnar: bool = False, counts_only: bool = False
+    storage: Storage,
+    log_dir: str,
+    path: str,
+    *,
+    columnar: bool = False,
+    counts_only: bool = False,
+    keys_only: bool = False,
 ) -> Iterator[CheckpointRowAction | AddColumn]:
     """Every action of the checkpoint file at ``path``, then every action of the sidecars it names
     (``columnar``: adds as :class:`AddColumn` where they can be, with ``counts_only`` their stats
-    cut to row counts as they are read). A UUID-named checkpoint without its ``checkpointMetadata``
-    action, or a sidecar holding other than file actions, is corrupt."""
+    cut to row counts as they are read, with ``keys_only`` cut to their keys and row numbers). A
+    UUID-named checkpoint without its ``checkpointMetadata`` action, or a sidecar holding other
+    than file actions, is corrupt."""
     sidecars: list[Sidecar] = []
     has_metadata = False
     main = (
         iter(_json_checkpoint(storage, path))
         if path.endswith(".json")
-        else _read(storage, path, columnar=columnar, counts_only=counts_only)
+        else _read(storage, path, columnar=columnar, counts_only=counts_only, keys_only=keys_only)
     )
     for action in main:
         if isinstance(action, Sidecar):
@@ -90,7 +97,7 @@ def read_checkpoint_file(
     for sidecar in sidecars:
         location = sidecar_location(log_dir, sidecar)
         try:
-            for action in _read(storage, location, columnar=columnar, counts_only=counts_only):
+            for action in _read(storage, location, columnar=columnar, counts_only=counts_only, keys_only=keys_only):
                 if not isinstance(action, AddColumn | Add | Remove):
                     raise CorruptFile(f"{location}: sidecar file of {path} holds a {type(action).__name__} action")
                 yield action

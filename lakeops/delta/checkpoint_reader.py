@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, cast
 
@@ -92,23 +93,34 @@ def read_checkpoint_part(
 
 
 def read_checkpoint_part_columnar(
-    storage: Storage, path: str, *, counts_only: bool = False
+    storage: Storage, path: str, *, counts_only: bool = False, keys_only: bool = False
 ) -> Iterator[CheckpointRowAction | AddColumn]:
     """As :func:`read_checkpoint_part`, but the ``add`` rows stay one :class:`AddColumn` when they
     can (see :func:`_lazy_adds`): a large table's snapshot then holds no object per file.
     ``counts_only``: their stats cut to ``numRecords`` (:func:`row_counts_only`) as they are read, a
-    row group at a time, so the part's whole stats are never decoded at once."""
-    return _read_part(storage, path, keep_adds=True, counts_only=counts_only)
+    row group at a time, so the part's whole stats are never decoded at once. ``keys_only``: they
+    keep only their path and row number in the file (:func:`key_rows`), when every row could be an
+    :class:`AddColumn` row; the rest is read again from ``path`` when written back (a checkpoint)."""
+    return _read_part(storage, path, keep_adds=True, counts_only=counts_only, keys_only=keys_only)
 
 
 def _read_part(
-    storage: Storage, path: str, *, keep_adds: bool, wanted: tuple[str, ...] = _COLUMNS, counts_only: bool = False
+    storage: Storage,
+    path: str,
+    *,
+    keep_adds: bool,
+    wanted: tuple[str, ...] = _COLUMNS,
+    counts_only: bool = False,
+    keys_only: bool = False,
 ) -> Iterator[CheckpointRowAction | AddColumn]:
-    columns = _read_columns(storage, path, wanted, counts_only)
+    columns, keyed = _read_columns(storage, path, wanted, counts_only, keys_only)
     for column in list(columns):
         values = columns.pop(column)  # a column built into objects is not kept alive meanwhile
         try:
             valid = _valid_rows(values)
+            if keyed is not None and column == "add":
+                yield AddColumn(_single_chunk(valid), source=KeySource(path, keyed))
+                continue
             if keep_adds and column == "add" and (lazy := _lazy_adds(valid)) is not None:
                 yield lazy
                 continue
@@ -131,25 +143,80 @@ def _read_part(
 
 
 def _read_columns(
-    storage: Storage, path: str, wanted: tuple[str, ...], counts_only: bool = False
-) -> dict[str, pa.ChunkedArray]:
+    storage: Storage, path: str, wanted: tuple[str, ...], counts_only: bool = False, keys_only: bool = False
+) -> tuple[dict[str, pa.ChunkedArray], frozenset[str] | None]:
     """The ``wanted`` action columns of one part, in ``_COLUMNS`` order (``counts_only``: the ``add``
-    column read a row group at a time, its stats cut to row counts); the file's bytes are released
-    on return."""
+    column read a row group at a time, its stats cut to row counts; ``keys_only``: cut to
+    :func:`key_rows`), and when the ``add`` column was cut to keys (every batch could be) the fields
+    its rows set; the file's bytes are released on return."""
+    keyed: frozenset[str] | None = None
     try:
         parquet = pq.ParquetFile(pa.BufferReader(storage.read(path)))
         present = [c for c in _COLUMNS if c in wanted and c in parquet.schema_arrow.names]
-        cut = counts_only and "add" in present
+        cut = (counts_only or keys_only) and "add" in present
         table = parquet.read(columns=[c for c in present if not cut or c != "add"])
         columns = {name: table.column(name) for name in table.column_names}
-        if cut:
+        if cut and keys_only:
+            keys = _key_batches(parquet)
+            if keys is not None:
+                columns["add"], keyed = keys
+            else:
+                columns["add"] = parquet.read(columns=["add"]).column("add")
+        elif cut:
             adds = [row_counts_only(b.column(0)) for b in parquet.iter_batches(columns=["add"], batch_size=_CUT_ROWS)]
             columns["add"] = pa.chunked_array(
                 adds, type=adds[0].type if adds else parquet.schema_arrow.field("add").type
             )
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # column names that are not UTF-8 too
         raise CorruptFile(f"{path}: checkpoint is not a readable parquet file ({exc})") from exc
-    return {name: columns[name] for name in present}
+    return {name: columns[name] for name in present}, keyed
+
+
+def _key_batches(parquet: pq.ParquetFile) -> tuple[pa.ChunkedArray, frozenset[str]] | None:
+    """The ``add`` column cut to :func:`key_rows` a row group at a time, and the names of the fields
+    its rows set; None when a batch has rows an :class:`AddColumn` cannot hold (they are then read
+    whole, as objects)."""
+    keys: list[pa.StructArray] = []
+    offset, fields = 0, frozenset[str]()
+    for batch in parquet.iter_batches(columns=["add"], batch_size=_CUT_ROWS):
+        cut = key_rows(batch.column(0), offset)
+        if cut is None:
+            return None
+        keys.append(cut[0])
+        fields |= cut[1]
+        offset += batch.num_rows
+    return pa.chunked_array(keys, type=KEY_TYPE), fields
+
+
+@dataclass(frozen=True)
+class KeySource:
+    """Where rows cut to keys come from: the file whose ``add`` column holds them, and the fields
+    its rows set (a checkpoint takes the two-pass route only when its schema has room for them)."""
+
+    location: str
+    fields: frozenset[str]
+
+
+#: The ``add`` rows of a keys-only read: the path and the row's number in its file's ``add`` column.
+KEY_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("row", pa.int64())])
+
+
+def key_rows(adds: pa.Array, offset: int) -> tuple[pa.StructArray, frozenset[str]] | None:
+    """``add`` rows as their reconciliation key and where they are (``offset`` + their position),
+    and the names of the fields the rows set: a checkpoint replays these and reads the winners'
+    full rows again, so it never holds every file's stats ("Action Reconciliation": a row without
+    a deletion vector is keyed by its path). None when a valid row could not be an
+    :class:`AddColumn` row (:func:`fits_add_column`), or the column is not one of paths."""
+    if not pa.types.is_struct(adds.type) or "path" not in adds.type.names:
+        return None  # read whole: the validating path reports what it is
+    valid = _single_chunk(_valid_rows(pa.chunked_array([adds], type=adds.type)))
+    if len(valid) and not fits_add_column(valid):
+        return None
+    fields = frozenset(f.name for i, f in enumerate(valid.type) if valid.field(i).null_count < len(valid))
+    rows = pa.array(range(offset, offset + len(adds)), type=pa.int64())
+    absent = pc.invert(adds.is_valid()) if adds.null_count else None
+    paths = adds.field("path").cast(pa.string())
+    return pa.StructArray.from_arrays([paths, rows], fields=list(KEY_TYPE), mask=absent), fields
 
 
 def _valid_rows(values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -378,8 +445,10 @@ class AddColumn:
     a live file without a deletion vector: its key is ``(path, None)``.
     """
 
-    def __init__(self, struct: pa.StructArray) -> None:
+    def __init__(self, struct: pa.StructArray, source: KeySource | None = None) -> None:
         self.struct = struct
+        #: Set for rows cut to :data:`KEY_TYPE`: where their full rows are.
+        self.source = source
 
     def __len__(self) -> int:
         return len(self.struct)
@@ -408,7 +477,7 @@ class AddColumn:
         """The rows where the boolean ``rows`` is true."""
         if isinstance(rows, pa.ChunkedArray):
             rows = rows.combine_chunks()
-        return self if pc.all(rows).as_py() else AddColumn(self.struct.filter(rows))
+        return self if pc.all(rows).as_py() else AddColumn(self.struct.filter(rows), self.source)
 
 
 def _lazy_adds(array: pa.ChunkedArray) -> AddColumn | None:

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakeops.arrays import int_array, string_array
+from lakeops.arrays import int_array, string_array, take_chunked
 from lakeops.delta.actions import KEY_OF, Add, Remove
 from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.checkpoint_writer import CheckpointAction, encode_actions
 from lakeops.errors import ProtocolError
 
-__all__ = ["CheckpointRows", "cast_add_rows"]
+__all__ = ["CheckpointRows", "cast_add_rows", "cast_add_struct"]
 
 _PARSED = ("stats_parsed", "partitionValues_parsed")
 
@@ -37,11 +37,12 @@ def cast_add_rows(columns: Sequence[AddColumn], add_type: pa.StructType) -> list
     statistics are asked for: then they are written as objects, whose encoding knows what to do."""
     if any(field.name in _PARSED for field in add_type):
         return None  # typed statistics are derived per object
-    cast = [_cast(column.struct, add_type) for column in columns]
+    cast = [cast_add_struct(column.struct, add_type) for column in columns]
     return None if any(c is None for c in cast) else cast
 
 
-def _cast(struct: pa.StructArray, add_type: pa.StructType) -> pa.StructArray | None:
+def cast_add_struct(struct: pa.StructArray, add_type: pa.StructType) -> pa.StructArray | None:
+    """``add`` rows as ``add_type``, or None when a value has no place there (see :func:`cast_add_rows`)."""
     rows = len(struct)
     present = {struct.type.field(i).name: struct.field(i) for i in range(struct.type.num_fields)}
     children = []
@@ -186,8 +187,7 @@ def _place(values: pa.ChunkedArray, index: pa.Array, member: pa.Array, target: p
         return pa.array([None] * len(index), type=target)
     empty = pa.array([None], type=target)  # children hold empty values, not nulls
     values = pa.chunked_array([*values.chunks, empty], type=target)
-    taken = values.take(pc.if_else(member, index, len(values) - 1))
-    taken = taken.chunk(0) if taken.num_chunks == 1 else taken.combine_chunks()
+    taken = take_chunked(values, pc.if_else(member, index, len(values) - 1))
     children = [taken.field(i) for i in range(target.num_fields)]
     absent = None if pc.all(member).as_py() else pc.invert(member)
     return pa.StructArray.from_arrays(children, fields=list(target), mask=absent)

@@ -169,12 +169,15 @@ def load_snapshot(
     timestamp: datetime | None = None,
     listing: LogListing | None = None,
     row_counts_only: bool = False,
+    keys_only: bool = False,
 ) -> DeltaSnapshot:
     """Reconstruct the table at the latest version, at ``version``, or as of ``timestamp``.
 
     ``row_counts_only``: for planners that read no statistic but ``numRecords`` (compaction, VACUUM):
     files kept as Arrow rows hold their stats cut to it, a tenth of the memory; never for a snapshot
-    whose files are written back (a checkpoint).
+    whose files are written back (a checkpoint). ``keys_only``: a checkpoint's first pass: the
+    checkpoint's Arrow rows hold only their path and row number (``AddColumn.source`` names their
+    file), so no ``Add`` can be built of them; the checkpoint reads their full rows again.
 
     Raises :class:`~lakeops.errors.NotATable`, :class:`~lakeops.errors.VersionNotFound`,
     :class:`~lakeops.errors.CorruptFile` or :class:`~lakeops.errors.UnsupportedFeature` (a reader
@@ -191,7 +194,7 @@ def load_snapshot(
     segment = segment_for_version(listing, table_root, version)
 
     with bulk_load():
-        protocol, metadata, replay = _replay(storage, table_root, segment, row_counts_only)
+        protocol, metadata, replay = _replay(storage, table_root, segment, row_counts_only, keys_only)
     ts = (
         CommitClock(storage, listing, ict_enablement_version(protocol, metadata)).timestamp(segment.version)
         if segment.version in listing.commits
@@ -215,7 +218,7 @@ def load_snapshot(
 
 
 def _replay(
-    storage: Storage, table_root: str, segment: LogSegment, row_counts_only: bool
+    storage: Storage, table_root: str, segment: LogSegment, row_counts_only: bool, keys_only: bool
 ) -> tuple[Protocol, Metadata, Replay]:
     """The checkpoint then each commit of ``segment``, applied in order; refuses a state without a
     protocol or metadata, or with a reader feature lakeops does not implement."""
@@ -224,7 +227,9 @@ def _replay(
     if segment.checkpoint is not None:
         for part in segment.checkpoint.files:
             replay.apply_checkpoint(
-                read_checkpoint_file(storage, log_dir, part.path, columnar=True, counts_only=row_counts_only)
+                read_checkpoint_file(
+                    storage, log_dir, part.path, columnar=True, counts_only=row_counts_only, keys_only=keys_only
+                )
             )
         if not replay.columns_are_keys():
             replay = Replay(table_root, row_counts_only=row_counts_only)

@@ -117,7 +117,10 @@ def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions
             from lakeops.delta.maintenance import checkpoint as delta_checkpoint
             from lakeops.delta.snapshot import load_snapshot
 
-            snapshot = load_snapshot(open_storage(location, storage_options), location, version=options.version)
+            # Keys only: the checkpoint reads its files' full rows again, part by part (two passes).
+            snapshot = load_snapshot(
+                open_storage(location, storage_options), location, version=options.version, keys_only=True
+            )
             delta_options = delta_checkpoint.CheckpointOptions(
                 version=options.version, part_size=options.part_size, force=options.force
             )

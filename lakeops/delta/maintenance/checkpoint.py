@@ -19,6 +19,12 @@ re-reads the log segment, keeps the actions of its range (memory bounded by the 
 table), checks it found exactly the count the driver planned, and writes its part. When one part
 suffices the driver writes it from the snapshot it already holds.
 
+Two passes (a snapshot loaded ``keys_only``, as ``lakeops checkpoint`` loads it): the checkpoint's add
+rows are replayed as keys and row numbers only, and the driver writes each part from the winning rows
+read again from their files a row group at a time (:mod:`lakeops.delta.checkpoint_stream`), so it
+never holds every file's statistics. Both routes write the same bytes; rows whose fields the schema
+has no place for, or a table writing typed statistics, take the whole-table route.
+
 V2 checkpoints (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#v2-checkpoint-table-feature):
 on a table whose protocol enables ``v2Checkpoint``, the checkpoint is one UUID-named parquet file
 (``n.checkpoint.<uuid>.parquet``, "UUID-named checkpoint") following the "V2 Spec": its first row
@@ -46,7 +52,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lakeops.delta.actions import Add, CheckpointMetadata, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import is_uuid_named, read_checkpoint_file
-from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows
+from lakeops.delta.checkpoint_reader import AddColumn
+from lakeops.delta.checkpoint_rows import CheckpointRows, cast_add_rows, cast_add_struct
+from lakeops.delta.checkpoint_stream import StreamedRows, part_rows
 from lakeops.delta.checkpoint_writer import (
     CheckpointAction,
     checkpoint_bytes,
@@ -77,7 +85,7 @@ from lakeops.delta.retention import (
     SET_TRANSACTION_RETENTION_PROPERTY,
     table_retention,
 )
-from lakeops.delta.snapshot import DeltaSnapshot, Replay
+from lakeops.delta.snapshot import DeltaSnapshot, Replay, load_snapshot
 from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -179,6 +187,14 @@ class CheckpointPlan(BaseModel, MaintenancePlan[CheckpointPart, PartWritten]):
     _snapshot: DeltaSnapshot | None = PrivateAttr(default=None)
     #: The rows as selected and ordered while planning (driver only): writing on the driver reuses them.
     _rows: CheckpointRows | None = PrivateAttr(default=None)
+    #: A large table's plan (driver only): what the second pass reads instead of ``_rows``.
+    _stream: StreamedRows | None = PrivateAttr(default=None)
+
+    @property
+    def two_pass(self) -> bool:
+        """Whether the parts are written from the rows read again from their sources (planned from
+        keys: :mod:`lakeops.delta.checkpoint_stream`), not from rows the plan holds."""
+        return self._stream is not None
 
     @property
     def has_work(self) -> bool:
@@ -329,6 +345,9 @@ def plan_checkpoint(
         else None
     )
     files = snapshot.files
+    keyed = _keyed(snapshot)
+    if keyed and writes_stats_as_struct(metadata):  # typed stats are derived per object: from full rows
+        return _plan_whole(snapshot, options, storage_options, now_ms)
     columns = files.columns if isinstance(files, LiveFiles) and not writes_stats_as_struct(metadata) else []
     v2 = "v2Checkpoint" in enabled_features(snapshot.protocol)
 
@@ -373,7 +392,15 @@ def plan_checkpoint(
             )
 
         arrow_schema = schema_of(actions)
-        column_rows = cast_add_rows(columns, arrow_schema.field("add").type) if columns else None
+        if keyed and not _schema_holds(arrow_schema, columns):
+            return _plan_whole(snapshot, options, storage_options, now_ms)
+        column_rows = (
+            [pa.StructArray.from_arrays([c.paths], names=["path"]) for c in columns]  # order and parts: paths suffice
+            if keyed
+            else cast_add_rows(columns, arrow_schema.field("add").type)
+            if columns
+            else None
+        )
         if columns and column_rows is None:  # rows the schema cannot take as they are: all as objects
             actions = select(files)
             arrow_schema = schema_of(actions)
@@ -425,9 +452,42 @@ def plan_checkpoint(
         txn_cutoff_ms=txn_cutoff,
         parts=parts,
     )
-    plan._snapshot = snapshot
-    plan._rows = rows
+    if keyed and rows is not None:  # the second pass reads the winners' rows again: no snapshot kept
+        plan._stream = StreamedRows.of(rows.head, rows.objects, columns)
+    else:
+        plan._snapshot = snapshot
+        plan._rows = rows
     return plan
+
+
+def _keyed(snapshot: DeltaSnapshot) -> bool:
+    """Whether some of the snapshot's files are cut to keys (loaded ``keys_only``)."""
+    files = snapshot.files
+    return isinstance(files, LiveFiles) and any(c.source is not None for c in files.columns)
+
+
+def _schema_holds(schema: pa.Schema, columns: list[AddColumn]) -> bool:
+    """Whether the checkpoint schema's ``add`` has a place for every field the Arrow rows set (keyed
+    rows: the fields their file's rows set; others: cast now): where it has not, the whole-table
+    route writes them as objects in a widened schema, and the two-pass route must not differ."""
+    add_type = schema.field("add").type
+    names = set(add_type.names) | {"stats"}  # rows' stats go when the table writes none
+    return all(
+        c.source.fields <= names if c.source is not None else cast_add_struct(c.struct, add_type) is not None
+        for c in columns
+    )
+
+
+def _plan_whole(
+    snapshot: DeltaSnapshot, options: CheckpointOptions, storage_options: StorageOptions, now_ms: int | None
+) -> CheckpointPlan:
+    """The plan from the full rows: for keyed rows the two-pass route cannot write as the whole-table
+    route would."""
+    table = snapshot.table_root
+    full = load_snapshot(
+        open_storage(table, storage_options), table, version=snapshot.version, listing=snapshot.listing
+    )
+    return plan_checkpoint(full, options, storage_options, now_ms=now_ms)
 
 
 # --- execute: a part, on a Spark task or on the driver ---------------------------------------------
@@ -488,18 +548,36 @@ def _part_actions(
 
 def write_parts_on_driver(plan: CheckpointPlan) -> list[PartWritten]:
     """Write every part of ``plan`` in this process (the usual case: one part), from the snapshot it
-    was planned from when the plan still holds it, else by :func:`write_part`."""
+    was planned from when the plan still holds it, streamed from the sources when it planned from
+    keys (:mod:`lakeops.delta.checkpoint_stream`), else by :func:`write_part`."""
     rows = plan._rows
+    if plan._stream is not None:
+        return _write_streamed(plan, plan._stream)
     if plan._snapshot is None or rows is None:
         return [write_part(part) for part in plan.parts]
-    written = []
-    for part, (start, end) in zip(plan.parts, rows.ranges(plan.part_size), strict=True):
-        started = time.monotonic()
-        storage = open_storage(part.table_root, part.storage)
-        with bulk_load():
-            payload = rows.parquet(start, end, schema_from_text(part.arrow_schema))
-        written.append(_store(storage, part, payload, end - start, *rows.counts(start, end), started))
-    return written
+    return [
+        _write_rows(part, rows, start, end)
+        for part, (start, end) in zip(plan.parts, rows.ranges(plan.part_size), strict=True)
+    ]
+
+
+def _write_rows(part: CheckpointPart, rows: CheckpointRows, start: int, end: int) -> PartWritten:
+    """Store positions ``[start, end)`` of ``rows`` as ``part``."""
+    started = time.monotonic()
+    storage = open_storage(part.table_root, part.storage)
+    with bulk_load():
+        payload = rows.parquet(start, end, schema_from_text(part.arrow_schema))
+    return _store(storage, part, payload, end - start, *rows.counts(start, end), started)
+
+
+def _write_streamed(plan: CheckpointPlan, stream: StreamedRows) -> list[PartWritten]:
+    """The second pass: each part from the rows it holds, read again from their sources."""
+    if not plan.parts:
+        return []
+    storage = open_storage(plan.table_root, plan.parts[0].storage)
+    add_type = schema_from_text(plan.parts[0].arrow_schema).field("add").type
+    parts = part_rows(storage, stream, plan.parts, add_type)
+    return [_write_rows(part, rows, 0, len(rows)) for part, rows in zip(plan.parts, parts, strict=True)]
 
 
 def _segment_to_replay(listing: LogListing, part: CheckpointPart) -> LogSegment:

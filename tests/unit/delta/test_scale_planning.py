@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from delta_optimize import fail_second_group, optimize_commits, two_partitions
 
 from lakeops import api
 from lakeops.delta.checkpoint_reader import AddColumn
@@ -225,36 +226,16 @@ def test_compaction_of_checkpoint_rows_keeps_every_row_for_delta_rs(tmp_path: Pa
 # --- OPTIMIZE in bounded commits (partial progress) ------------------------------------------------
 
 
-def _two_partitions(tmp_path: Path) -> str:
-    from deltalake import write_deltalake
-
-    location = str(tmp_path / "t")
-    for i in range(6):
-        batch = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "day": pa.array(["x", "y"] * 5)})
-        write_deltalake(location, batch, mode="append", partition_by=["day"])
-    return location
-
-
-def _optimize_commits(location: str) -> list[list[str]]:
-    """The removed paths of each OPTIMIZE commit, in version order."""
-    commits = []
-    for path in sorted(Path(location, "_delta_log").glob("*.json")):
-        actions = [json.loads(line) for line in path.read_text().splitlines() if line]
-        if any(a.get("commitInfo", {}).get("operation") == "OPTIMIZE" for a in actions):
-            commits.append(sorted(a["remove"]["path"] for a in actions if "remove" in a))
-    return commits
-
-
 def test_partial_progress_commits_each_batch_as_its_own_version(tmp_path: Path) -> None:
     from deltalake import DeltaTable
 
     from lakeops.ops.compaction import CompactionOptions
 
-    location = _two_partitions(tmp_path)
+    location = two_partitions(tmp_path / "t")
     report = api.compact(location, CompactionOptions(min_input_files=2, partial_progress=1))
 
     assert (report.commits, report.files_removed, report.files_added) == (2, 12, 2)
-    commits = _optimize_commits(location)
+    commits = optimize_commits(location)
     assert [len(c) for c in commits] == [6, 6]
     assert {p.split("/")[0] for p in commits[0]} != {p.split("/")[0] for p in commits[1]}  # a partition each
     assert sorted(DeltaTable(location).to_pyarrow_table().column("id").to_pylist()) == list(range(60))
@@ -265,19 +246,11 @@ def test_a_failed_batch_leaves_the_earlier_ones_committed_and_says_so(
 ) -> None:
     from deltalake import DeltaTable
 
-    from lakeops.delta.maintenance import compaction
     from lakeops.errors import PartiallyCommitted
     from lakeops.ops.compaction import CompactionOptions
 
-    location = _two_partitions(tmp_path)
-    rewrite = compaction.rewrite_group
-
-    def second_fails(group: compaction.RewriteGroup) -> compaction.RewriteResult:
-        if group.group_id == 1:
-            raise OSError("disk full")
-        return rewrite(group)
-
-    monkeypatch.setattr(compaction, "rewrite_group", second_fails)
+    location = two_partitions(tmp_path / "t")
+    fail_second_group(monkeypatch)
     with pytest.raises(
         PartiallyCommitted,
         match=r"1 of 2 commit batches landed \(versions 6; 6 files rewritten into 1\).*OSError: disk full",
@@ -285,7 +258,7 @@ def test_a_failed_batch_leaves_the_earlier_ones_committed_and_says_so(
         api.compact(location, CompactionOptions(min_input_files=2, partial_progress=1))
 
     assert err.value.report.commits == 1 and err.value.report.committed_version == 6
-    assert [len(c) for c in _optimize_commits(location)] == [6]
+    assert [len(c) for c in optimize_commits(location)] == [6]
     table = DeltaTable(location)
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(60))
     assert len(table.file_uris()) == 7  # one partition compacted, the other's six files untouched
