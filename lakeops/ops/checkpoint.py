@@ -114,12 +114,20 @@ def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions
                 load_table(ref, storage_options), iceberg_options, storage_options
             )
         case DeltaTarget(location=location):
+            from lakeops.delta.log_segment import list_log
             from lakeops.delta.maintenance import checkpoint as delta_checkpoint
             from lakeops.delta.snapshot import load_snapshot
 
-            # Keys only: the checkpoint reads its files' full rows again, part by part (two passes).
+            storage = open_storage(location, storage_options)
+            listing = list_log(storage, location)
+            # A large table's snapshot holds keys only: its checkpoint reads the full rows again, part by
+            # part (two passes).
             snapshot = load_snapshot(
-                open_storage(location, storage_options), location, version=options.version, keys_only=True
+                storage,
+                location,
+                version=options.version,
+                listing=listing,
+                keys_only=delta_checkpoint.two_passes(listing, location, options.version),
             )
             delta_options = delta_checkpoint.CheckpointOptions(
                 version=options.version, part_size=options.part_size, force=options.force

@@ -101,6 +101,7 @@ __all__ = [
     "finalize_checkpoint",
     "plan_checkpoint",
     "select_actions",
+    "two_passes",
     "write_part",
     "write_parts_on_driver",
 ]
@@ -312,6 +313,30 @@ def _sort_key(row: tuple[str, int, str, Add | Remove]) -> tuple[str, int, str]:
 
 def _file_path(action: CheckpointAction) -> str | None:
     return action.path if isinstance(action, Add | Remove) else None
+
+
+#: A checkpoint replacing one of more actions than this is written in two passes (the snapshot loaded
+#: ``keys_only``): below it one replay holding every row is faster (about 1.5x at 1 M actions, level
+#: at 3 M) and fits well within the driver (under 1 GB at 1 M).
+TWO_PASS_ABOVE_ACTIONS = 2_000_000
+#: Bytes of checkpoint per action assumed when ``_last_checkpoint`` does not give the count: the most
+#: compressible checkpoints seen (log-only adds with stats, 20 B each), so a guess errs towards two passes.
+_CHECKPOINT_BYTES_PER_ACTION = 20
+
+
+def two_passes(listing: LogListing, table_root: str, version: int | None) -> bool:
+    """Whether the checkpoint of ``version`` (None: the latest) is written in two passes: the actions
+    of the checkpoint it starts from (``_last_checkpoint``'s ``size`` when it describes that one, else
+    estimated from its bytes) exceed :data:`TWO_PASS_ABOVE_ACTIONS`."""
+    previous = segment_for_version(listing, table_root, version).checkpoint
+    if previous is None:
+        return False
+    last = listing.last_checkpoint
+    if last is not None and last.version == previous.version:
+        actions = last.size
+    else:
+        actions = sum(info.size for info in previous.files) // _CHECKPOINT_BYTES_PER_ACTION
+    return actions > TWO_PASS_ABOVE_ACTIONS
 
 
 def plan_checkpoint(

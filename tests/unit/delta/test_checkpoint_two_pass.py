@@ -15,7 +15,9 @@ import json
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +28,10 @@ from lakeops_testdata import TESTDATA
 
 from bench.workloads.delta_scale import scale_log
 from lakeops import api
+from lakeops.delta import snapshot as snapshot_module
 from lakeops.delta.actions import Add, Remove, Txn, action_to_line
+from lakeops.delta.log_segment import list_log
+from lakeops.delta.maintenance import checkpoint as delta_checkpoint
 from lakeops.delta.maintenance.checkpoint import (
     CheckpointOptions,
     CheckpointPlan,
@@ -189,10 +194,36 @@ def test_v2_checkpoints_with_sidecars_are_read_again_from_their_sidecars(name: s
     assert json.dumps(sorted(k[0] for k in load_snapshot(open_storage(str(written)), str(written)).files)) == files
 
 
-def test_api_checkpoint_takes_two_passes_and_reports_the_same_counts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threshold", [0, None], ids=["two-passes", "one-replay"])
+def test_api_checkpoint_takes_two_passes_above_the_threshold_and_reports_the_same_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threshold: int | None
+) -> None:
+    """Above TWO_PASS_ABOVE_ACTIONS the snapshot is loaded keys only; either way the same checkpoint."""
+    if threshold is not None:
+        monkeypatch.setattr(delta_checkpoint, "TWO_PASS_ABOVE_ACTIONS", threshold)
+    loaded: list[bool] = []
+    load = snapshot_module.load_snapshot
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        loaded.append(kwargs.get("keys_only", False))
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot_module, "load_snapshot", recording)
     root = _scale_table(tmp_path)
     report = api.checkpoint(str(root))
+    assert (True in loaded) is (threshold == 0)
     assert (report.status, report.version, report.add_files, report.parts) == ("written", 14, 1_200, 1)
     assert report.expired_tombstones == 100 and report.last_checkpoint_updated
     _drop_log_before(root, 14)
     assert len(_delta_rs_files(root)[0]) == 1_200
+
+
+def test_the_size_that_decides_two_passes_is_the_last_checkpoints_else_estimated_from_bytes(tmp_path: Path) -> None:
+    root = _scale_table(tmp_path)
+    storage = open_storage(str(root))
+    listing = list_log(storage, str(root))
+    assert listing.last_checkpoint is not None and not delta_checkpoint.two_passes(listing, str(root), None)
+    huge = listing.last_checkpoint.model_copy(update={"size": delta_checkpoint.TWO_PASS_ABOVE_ACTIONS + 1})
+    assert delta_checkpoint.two_passes(replace(listing, last_checkpoint=huge), str(root), None)
+    # Without the pointer, the checkpoint's bytes at 20 B an action: a few KB is far below.
+    assert not delta_checkpoint.two_passes(replace(listing, last_checkpoint=None), str(root), None)
