@@ -23,6 +23,7 @@ from rich.console import Console
 
 from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
 from lakeops.execution import Executor
+from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import Batch, commit_batch, run_batches
@@ -99,10 +100,13 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
             from lakeops.iceberg.maintenance import compaction as iceberg_compaction
             from lakeops.iceberg.table import load_table
 
-            return iceberg_compaction.plan_compaction(
-                load_table(ref, storage_options),
-                options.for_format(iceberg_compaction.IcebergCompactionOptions),
-                storage_options,
+            return first_groups(
+                iceberg_compaction.plan_compaction(
+                    load_table(ref, storage_options),
+                    options.for_format(iceberg_compaction.IcebergCompactionOptions),
+                    storage_options,
+                ),
+                options.max_rewrite_bytes,
             )
         case DeltaTarget(location=location):
             from lakeops.delta.maintenance import compaction as delta_compaction
@@ -110,8 +114,11 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
 
             # Planning reads no statistic but numRecords (rows per output file, DV purges).
             snapshot = load_snapshot(open_storage(location, storage_options), location, row_counts_only=True)
-            return delta_compaction.plan_compaction(
-                snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
+            return first_groups(
+                delta_compaction.plan_compaction(
+                    snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
+                ),
+                options.max_rewrite_bytes,
             )
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk repositories are compacted by lakeops.ops.icechunk")
@@ -151,6 +158,7 @@ def execute(
             branch=options.branch,
             target_file_size=options.target_file_size,
             min_input_files=options.min_input_files,
+            max_rewrite_bytes=options.max_rewrite_bytes,
             dry_run=dry_run,
             storage_options=storage_options,
             executor=executor,
