@@ -14,7 +14,9 @@ from pyiceberg_tables import small_file_table
 
 from lakeops import api
 from lakeops.ops.compaction import CompactionOptions
-from lakeops.storage import open_storage
+from lakeops.ops.target import CatalogOptions, resolve_target
+from lakeops.ops.verify import compaction_kept_rows
+from lakeops.storage import StorageOptions, open_storage
 
 
 def _delta_rows(location: str) -> list[tuple[int, str]]:
@@ -66,6 +68,8 @@ def test_icechunk_pieces_cover_the_whole_packing(tmp_path: Path) -> None:
     assert whole.groups >= 2
     first = api.compact(root, CompactionOptions(min_input_files=2, max_rewrite_bytes=1))
     assert (first.groups, first.dry_run) == (1, False)
+    checked = compaction_kept_rows(resolve_target(root, CatalogOptions(), StorageOptions()), first)
+    assert checked.passed, checked.summary  # every packed chunk reads back identical
     rest = api.compact(root, CompactionOptions(min_input_files=2), dry_run=True)
     assert rest.groups == whole.groups - 1
     assert first.files_removed + rest.files_removed == whole.files_removed
