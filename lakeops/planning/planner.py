@@ -49,7 +49,7 @@ __all__ = ["AGING", "SEVERITY_SHARE", "next_deferrals", "plan"]
 AGING = 0.5
 #: Share of each window's budget reserved for the most indebted tables, worst first; also the most
 #: one compaction piece may cost.
-SEVERITY_SHARE = 0.25
+SEVERITY_SHARE = 0.5
 
 
 def _priority(points: float, core_minutes: float, waited: int) -> float:
