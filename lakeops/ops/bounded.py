@@ -8,7 +8,7 @@ starts where this one stopped, since the files it merged are no longer small.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol, Self, TypeVar
 
 __all__ = ["first_groups"]
@@ -28,8 +28,9 @@ class _GroupedPlan(Protocol[G]):
 P = TypeVar("P", bound=_GroupedPlan[Any])
 
 
-def first_groups(plan: P, max_rewrite_bytes: int | None) -> P:
-    """``plan`` with only its first groups whose input bytes fit ``max_rewrite_bytes`` (None: all)."""
+def first_groups(plan: P, max_rewrite_bytes: int | None, partition: Callable[[Any], Hashable] | None = None) -> P:
+    """``plan`` with only its first groups whose input bytes fit ``max_rewrite_bytes`` (None: all);
+    ``partition``: a group's partition, to count the plan's ``partitions_compacted`` again."""
     if max_rewrite_bytes is None:
         return plan
     kept: list[Any] = []
@@ -40,4 +41,7 @@ def first_groups(plan: P, max_rewrite_bytes: int | None) -> P:
             break
         kept.append(group)
         total += size
-    return plan.model_copy(update={"groups": kept})
+    update: dict[str, Any] = {"groups": kept}
+    if partition is not None:
+        update["partitions_compacted"] = len({partition(group) for group in kept})
+    return plan.model_copy(update=update)

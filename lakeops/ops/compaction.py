@@ -15,6 +15,7 @@ deleted once the commit landed.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,7 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
                     storage_options,
                 ),
                 options.max_rewrite_bytes,
+                lambda group: (group.spec_id, json.dumps(group.partition, sort_keys=True, default=str)),
             )
         case DeltaTarget(location=location):
             from lakeops.delta.maintenance import compaction as delta_compaction
@@ -119,6 +121,7 @@ def plan(table: str, options: CompactionOptions, storage_options: StorageOptions
                     snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
                 ),
                 options.max_rewrite_bytes,
+                lambda group: tuple(sorted(group.partition_values.items())),
             )
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk repositories are compacted by lakeops.ops.icechunk")
