@@ -137,10 +137,11 @@ class Table:
         """What the run does to the table."""
         operation = candidate.action.operation
         past = max(hour - RETENTION_H, 0)
-        if operation == "compaction":
-            self.tombstones[hour] = (self.tombstones[hour][0] + self.small_bytes,
-                                     self.tombstones[hour][1] + self.small_files)  # fmt: skip
-            self.small_files, self.small_bytes = 0, 0
+        if operation == "compaction":  # the whole, or a piece of it (the planner's split action)
+            files = min(candidate.benefit.files_removed, self.small_files)
+            nbytes = min(candidate.work_bytes // 2, self.small_bytes) if files < self.small_files else self.small_bytes
+            self.tombstones[hour] = (self.tombstones[hour][0] + nbytes, self.tombstones[hour][1] + files)
+            self.small_files, self.small_bytes = self.small_files - files, self.small_bytes - nbytes
             self.checkpoint_lag += 1
         elif operation == "checkpoint":
             self.checkpoint_lag = 0
@@ -274,7 +275,7 @@ def planner_policy(rng: random.Random, core_minutes: float, every_hours: int) ->
             if not decision.chosen:
                 continue
             table = by_table[decision.action.table]
-            candidate = next(c for c in candidates(observations[table.name]) if c.action == decision.action)
+            candidate = Candidate(decision.action, decision.benefit, decision.cost.bytes, decision.cost.files)
             seconds = _run(table, candidate, hour, outcome, rng)
             model.learn(RunSample(table.name, decision.action.operation, candidate.work_bytes, candidate.work_files,
                                   seconds, f"{hour:06d}"))  # fmt: skip

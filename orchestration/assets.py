@@ -49,6 +49,7 @@ from orchestration.resources import SparkResource, StorageResource
 __all__ = [
     "CHECKS",
     "MAINTENANCE",
+    "MAX_REWRITE_BYTES_TAG",
     "check_key",
     "compaction_partitions",
     "health_check_keys",
@@ -69,6 +70,9 @@ MAINTENANCE: dict[str, str] = {
     "orphans": "orphans",
     "cdc": "cdc",
 }
+
+#: Run tag of a planned compaction piece: the run's ``max_rewrite_bytes`` (:mod:`lakeops.planning.split`).
+MAX_REWRITE_BYTES_TAG = "lakeops/max_rewrite_bytes"
 
 #: Asset name -> (check name, what it asserts).
 CHECKS: dict[str, tuple[str, str]] = {
@@ -286,6 +290,8 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
     ) -> Iterator[dg.MaterializeResult]:
         target = table_target(entry, storage)
         options = _options(entry, operation, target, storage)
+        if operation == "compaction" and MAX_REWRITE_BYTES_TAG in context.run.tags:  # the planner's piece
+            options["max_rewrite_bytes"] = int(context.run.tags[MAX_REWRITE_BYTES_TAG])
         if partitioned:
             with storage.credentials():
                 options["where"] = partitions.partition_where(

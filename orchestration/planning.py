@@ -28,7 +28,7 @@ from lakeops.planning.estate import PlannedTable, audit_records, plan_tables
 from lakeops.planning.models import Decision, MaintenanceBudget, MaintenancePlan
 from lakeops.planning.planner import next_deferrals
 from lakeops.planning.review import review
-from orchestration.assets import MAINTENANCE, operation_key, partitions_name, run_request
+from orchestration.assets import MAINTENANCE, MAX_REWRITE_BYTES_TAG, operation_key, partitions_name, run_request
 from orchestration.pools import pool_name
 from orchestration.registry import Registry, TableEntry
 from orchestration.resources import StorageResource
@@ -78,6 +78,8 @@ def _request(entry: TableEntry, decision: Decision, window: str, now: datetime) 
         "lakeops/planned_rank": str(decision.rank),
         "lakeops/predicted_core_minutes": f"{decision.cost.core_minutes:.3f}",
     }
+    if action.max_bytes is not None:  # a piece of a compaction too large for the window
+        tags[MAX_REWRITE_BYTES_TAG] = str(action.max_bytes)
     return run_request(
         entry, [action.operation], run_key=f"plan:{window}:{action.key}", partition_key=partition, tags=tags
     )

@@ -53,6 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\" (Iceberg: partition field "
         "names, or columns partitioned by identity)",
     )
+    parser.add_argument(
+        "--max-rewrite-bytes",
+        type=size_arg,
+        help="rewrite only the first file groups whose input fits this size (at least one): a piece of the "
+        "compaction, the rest left for the next run",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     parser.add_argument(
         "--commit-retries",

@@ -15,6 +15,7 @@ deleted once the commit landed.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from rich.console import Console
 
 from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
 from lakeops.execution import Executor
+from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import Batch, commit_batch, run_batches
@@ -122,15 +124,23 @@ def plan(
                     label=f"lakeops compact {ref}",
                     progress=progress or Console(quiet=True),
                 )
-            return iceberg_compaction.plan_compaction(loaded, iceberg_options, storage_options, reader=reader)
+            return first_groups(
+                iceberg_compaction.plan_compaction(loaded, iceberg_options, storage_options, reader=reader),
+                options.max_rewrite_bytes,
+                lambda group: (group.spec_id, json.dumps(group.partition, sort_keys=True, default=str)),
+            )
         case DeltaTarget(location=location):
             from lakeops.delta.maintenance import compaction as delta_compaction
             from lakeops.delta.snapshot import load_snapshot
 
             # Planning reads no statistic but numRecords (rows per output file, DV purges).
             snapshot = load_snapshot(open_storage(location, storage_options), location, row_counts_only=True)
-            return delta_compaction.plan_compaction(
-                snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
+            return first_groups(
+                delta_compaction.plan_compaction(
+                    snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
+                ),
+                options.max_rewrite_bytes,
+                lambda group: tuple(sorted(group.partition_values.items())),
             )
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk repositories are compacted by lakeops.ops.icechunk")
@@ -171,6 +181,7 @@ def execute(
             branch=options.branch,
             target_file_size=options.target_file_size,
             min_input_files=options.min_input_files,
+            max_rewrite_bytes=options.max_rewrite_bytes,
             dry_run=dry_run,
             storage_options=storage_options,
             executor=executor,

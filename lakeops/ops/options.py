@@ -39,7 +39,9 @@ class CompactionOptions(CatalogOptions):
     """Every format's compaction options; each format reads the ones it has.
 
     Shared: ``target_file_size`` (None: table property, else the format's default), ``min_input_files``,
-    ``where`` (a partition predicate), ``partial_progress`` (commit every that many groups). Delta:
+    ``where`` (a partition predicate), ``partial_progress`` (commit every that many groups),
+    ``max_rewrite_bytes`` (rewrite only the first groups whose input bytes fit it: a piece of the
+    compaction, the rest left for the next run; :mod:`lakeops.ops.bounded`). Delta:
     ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns) rewrite every file of each partition in
     Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its ``rewrite_data_files``):
     ``min_file_size``/``max_file_size`` (default 75%/180% of the target), ``delete_file_threshold``,
@@ -70,6 +72,7 @@ class CompactionOptions(CatalogOptions):
     zorder_by: list[str] | None = None
     sort_by: list[str] | None = None
     branch: str = "main"
+    max_rewrite_bytes: int | None = Field(default=None, gt=0)
 
     @field_validator("commit_timeout", mode="before")
     @classmethod

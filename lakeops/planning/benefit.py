@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from lakeops.planning.models import Action, Benefit, TableObservation, metric_sum
+from lakeops.planning.models import Action, Benefit, CompactionWork, TableObservation, metric_sum
 from lakeops.units import format_size
 
-__all__ = ["RATES", "Candidate", "candidates", "realised_points"]
+__all__ = ["RATES", "Candidate", "candidates", "compaction_candidate", "realised_points"]
 
 _GIB = 1024**3
 
@@ -43,37 +43,41 @@ RATES: dict[str, float] = {
 @dataclass(frozen=True)
 class Candidate:
     """An action with its benefit and the work its plan does (bytes and files, for the cost model);
-    ``blocked``: why a floor or watermark forbids it (never chosen)."""
+    ``blocked``: why a floor or watermark forbids it (never chosen); ``compaction``: what a compaction
+    rewrites (what :mod:`lakeops.planning.split` cuts into pieces)."""
 
     action: Action
     benefit: Benefit
     work_bytes: int
     work_files: int
     blocked: str | None = None
+    compaction: CompactionWork | None = None
 
 
 def _reclaimed_points(nbytes: int) -> float:
     return RATES["gib_reclaimed"] * nbytes / _GIB
 
 
+def compaction_candidate(table: str, work: CompactionWork, *, max_bytes: int | None = None) -> Candidate | None:
+    """Compaction of ``work`` on ``table`` (``max_bytes``: a piece of a larger one); None: it gains nothing."""
+    avoided = max(work.files_removed - work.files_added, 0)
+    if avoided == 0:
+        return None
+    where = f"partition {work.partition}" if work.partition is not None else "the table"
+    benefit = Benefit(
+        files_removed=work.files_removed,
+        read_amplification_avoided=avoided,
+        points=RATES["read_amplification_avoided"] * avoided,
+        why=f"{work.files_removed} small files in {where} merge into {work.files_added}: "
+        f"a full scan opens {avoided} fewer files",
+    )
+    action = Action(table=table, operation="compaction", partition=work.partition, max_bytes=max_bytes)
+    # Read every input once and write it once.
+    return Candidate(action, benefit, 2 * work.bytes_removed, work.files_removed + work.files_added, compaction=work)
+
+
 def _compaction(obs: TableObservation) -> list[Candidate]:
-    found = []
-    for work in obs.compaction:
-        avoided = max(work.files_removed - work.files_added, 0)
-        if avoided == 0:
-            continue
-        where = f"partition {work.partition}" if work.partition is not None else "the table"
-        benefit = Benefit(
-            files_removed=work.files_removed,
-            read_amplification_avoided=avoided,
-            points=RATES["read_amplification_avoided"] * avoided,
-            why=f"{work.files_removed} small files in {where} merge into {work.files_added}: "
-            f"a full scan opens {avoided} fewer files",
-        )
-        action = Action(table=obs.table, operation="compaction", partition=work.partition)
-        # Read every input once and write it once.
-        found.append(Candidate(action, benefit, 2 * work.bytes_removed, work.files_removed + work.files_added))
-    return found
+    return [c for c in (compaction_candidate(obs.table, work) for work in obs.compaction) if c is not None]
 
 
 def _checkpoint(obs: TableObservation) -> list[Candidate]:

@@ -115,13 +115,16 @@ class TableObservation(BaseModel):
 
 
 class Action(BaseModel):
-    """One run the planner may choose: an operation on a table (compaction: one partition of it)."""
+    """One run the planner may choose: an operation on a table (compaction: one partition of it;
+    ``max_bytes``: only a piece of it, the run's ``max_rewrite_bytes``, when the whole would not fit a
+    window — :mod:`lakeops.planning.split`)."""
 
     model_config = ConfigDict(frozen=True)
 
     table: str
     operation: Operation
     partition: str | None = None
+    max_bytes: int | None = Field(default=None, gt=0)
 
     @property
     def key(self) -> str:
@@ -178,6 +181,8 @@ class Decision(BaseModel):
     #: Windows this action was deferred before this plan, and the priority that gave it.
     deferred_windows: int = 0
     priority: float
+    #: Chosen from the share of the budget reserved for the most indebted tables (not by priority).
+    reserved: bool = False
     reason: str
 
 

@@ -23,6 +23,8 @@ CASES: list[tuple[list[str], str]] = [
     (["compact", DELTA, "--target-file-size=-1MB"], "--target-file-size: bad size '-1MB'"),
     (["compact", DELTA, "--target-file-size", "0"], "target_file_size: Input should be greater than 0"),
     (["compact", DELTA, "--max-file-group-size", "1XB"], "--max-file-group-size: bad size '1XB'"),
+    (["compact", DELTA, "--max-rewrite-bytes", "1XB"], "--max-rewrite-bytes: bad size '1XB'"),
+    (["compact", DELTA, "--max-rewrite-bytes", "0"], "max_rewrite_bytes: Input should be greater than 0"),
     (["checkpoint", DELTA, "--target-manifest-size", "8QB"], "--target-manifest-size: bad size '8QB'"),
     # durations
     (["compact", DELTA, "--commit-timeout", "5x"], "--commit-timeout: bad duration '5x'"),

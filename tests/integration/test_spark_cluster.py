@@ -13,6 +13,8 @@ cluster, and the reports, the tables' rows and files, and the change rows must a
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
 
+from lakeops.storage import open_storage
 from lakeops.storage.s3 import S3Keys, clear_client_cache, using_keys
 from spark_jobs.session import build_session, stop_session
 
@@ -189,11 +192,15 @@ def test_compaction_on_s3_on_the_cluster(
     s3_bucket: Any,
     run_lakeops: Callable[..., dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Tasks on the workers do their own S3 IO: the endpoint travels in the plan units (``--endpoint-url``),
     the credentials come from the workers' environment, as in deploy/compose.yaml. The driver's keys are
     lent to its own clients only (as the Dagster resource lends them), so the executors' preflight and
-    their units can only have used the workers' own."""
+    their units can only have used the workers' own. The secret key then appears nowhere: not in the
+    application's event log (whose environment event is what the UI's and the History Server's
+    environment page shows), the report, the log records or any object of the table (audit records)."""
     endpoint = s3_bucket.options.endpoint_url
     location = f"{s3_bucket.uri}/warehouse/events"
     keys = S3Keys(os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
@@ -216,11 +223,35 @@ def test_compaction_on_s3_on_the_cluster(
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     clear_client_cache()
 
-    with using_keys(keys, endpoint_url=endpoint):
+    events = tmp_path / "events"
+    events.mkdir()
+    event_log = ("--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}")
+    event_log += ("--conf", "spark.eventLog.compress=false")  # a compressed log would hide the secret
+    stop_session()  # a new application, so the event log settings apply
+    with using_keys(keys, endpoint_url=endpoint), caplog.at_level(logging.DEBUG, logger="lakeops"):
         report = run_lakeops(
-            "compact", location, "--endpoint-url", endpoint, "--master", spark_cluster.master_url, *_CLUSTER_CONF
+            "compact",
+            location,
+            "--endpoint-url",
+            endpoint,
+            "--master",
+            spark_cluster.master_url,
+            *_CLUSTER_CONF,
+            *event_log,
         )
+    stop_session()  # flushes and closes the event log
     clear_client_cache()
+
+    secret = keys.secret_access_key.encode()
+    logs = [path for path in events.rglob("*") if path.is_file()]
+    assert logs and any(b"SparkListenerTaskEnd" in path.read_bytes() for path in logs)
+    assert not [path.name for path in logs if secret in path.read_bytes()]
+    assert secret.decode() not in json.dumps(report) and secret.decode() not in caplog.text
+    with using_keys(keys, endpoint_url=endpoint):
+        storage = open_storage(location, s3_bucket.options)
+        holding = [info.path for info in storage.list(location) if secret in storage.read(info.path)]
+    clear_client_cache()
+    assert holding == []
 
     table = DeltaTable(location, storage_options=delta_rs)
     assert table.to_pyarrow_table().sort_by("id").equals(before)

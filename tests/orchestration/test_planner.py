@@ -16,8 +16,10 @@ from deltalake import write_deltalake
 
 from lakeops import api
 from lakeops.ops.options import CheckpointOptions, CompactionOptions
+from lakeops.planning.models import Action, Benefit, CostEstimate, Decision
+from orchestration.assets import MAX_REWRITE_BYTES_TAG
 from orchestration.definitions import build_definitions
-from orchestration.planning import PLAN_KEY, PlannerCursor, evaluate_planner
+from orchestration.planning import PLAN_KEY, PlannerCursor, _request, evaluate_planner
 from orchestration.registry import RegistryError, parse_registry
 from orchestration.resources import StorageResource
 
@@ -152,3 +154,19 @@ tables:
     (adds,) = result.dynamic_partitions_requests or []
     assert isinstance(adds, dg.AddDynamicPartitionsRequest)
     assert sorted(adds.partition_keys or []) == ["day=2026-11-01", "day=2026-11-02"]
+
+
+def test_a_compaction_piece_is_requested_with_its_bound(tmp_path: Path) -> None:
+    """A chosen piece of a compaction too large for its window is requested with its bound as a run
+    tag, which the compaction asset passes to the run as ``max_rewrite_bytes``; whole actions carry none."""
+    (entry,) = parse_registry(f"tables:\n  - name: big\n    location: {tmp_path / 'big'}\n").tables
+    cost = CostEstimate(bytes=2, files=3, throughput_bytes_per_s=1.0, basis="default", seconds=60.0, core_minutes=1.0)
+
+    def decision(max_bytes: int | None) -> Decision:
+        action = Action(table="big", operation="compaction", max_bytes=max_bytes)
+        return Decision(action=action, benefit=Benefit(), cost=cost, chosen=True, rank=1, priority=1.0, reason="")
+
+    now = datetime.now(UTC)
+    piece = _request(entry, decision(64 << 20), "w", now)
+    assert (piece.tags or {})[MAX_REWRITE_BYTES_TAG] == str(64 << 20)
+    assert MAX_REWRITE_BYTES_TAG not in (_request(entry, decision(None), "w", now).tags or {})

@@ -18,7 +18,8 @@ from lakeops.audit import Actor, AuditRecord
 from lakeops.planning.benefit import RATES, candidates
 from lakeops.planning.cost import OVERHEAD_S, CostModel, RunSample, prediction_error, samples_from_records
 from lakeops.planning.models import CompactionWork, Decision, MaintenanceBudget, TableObservation
-from lakeops.planning.planner import next_deferrals, plan
+from lakeops.planning.planner import SEVERITY_SHARE, next_deferrals, plan
+from lakeops.planning.split import split
 
 MIB = 1 << 20
 BUDGET = MaintenanceBudget(core_minutes=2.0)
@@ -58,11 +59,56 @@ def test_budget_is_never_exceeded_and_the_deferral_says_why() -> None:
 
 
 def test_an_action_larger_than_the_whole_budget_says_so() -> None:
-    huge = _table("huge", 10_000)
+    """A checkpoint cannot be cut into pieces: one larger than the budget waits, and says why."""
+    huge = _table("huge", 0, checkpoint_lag=10_000, checkpoint_bytes=10_000 * MIB)
     (decision,) = plan([huge], BUDGET, CostModel(BUDGET)).decisions
     assert not decision.chosen
-    assert decision.reason.startswith("predicted 15.96 core-min")  # 20 s + (2 x 10,000 MiB + 10,001 files) at 32 MiB/s
+    assert decision.reason.startswith("predicted 10.75 core-min")  # 20 s + (10,000 MiB + 10,001 files) at 32 MiB/s
     assert "exceeds the whole budget (2); no run of it to learn from yet: the default estimate;" in decision.reason
+
+
+def test_a_split_compaction_fits_the_window_and_its_pieces_cover_the_table() -> None:
+    """10,000 files cost 16 core-min, eight times the budget: the first piece is chosen, bounded to
+    the reserve, and the pieces together merge exactly the table's small files."""
+    huge = _table("huge", 10_000)
+    (decision,) = plan([huge], BUDGET, CostModel(BUDGET)).decisions
+    assert decision.chosen and decision.reserved
+    assert decision.cost.core_minutes <= BUDGET.core_minutes * SEVERITY_SHARE
+    assert decision.action.max_bytes == decision.cost.bytes // 2  # the input bytes: read once, written once
+    count = int(decision.benefit.why.split(" of ")[1].split(" ")[0])
+    assert decision.benefit.why.startswith(f"piece 1 of {count} (at most ")
+    pieces = split(huge.compaction[0], count)
+    assert pieces[0].files_removed == decision.benefit.files_removed
+    assert sum(p.files_removed for p in pieces) == 10_000
+    assert sum(p.bytes_removed for p in pieces) == 10_000 * MIB
+    # The fewest pieces that fit: one piece fewer would not.
+    (bigger,) = candidates(huge.model_copy(update={"compaction": split(huge.compaction[0], count - 1)[:1]}))
+    model = CostModel(BUDGET)
+    assert (
+        model.estimate("huge", "compaction", bigger.work_bytes, bigger.work_files).core_minutes
+        > BUDGET.core_minutes * SEVERITY_SHARE
+    )
+
+
+def test_the_worst_table_is_not_starved_when_its_whole_action_does_not_fit() -> None:
+    """Many cheap, dense gains against one huge table whose files are large (few points per byte):
+    by benefit per cost alone it would wait every window; the severity reserve takes a piece of it
+    in the window, worst table first."""
+    budget = MaintenanceBudget(core_minutes=4.0)
+    work = CompactionWork(files_removed=2_000, bytes_removed=2_000 * 64 * MIB, files_added=1_000)
+    worst = TableObservation(table="worst", format="delta", pool="lakeops_worst", compaction=[work])
+    cheap = [_table(f"cheap{i}", 40) for i in range(30)]
+    by_debt = sorted(candidates(worst) + [c for t in cheap for c in candidates(t)], key=lambda c: -c.benefit.points)
+    assert by_debt[0].action.table == "worst"  # the largest debt
+    result = plan([worst, *cheap], budget, CostModel(budget))
+    (first,) = [d for d in result.decisions if d.action.table == "worst"]
+    assert first.chosen and first.rank == 1 and first.reserved
+    assert first.reason.startswith("severity: debt 1,000 points, #1 of 31 tables: piece 1 of ")
+    assert first.cost.core_minutes <= budget.core_minutes * SEVERITY_SHARE
+    assert result.predicted_core_minutes <= budget.core_minutes
+    # Without the reserve its whole compaction (80 core-min) could never run in a 4 core-min window.
+    whole = CostModel(budget).estimate("worst", "compaction", 2 * work.bytes_removed, 3_000)
+    assert whole.core_minutes > budget.core_minutes
 
 
 def test_deferred_action_rises_until_chosen() -> None:
@@ -204,14 +250,15 @@ def test_any_estate(estate: list[TableObservation], core_minutes: float, waited:
         if d.action.operation == "orphans":
             assert d.benefit.bytes_reclaimed <= o.reclaimable_bytes - o.reclaimable_bytes_held
 
-    # Greedy: an action deferred for the budget did not fit beside the chosen ones ranked before it.
+    # Greedy: an action deferred for the budget did not fit beside the chosen ones ranked before it
+    # (or chosen from the severity reserve, which is spent first).
     def before(c: Decision, d: Decision) -> bool:
         return (-c.priority, c.action.key) < (-d.priority, d.action.key)
 
     for d in result.decisions:
         if not d.chosen and d.reason.startswith("budget:"):
-            spent = sum(c.cost.core_minutes for c in chosen if before(c, d))
-            assert spent + d.cost.core_minutes > core_minutes
+            spent = sum(c.cost.core_minutes for c in chosen if c.reserved or before(c, d))
+            assert spent + d.cost.core_minutes > core_minutes - 1e-9
     # Pools: each table's chosen runs fit in the window.
     for table in obs:
         minutes = sum(d.cost.seconds / 60 for d in chosen if d.action.table == table)

@@ -13,6 +13,7 @@ from lakeops.execution import Executor
 from lakeops.icechunk.maintenance import packing, versioned_packing
 from lakeops.icechunk.maintenance.packing import PackingPlan
 from lakeops.icechunk.versioned import format_version
+from lakeops.ops.bounded import first_groups
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.run import run_batches
 from lakeops.storage import Storage, StorageOptions, open_storage
@@ -141,6 +142,7 @@ def compact(
     branch: str,
     target_file_size: int | None,
     min_input_files: int,
+    max_rewrite_bytes: int | None = None,
     dry_run: bool,
     storage_options: StorageOptions,
     executor: Executor,
@@ -150,13 +152,16 @@ def compact(
     started = time.monotonic()
     root = normalize(location)
     progress.print(f"planning chunk packing of {root} (branch {branch}) ...")
-    planned = plan(
-        root,
-        open_storage(root, storage_options),
-        storage_options,
-        branch=branch,
-        target_file_size=target_file_size,
-        min_input_files=min_input_files,
+    planned = first_groups(
+        plan(
+            root,
+            open_storage(root, storage_options),
+            storage_options,
+            branch=branch,
+            target_file_size=target_file_size,
+            min_input_files=min_input_files,
+        ),
+        max_rewrite_bytes,
     )
     progress.print(
         f"sequence {planned.read_version}: {planned.native_chunks} native chunks in {planned.live_files} objects; "
