@@ -51,7 +51,6 @@ from lakeops.delta.snapshot import DeltaSnapshot
 from lakeops.delta.writer import TargetTable
 from lakeops.errors import InvalidArgument
 from lakeops.plan import CommitOutcome, MaintenancePlan
-from lakeops.prefetch import read_ahead
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -262,7 +261,7 @@ def extract_unit(unit: ExportUnit) -> ExportResult:
     storage = open_storage(unit.table_root, unit.storage)
     schema = parse_schema(unit.schema_string)
     mode = cast(ColumnMappingMode, unit.column_mapping_mode)
-    rows = read_ahead(  # the next change file read while this one's rows are encoded
+    rows = (
         read_change_rows(storage, unit.table_root, change, schema, mode, unit.partition_columns)
         for change in unit.changes
     )

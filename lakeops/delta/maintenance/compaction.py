@@ -64,7 +64,6 @@ from lakeops.ordering import Curve, order_indices
 from lakeops.packing import UNBOUNDED_ROWS, first_fit_decreasing, rows_per_file, write_files
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
-from lakeops.prefetch import read_ahead
 from lakeops.storage import Storage, StorageOptions, open_storage
 
 #: Puts after the first that a commit losing races may make, and the time they may take (as Iceberg's
@@ -490,9 +489,8 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
     """Rewrite one bin into files of about the target size; returns their ``add`` actions.
 
     Rows stream through one :class:`DataFileWriter` at a time (:func:`lakeops.packing.write_files`),
-    the next input file read while the current one is encoded (:func:`lakeops.prefetch.read_ahead`),
-    so a task holds one row group, one encoded output file and one input file in memory, whatever the
-    size of the bin. A task that fails deletes what it already stored before it dies.
+    so a task holds one row group and one encoded output file in memory, whatever the size of the
+    bin. A task that fails deletes what it already stored before it dies.
     """
     started = time.monotonic()
     storage = open_storage(group.table_root, group.storage)
@@ -517,7 +515,7 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
             dropped += source.deleted_rows
             yield table
 
-    chunks: Iterable[pa.Table] = read_ahead(live_tables())
+    chunks: Iterable[pa.Table] = live_tables()
     if group.ordering is not None:  # an order needs every row of the partition
         tables = list(live_tables())
         rows = pa.concat_tables(tables, promote_options="default") if tables else None

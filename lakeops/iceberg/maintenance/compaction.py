@@ -64,7 +64,6 @@ from lakeops.packing import first_fit_decreasing, write_files
 from lakeops.packing import rows_per_file as estimate_rows_per_file
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.predicate import parse_predicate
-from lakeops.prefetch import read_ahead
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -612,8 +611,7 @@ class _OutputFile:
 def rewrite_group(group: RewriteGroup) -> RewriteResult:
     """Rewrite one group into files of about the target size, deletes applied.
 
-    Unsorted, a task holds two read batches (the next is read while one is encoded:
-    :func:`lakeops.prefetch.read_ahead`) and one output file's buffer; sorted, it holds the group's
+    Unsorted, a task holds one read batch and one output file's buffer; sorted, it holds the group's
     rows (sorting needs them all). A task that fails deletes what it already stored before it dies.
     """
     started = time.monotonic()
@@ -636,7 +634,7 @@ def rewrite_group(group: RewriteGroup) -> RewriteResult:
             rows_read, deleted = rows_read + read, deleted + gone
             yield batch
 
-    chunks: Iterable[pa.RecordBatch | pa.Table] = read_ahead(live())  # the next batch read while one is encoded
+    chunks: Iterable[pa.RecordBatch | pa.Table] = live()
     if group.sort_order_json is not None:  # sorting needs every row of the group
         tables = [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in live()]
         order = SortOrder.model_validate(group.sort_order_json)
