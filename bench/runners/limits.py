@@ -1,7 +1,8 @@
 """The hardware limit: the least work that moves the same bytes, done with pyarrow and every core.
 
 - ``rewrite``: read every data file of each directory (a partition) and write it back as one file,
-  directories in parallel, pyarrow's own threads within each read (compaction, CDC).
+  directories in parallel, pyarrow's own threads within each read (compaction, CDC), with the writer
+  options the contenders write with (the workload's ``parquet``: codec and level).
 - ``log_to_parquet``: parse every JSON commit with pyarrow's JSON reader and write one Parquet file
   (a checkpoint's bytes in and out, without replay rules).
 - ``read_checkpoint``: read the checkpoint's Parquet files (a snapshot load without replay rules).
@@ -41,7 +42,7 @@ def rewrite(params: dict[str, Any]) -> dict[str, Any]:
     def one(item: tuple[int, list[Path]]) -> int:
         index, files = item
         table = ds.dataset([str(f) for f in files], format="parquet").to_table(use_threads=True)
-        pq.write_table(table, scratch / f"group-{index}.parquet")
+        pq.write_table(table, scratch / f"group-{index}.parquet", **params.get("parquet", {}))
         return table.num_rows
 
     with ThreadPoolExecutor(CORES) as pool:

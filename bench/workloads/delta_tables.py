@@ -7,6 +7,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable, write_deltalake
 
+from bench.settings import DELTA_PARQUET
 from bench.workloads.model import Workload, tree_bytes
 from bench.workloads.rows import event_rows
 
@@ -21,7 +22,14 @@ def small_files(root: Path, *, files: int, rows_per_file: int, days: int) -> Wor
             part = event_rows((k * days + d) * rows_per_file, rows_per_file, day=d, seed=k * days + d)
             write_deltalake(str(root), part, partition_by=["day"], mode="append")
     written = appends * days
-    return Workload(root=root, target=str(root), size=written, unit="files", bytes=tree_bytes(root))
+    return Workload(
+        root=root,
+        target=str(root),
+        size=written,
+        unit="files",
+        bytes=tree_bytes(root),
+        params={"parquet": DELTA_PARQUET},
+    )
 
 
 def change_feed(root: Path, *, rows: int, commits: int = 10) -> Workload:
@@ -39,4 +47,11 @@ def change_feed(root: Path, *, rows: int, commits: int = 10) -> Workload:
     table.delete(predicate=f"id >= {1000 + tenth} AND id < {1000 + 2 * tenth}")
     # Change rows: every insert, a pre- and post-image per updated row, one row per deleted row.
     changed = appended + 3 * tenth
-    return Workload(root=root, target=str(root), size=changed, unit="change rows", bytes=tree_bytes(root))
+    return Workload(
+        root=root,
+        target=str(root),
+        size=changed,
+        unit="change rows",
+        bytes=tree_bytes(root),
+        params={"parquet": DELTA_PARQUET},
+    )

@@ -20,6 +20,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
+from bench.settings import ICEBERG_PARQUET
 from bench.workloads.model import Workload, tree_bytes
 from bench.workloads.rows import event_rows
 from lakeops.iceberg.commit import commit_change
@@ -54,7 +55,7 @@ def _workload(root: Path, uri: str, identifier: str, size: int, unit: str) -> Wo
         size=size,
         unit=unit,
         bytes=tree_bytes(root),
-        params={"catalog_uri": uri, "identifier": identifier},
+        params={"catalog_uri": uri, "identifier": identifier, "parquet": ICEBERG_PARQUET},
     )
 
 

@@ -431,7 +431,7 @@ def _read_parquet(storage: Storage, change: ChangeFile) -> pa.Table:
             f"{change.location}: file of version {change.version} disappeared after planning (vacuumed?)"
         ) from exc
     try:
-        return pq.read_table(pa.BufferReader(raw))
+        return pq.ParquetFile(pa.BufferReader(raw)).read()  # no pyarrow.dataset import (as scan.py)
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptFile(f"{change.location}: not readable parquet ({exc})") from exc
 

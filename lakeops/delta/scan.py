@@ -51,7 +51,8 @@ def read_logical_file(
     ``materialized``, also each row's stable row id and row commit version in those hidden columns
     (counted on the physical rows, before the deletion vector drops any)."""
     try:
-        data = pq.read_table(pa.BufferReader(storage.read(location)))
+        # ParquetFile, not read_table: the same table without importing pyarrow.dataset (0.3-0.6 s of a run).
+        data = pq.ParquetFile(pa.BufferReader(storage.read(location))).read()
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptFile(f"{location}: data file is not readable parquet ({exc})") from exc
     table = read_data_file_as_logical(data, schema, mode, partition_columns=partition_columns, file_path=location)

@@ -151,9 +151,14 @@ def require_writable_location(storage: Storage, root: str) -> None:
 
 
 #: A row group is flushed once this many rows or bytes are buffered: few, large row groups read fast,
-#: and memory stays bounded by one row group plus the encoded file.
-ROW_GROUP_ROWS = 1_000_000
+#: and memory stays bounded by one row group plus the encoded file. The row cap is parquet-rs' default
+#: (``max_row_group_size``), which delta-rs writes with.
+ROW_GROUP_ROWS = 1024 * 1024
 ROW_GROUP_BYTES = 64 * 1024 * 1024
+#: The codec and level delta-rs' OPTIMIZE writes (ZSTD level 4; dictionary encoding and column statistics
+#: on, as both writers default), so a rewrite's files and time compare like for like with the peer's.
+COMPRESSION = "zstd"
+COMPRESSION_LEVEL = 4
 
 
 class DataFileWriter:
@@ -207,13 +212,15 @@ class DataFileWriter:
     def _flush(self) -> None:
         if not self.pending:
             return
-        group = pa.concat_tables(self.pending).combine_chunks()
+        group = pa.concat_tables(self.pending)  # one row group of several chunks: no copy into one
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         if self.writer is None:
             schema = physical_arrow_schema(self.schema, self.mode, partition_columns=self.partition_columns)
             for name in self.hidden_columns:
                 schema = schema.append(pa.field(name, pa.int64()))
-            self.writer = pq.ParquetWriter(self.sink, schema, compression="zstd", write_statistics=True)
+            self.writer = pq.ParquetWriter(
+                self.sink, schema, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL, write_statistics=True
+            )
         self.writer.write_table(group, row_group_size=group.num_rows)
         self.rows += group.num_rows
         self.nans.update(nan_counts(group))

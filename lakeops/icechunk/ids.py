@@ -13,6 +13,7 @@ they are file names, and a lenient decoder would let two spellings name one obje
 
 from __future__ import annotations
 
+import re
 import secrets
 
 from lakeops.errors import InvalidArgument
@@ -62,17 +63,24 @@ def encode_int(value: int, width: int) -> str:
     return "".join(reversed(chars))
 
 
+#: Exactly the alphabet's characters (upper case): ``int(..., 32)`` alone would also take lower case,
+#: signs, underscores and surrounding white space.
+_CANONICAL = re.compile(f"[{ALPHABET}]*")
+#: Each Crockford digit spelled as the digit of the same value that ``int(..., 32)`` reads (0-9, A-V).
+_AS_STANDARD = str.maketrans(ALPHABET, "0123456789ABCDEFGHIJKLMNOPQRSTUV")
+
+
 def decode_int(text: str) -> int:
-    """The number ``text`` writes in base 32; :class:`~lakeops.errors.InvalidArgument` on a bad character."""
-    value = 0
-    for char in text:
-        digit = _VALUES.get(char)
-        if digit is None:
-            raise InvalidArgument(
-                f"{text!r} is not Crockford base32: {char!r} is not in the alphabet {ALPHABET} (upper case)"
-            )
-        value = value * 32 + digit
-    return value
+    """The number ``text`` writes in base 32; :class:`~lakeops.errors.InvalidArgument` on a bad character.
+
+    Decoded by ``int`` once the characters are checked and respelled (a garbage collection decodes every
+    object id of a repository: a loop per character took a third of it)."""
+    if _CANONICAL.fullmatch(text) is None:
+        char = next(c for c in text if c not in _VALUES)
+        raise InvalidArgument(
+            f"{text!r} is not Crockford base32: {char!r} is not in the alphabet {ALPHABET} (upper case)"
+        )
+    return int(text.translate(_AS_STANDARD), 32) if text else 0
 
 
 def new_id() -> str:

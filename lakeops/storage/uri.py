@@ -86,6 +86,8 @@ def normalize(location: str, *, literal: bool = False) -> str:
     Raises :class:`~lakeops.errors.InvalidArgument` for an empty location, an unsupported scheme,
     a ``file://`` URI naming a remote host, or an S3 URI without a bucket.
     """
+    if _is_canonical_local(location):
+        return location
     if not location or not location.strip():
         raise InvalidArgument(f"storage location {location!r} is empty")
     kind = scheme(location)
@@ -100,6 +102,8 @@ def storage_location(location: str) -> str:
     """The canonical ``location`` for a storage call; :class:`~lakeops.errors.InvalidArgument` for a
     ``file:`` URI holding a ``%``, whose meaning depends on the table format that recorded it (see
     the module docstring): the caller converts it with :func:`normalize` as that format says."""
+    if _is_canonical_local(location):
+        return location
     if _is_file_uri(location) and "%" in location:
         raise InvalidArgument(
             f"storage location {location!r} is a file: URI with percent signs, which Delta decodes and Iceberg "
@@ -110,6 +114,14 @@ def storage_location(location: str) -> str:
 
 def _is_file_uri(location: str) -> bool:
     return location[:5].lower() == "file:"
+
+
+def _is_canonical_local(path: str) -> bool:
+    """``path`` is already canonical: absolute, with no empty, ``.`` or ``..`` segment (no ``//``, no
+    segment starting with a dot) and no trailing slash. A listing or a resolved action path always is,
+    and lakeops normalises each several times on its way to a delete: this check costs a tenth of
+    ``abspath`` (a VACUUM of 100,000 files normalised 400,000 times)."""
+    return path.startswith("/") and "//" not in path and "/." not in path and (len(path) == 1 or path[-1] != "/")
 
 
 def _normalize_local(location: str, *, literal: bool) -> str:
@@ -189,14 +201,6 @@ def _normalized_root(location: str) -> str:
     return normalize(location)
 
 
-def _split(location: str) -> tuple[str, str, list[str]]:
-    """(scheme, bucket or "", path segments) of a normalised location."""
-    if location.startswith("s3://"):
-        bucket, _, key = location[5:].partition("/")
-        return S3, bucket, key.split("/") if key else []
-    return LOCAL, "", [s for s in location.split("/") if s]
-
-
 def is_within(root: str, path: str) -> bool:
     """Whether ``path`` is ``root`` itself or lies beneath it, after normalising both.
 
@@ -210,14 +214,15 @@ def is_within(root: str, path: str) -> bool:
 def is_within_normalized(root: str, path: str) -> bool:
     """:func:`is_within` for two locations already in :func:`normalize`'s spelling (a listing's paths,
     a confined storage's roots, ``realpath``'s results), which it does not normalise again: checks made
-    once per file of a 100,000-file deletion."""
-    r_scheme, r_bucket, r_parts = _split(root)
-    p_scheme, p_bucket, p_parts = _split(path)
-    if r_scheme != p_scheme or r_bucket != p_bucket:
+    once per file of a 100,000-file deletion, so by string prefix: in that spelling, lying beneath the
+    root's segments is starting with the root and a slash (same scheme and bucket included)."""
+    if path == root:
+        return True
+    prefix = root if root.endswith("/") else f"{root}/"
+    if not path.startswith(prefix):
         return False
-    if p_parts[: len(r_parts)] != r_parts:
-        return False
-    return not any(part in (".", "..") for part in p_parts[len(r_parts) :])
+    rest = path[len(prefix) :]
+    return "/." not in f"/{rest}" or not any(part in (".", "..") for part in rest.split("/"))
 
 
 def require_within(root: str, path: str) -> str:

@@ -89,3 +89,14 @@ def test_a_long_run_hands_over_each_result_as_it_comes(tmp_path: Path) -> None:
     assert partial["complete"] is False and [r["scale"] for r in partial["results"]] == [1]  # type: ignore[union-attr]
     assert final["complete"] is True and [r["workload"]["size"] for r in final["results"]] == [200, 400]
     assert set(final["slopes"]["delta_vacuum"]) == {"ours", "peer", "limit"}
+
+
+def test_the_cdc_and_expiry_peers_do_what_ours_does(tmp_path: Path) -> None:
+    """The like-for-like peers: delta-rs writes as many change rows as ours does, and PyIceberg's expiry
+    then deletes the same manifest lists ours deletes (issue 24)."""
+    document = run("tiny", cases=["delta_cdc", "iceberg_expiry"], base=tmp_path, log=lambda _: None)
+    cdc, expiry = document["results"]  # type: ignore[misc]
+    ours, peer = (cdc["contenders"][role]["info"] for role in ("ours", "peer"))
+    assert ours["rows_written"] == peer["change_rows"] == cdc["workload"]["size"]
+    ours, peer = (expiry["contenders"][role]["info"] for role in ("ours", "peer"))
+    assert ours["deleted_manifest_lists"] == peer["deleted_files"] == peer["expired_snapshots"] == 4

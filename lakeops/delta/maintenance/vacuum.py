@@ -222,8 +222,10 @@ def _change_data_in_window(storage: Storage, snapshot: DeltaSnapshot, cutoff_ms:
 def _batches(table: str, storage_options: StorageOptions, candidates: list[Candidate], size: int) -> list[DeleteBatch]:
     """Delete batches that also refuse anything inside the log, whatever the plan said — but for
     abandoned temporary files, which get batches of their own."""
-    temps = [c for c in candidates if is_abandoned_temp(c.path)]
-    others = [c for c in candidates if not is_abandoned_temp(c.path)]
+    temps: list[Candidate] = []
+    others: list[Candidate] = []
+    for candidate in candidates:
+        (temps if is_abandoned_temp(candidate.path) else others).append(candidate)
     batches = make_batches(table, storage_options, others, size, protected=[join(table, LOG_DIR)])
     extra = make_batches(table, storage_options, temps, size)
     return batches + [b.model_copy(update={"batch_id": len(batches) + b.batch_id}) for b in extra]
@@ -290,15 +292,24 @@ def plan_vacuum(
 
     # lakeops's trash and audit records (staging files included), as prefixes below the root.
     reserved = tuple(relative_to(table, d) + "/" for d in reserved_dirs(table))
+    # Per directory, decided once (a listing names thousands of files per directory): (reserved, hidden).
+    by_directory: dict[str, tuple[bool, bool]] = {}
     for info in storage.list(table) if listed is None else listed:
         relative, location = _below(table, info.path)
-        if relative.startswith(reserved):
+        parent, _, name = relative.rpartition("/")
+        state = by_directory.get(parent)
+        if state is None:
+            inside = f"{parent}/" if parent else ""
+            state = by_directory[parent] = (inside.startswith(reserved), is_hidden(inside, partition_dirs))
+        reserved_dir, hidden_dir = state
+        if reserved_dir:
             continue
-        if is_hidden(relative, partition_dirs) and not is_abandoned_temp(relative):
+        if (hidden_dir or name.startswith(("_", "."))) and not is_abandoned_temp(name):
             continue
         scanned += 1
-        parts = relative.split("/")[:-1]
-        directories.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+        if parent not in directories:
+            parts = parent.split("/")
+            directories.update("/".join(parts[: i + 1]) for i in range(len(parts)))
         pending.append((relative, location, info))
         if len(pending) >= LISTED_CHUNK:
             settle()

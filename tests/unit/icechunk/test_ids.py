@@ -74,6 +74,10 @@ def test_new_ids_are_valid_and_distinct() -> None:
         ("WT2Z2GQ09G0RTAEQ3DU0", "'U' is not in the alphabet"),
         ("wt2z2gq09g0rtaeq3d70", "'w' is not in the alphabet"),
         ("WT2Z2GQ09G0RTAEQ3D7-", "'-' is not in the alphabet"),
+        # What int(..., 32) would take: a sign, an underscore, white space.
+        ("+WT2Z2GQ09G0RTAEQ3D0", "'\\+' is not in the alphabet"),
+        ("WT2Z2GQ09G0RTAEQ3D_0", "'_' is not in the alphabet"),
+        (" WT2Z2GQ09G0RTAEQ3D0", "' ' is not in the alphabet"),
         ("WT2Z2GQ09G0RTAEQ3D71", "padding bits are not 0"),
     ],
 )
@@ -93,3 +97,11 @@ def test_integer_out_of_range_is_refused() -> None:
         encode_int(2**40, 8)
     with pytest.raises(InvalidArgument, match="does not fit"):
         encode_int(-1, 8)
+
+
+def test_integers_decode_as_the_positional_sum_of_their_digits() -> None:
+    """Every character at every position: ``decode_int`` reads what the alphabet's digits spell."""
+    for width in range(1, 14):
+        text = "".join(ALPHABET[(i * 7 + width) % 32] for i in range(width))
+        assert decode_int(text) == sum(ALPHABET.index(c) * 32 ** (width - 1 - i) for i, c in enumerate(text))
+    assert decode_int("") == 0

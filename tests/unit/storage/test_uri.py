@@ -15,7 +15,16 @@ from lakeops.errors import InvalidArgument, LakeopsError, OutsideRoot
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.local import LocalStorage
 from lakeops.storage.s3 import S3Storage
-from lakeops.storage.uri import is_within, join, normalize, relative_to, require_within, resolve, scheme
+from lakeops.storage.uri import (
+    is_within,
+    is_within_normalized,
+    join,
+    normalize,
+    relative_to,
+    require_within,
+    resolve,
+    scheme,
+)
 
 
 @pytest.mark.parametrize(
@@ -237,3 +246,61 @@ def test_resolve_agrees_with_the_general_route_for_every_relative_path(base: str
         except LakeopsError as exc:
             outcomes.append(type(exc).__name__)
     assert outcomes[0] == outcomes[1]
+
+
+@settings(deadline=None, max_examples=400)
+@given(
+    segments=st.lists(
+        st.one_of(st.sampled_from([".", "..", "", ".hidden", "..a", "a."]), st.text(alphabet="ab./%:é -", max_size=5)),
+        max_size=5,
+    ),
+    trailing=st.booleans(),
+)
+def test_normalize_keeps_what_abspath_would_keep(segments: list[str], trailing: bool) -> None:
+    """The shortcut for paths already canonical returns what the general route (``abspath``) returns."""
+    path = "/" + "/".join(segments) + ("/" if trailing else "")
+    expected = os.path.abspath(path)
+    assert normalize(path) == ("/" + expected.lstrip("/") if expected.startswith("//") else expected)
+
+
+def _within_by_segments(root: str, path: str) -> bool:
+    """The rule as the protocol states it: same scheme and bucket, the root's segments first, no dot
+    segment below it (local paths drop empty segments)."""
+
+    def split(location: str) -> tuple[str, list[str]]:
+        if location.startswith("s3://"):
+            bucket, _, key = location[5:].partition("/")
+            return f"s3:{bucket}", key.split("/") if key else []
+        return "file", [s for s in location.split("/") if s]
+
+    (r_where, r_parts), (p_where, p_parts) = split(root), split(path)
+    below = p_parts[len(r_parts) :]
+    return r_where == p_where and p_parts[: len(r_parts)] == r_parts and not {".", ".."} & set(below)
+
+
+_SEGMENT = st.one_of(
+    st.sampled_from([".", "..", "a", "ab", "b", ".h", "x=1"]), st.text(alphabet="ab.", min_size=1, max_size=3)
+)
+
+
+@settings(deadline=None, max_examples=500)
+@given(
+    base=st.sampled_from(["/", "s3://b", "s3://bc", "s3://b/k"]),
+    root=st.lists(_SEGMENT, max_size=3),
+    below=st.lists(_SEGMENT, max_size=3),
+    other=st.sampled_from(["/", "s3://b", "s3://bc", "s3://b/k"]),
+)
+def test_is_within_normalized_agrees_with_the_segment_rule(
+    base: str, root: list[str], below: list[str], other: str
+) -> None:
+    """The string-prefix check gives the segment comparison's verdict on normalised spellings (local paths
+    as ``normalize`` leaves them; S3 keys literal, dot segments included)."""
+
+    def spell(start: str, parts: list[str]) -> str:
+        location = "/".join([start.rstrip("/"), *parts]) if parts else start
+        return normalize(location) if start == "/" else location
+
+    root_location = spell(base, root)
+    for path in (spell(base, [*root, *below]), spell(other, [*root, *below]), spell(other, below)):
+        expected = _within_by_segments(root_location, path)
+        assert is_within_normalized(root_location, path) == expected, (root_location, path)
