@@ -108,24 +108,10 @@ def _local_children(prefix: str) -> tuple[list[FileInfo], list[str]]:
 
 
 def _s3_children(storage: S3Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:
-    from botocore.exceptions import BotoCoreError, ClientError  # S3 code only for an S3 table
-
+    """One level of an S3 prefix, its path taken literally (an Iceberg path is never percent-decoded),
+    signed as every request of the storage (keys leased for the prefix, else its own)."""
     bucket, _, key = normalize(prefix, literal=True)[5:].partition("/")
-    files: list[FileInfo] = []
-    dirs: list[str] = []
-    try:
-        pages = storage.client.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=f"{key}/" if key else "", Delimiter="/"
-        )
-        for page in pages:
-            for obj in page.get("Contents", ()):
-                if not obj["Key"].endswith("/"):  # directory markers are not files
-                    modified = int(obj["LastModified"].timestamp() * 1000)
-                    files.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), modified))
-            dirs.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
-    except (ClientError, BotoCoreError) as exc:
-        raise StorageError(f"cannot list {prefix!r}: {exc}") from exc
-    return files, dirs
+    return storage.list_level(bucket, f"{key}/" if key else "")
 
 
 def _children(storage: Storage, prefix: str) -> tuple[list[FileInfo], list[str]]:

@@ -16,6 +16,7 @@ process environment, :class:`~lakeops.storage.StorageOptions` or a Spark executo
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import hashlib
@@ -410,6 +411,26 @@ class S3Storage:
                     yield FileInfo(f"s3://{bucket}/{key}", int(obj["Size"]), _ms(obj["LastModified"]))
             if not page.get("IsTruncated"):
                 return
+            page_args["ContinuationToken"] = page["NextContinuationToken"]
+
+    def list_level(self, bucket: str, key_prefix: str) -> tuple[builtins.list[FileInfo], builtins.list[str]]:
+        """The objects directly under ``key_prefix`` and its sub-prefixes as locations (ListObjectsV2
+        with ``Delimiter="/"``, taken as given: no normalisation), each page signed for the prefix."""
+        location = f"s3://{bucket}/{key_prefix}"
+        page_args: dict[str, str] = {"Bucket": bucket, "Prefix": key_prefix, "Delimiter": "/"}
+        files: builtins.list[FileInfo] = []
+        directories: builtins.list[str] = []
+        while True:
+            try:
+                page = self._signed(location, lambda client: client.list_objects_v2(**page_args))
+            except (ClientError, BotoCoreError) as exc:
+                _raise(exc, "list", location)
+            for obj in page.get("Contents", ()):
+                if not obj["Key"].endswith("/"):  # directory markers are not files
+                    files.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), _ms(obj["LastModified"])))
+            directories.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
+            if not page.get("IsTruncated"):
+                return files, directories
             page_args["ContinuationToken"] = page["NextContinuationToken"]
 
     def read(self, path: str) -> bytes:

@@ -129,11 +129,11 @@ def test_a_commit_that_loses_the_catalog_race_retries(
     swaps: list[str] = []  # metadata files our commit tried to install, in order
     real_swap = SqlCatalog.swap
 
-    def racing_swap(self: SqlCatalog, expected: str, new: str, payload: bytes) -> None:
+    def racing_swap(self: SqlCatalog, expected: str, new: str, payload: bytes) -> str:
         swaps.append(new)
         if len(swaps) == 1:
             table.table.append(batch(700, 3))  # PyIceberg commits first: our first swap conflicts
-        real_swap(self, expected, new, payload)
+        return real_swap(self, expected, new, payload)
 
     monkeypatch.setattr(SqlCatalog, "swap", racing_swap)
     report = checkpoint.commit(plan, written, STORAGE, 0.0)
