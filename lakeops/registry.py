@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from lakeops.errors import InvalidArgument
 
 __all__ = [
+    "REST_ONLY",
     "REGISTRY_ENV",
     "CatalogAddress",
     "CatalogType",

@@ -142,13 +142,7 @@ def refuse_options(table: str, options: BaseModel, *names: str) -> None:
 
 
 #: The options only a REST catalog has.
-_REST_OPTIONS = (
-    "catalog_warehouse",
-    "catalog_prefix",
-    "catalog_credential_env",
-    "catalog_token_env",
-    "catalog_vended_credentials",
-)
+_REST_OPTIONS = tuple(f"catalog_{key}" for key in registry.REST_ONLY)
 #: The flags whose names are not their options' (a switch that turns a default off).
 _REST_FLAGS = {"catalog_vended_credentials": "--catalog-no-vended-credentials"}
 

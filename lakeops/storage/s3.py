@@ -291,6 +291,14 @@ def _split(path: str, *, need_key: bool = True) -> tuple[str, str]:
     return bucket, key
 
 
+def _files(bucket: str, page: dict[str, Any]) -> Iterator[FileInfo]:
+    """The objects of a ListObjectsV2 page; zero-byte ``.../`` directory markers are directories."""
+    for obj in page.get("Contents", ()):
+        key: str = obj["Key"]
+        if not key.endswith("/"):
+            yield FileInfo(f"s3://{bucket}/{key}", int(obj["Size"]), _ms(obj["LastModified"]))
+
+
 def _parts(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
     """``chunks`` regrouped into parts of at least ``size`` bytes (S3's minimum is 5 MiB), the last
     whatever remains."""
@@ -396,41 +404,33 @@ class S3Storage:
         return self._list(bucket, f"{key}/" if key else "")
 
     def _list(self, bucket: str, key_prefix: str) -> Iterator[FileInfo]:
-        """One page per request, each signed for the listed prefix (:meth:`_signed`), continuing
-        after the last key seen."""
-        location = f"s3://{bucket}/{key_prefix}"
-        page_args: dict[str, str] = {"Bucket": bucket, "Prefix": key_prefix}
-        while True:
-            try:
-                page = self._signed(location, lambda client: client.list_objects_v2(**page_args))
-            except (ClientError, BotoCoreError) as exc:
-                _raise(exc, "list", location)
-            for obj in page.get("Contents", ()):
-                key: str = obj["Key"]
-                if not key.endswith("/"):
-                    yield FileInfo(f"s3://{bucket}/{key}", int(obj["Size"]), _ms(obj["LastModified"]))
-            if not page.get("IsTruncated"):
-                return
-            page_args["ContinuationToken"] = page["NextContinuationToken"]
+        """Every object under ``key_prefix``, page by page (:meth:`_pages`)."""
+        for page in self._pages(bucket, key_prefix):
+            yield from _files(bucket, page)
 
     def list_level(self, bucket: str, key_prefix: str) -> tuple[builtins.list[FileInfo], builtins.list[str]]:
         """The objects directly under ``key_prefix`` and its sub-prefixes as locations (ListObjectsV2
         with ``Delimiter="/"``, taken as given: no normalisation), each page signed for the prefix."""
-        location = f"s3://{bucket}/{key_prefix}"
-        page_args: dict[str, str] = {"Bucket": bucket, "Prefix": key_prefix, "Delimiter": "/"}
         files: builtins.list[FileInfo] = []
         directories: builtins.list[str] = []
+        for page in self._pages(bucket, key_prefix, Delimiter="/"):
+            files.extend(_files(bucket, page))
+            directories.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
+        return files, directories
+
+    def _pages(self, bucket: str, key_prefix: str, **listing: str) -> Iterator[dict[str, Any]]:
+        """ListObjectsV2 pages under ``key_prefix``, one request each, signed for the listed prefix
+        (:meth:`_signed`), continuing after the last key seen."""
+        location = f"s3://{bucket}/{key_prefix}"
+        page_args: dict[str, str] = {"Bucket": bucket, "Prefix": key_prefix, **listing}
         while True:
             try:
                 page = self._signed(location, lambda client: client.list_objects_v2(**page_args))
             except (ClientError, BotoCoreError) as exc:
                 _raise(exc, "list", location)
-            for obj in page.get("Contents", ()):
-                if not obj["Key"].endswith("/"):  # directory markers are not files
-                    files.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), _ms(obj["LastModified"])))
-            directories.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
+            yield page
             if not page.get("IsTruncated"):
-                return files, directories
+                return
             page_args["ContinuationToken"] = page["NextContinuationToken"]
 
     def read(self, path: str) -> bytes:
