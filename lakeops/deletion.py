@@ -45,6 +45,12 @@ class Candidate(BaseModel):
     size: int
     kind: str
 
+    @classmethod
+    def of(cls, path: str, size: int, kind: str) -> Candidate:
+        """A candidate from a planner's own canonical location, built without pydantic's validation
+        (a VACUUM builds one per file: a tenth of its planning); the path rule still holds."""
+        return cls.model_construct(path=cls._unambiguous(path), size=size, kind=kind)
+
     @field_validator("path")
     @classmethod
     def _unambiguous(cls, path: str) -> str:
@@ -141,8 +147,9 @@ def delete_batch(batch: DeleteBatch) -> BatchResult:
 
 
 #: Threads deleting batches on the driver: each waits on storage (one S3 DeleteObjects request, or a
-#: thousand unlinks), so more threads than cores pay off.
-DRIVER_DELETE_THREADS = 8
+#: thousand unlinks), so more threads than cores pay off. Unlinking 100,000 files on 2 cores (ext4):
+#: 8.5 s with one thread, 3.0 s with 8, 2.0 s with 16, no better with 32, worse with 64.
+DRIVER_DELETE_THREADS = 16
 
 
 def for_run(batches: Sequence[DeleteBatch], quarantine_run: str | None, operation: str) -> list[DeleteBatch]:

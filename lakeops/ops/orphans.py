@@ -19,6 +19,7 @@ not a commit.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -238,12 +239,21 @@ def plan_delta(
     fmt = detect_format(storage, location)
     if fmt != "delta":
         raise UnsupportedFeature(f"{location}: removing orphan files of {fmt} tables is not available yet")
-    snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    listed = None
-    if executor is not None:
-        threshold = DEFAULT_LISTING_THRESHOLD if listing_threshold is None else listing_threshold
-        listed = _list_on(executor, storage, location, storage_options, threshold, progress or Console(quiet=True))
+    if executor is None:
+        snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
+        return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now)
+    threshold = DEFAULT_LISTING_THRESHOLD if listing_threshold is None else listing_threshold
+    # The listing and the log replay are independent reads, each waiting on storage or in pyarrow much of
+    # the time: listed while the log is replayed (at 100,000 files, 0.9 s and 1.0 s on their own). Which
+    # comes first does not matter: a file committed after the snapshot is young (the age floor keeps it)
+    # and the plan is rechecked against newer versions before anything is deleted.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vacuum-listing") as pool:
+        listing = pool.submit(
+            _list_on, executor, storage, location, storage_options, threshold, progress or Console(quiet=True)
+        )
+        snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
+        listed = listing.result()
     return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now, listed=listed)
 
 

@@ -284,10 +284,10 @@ def plan_vacuum(
             if info.mtime_ms >= cutoff_ms:
                 too_recent += 1
             elif relative.startswith(f"{CHANGE_DATA_DIR}/"):
-                change_data.append(Candidate(path=location, size=info.size, kind="change_data"))
+                change_data.append(Candidate.of(location, info.size, "change_data"))
             else:
                 kind: FileKind = "tombstoned" if location in expired else "untracked"
-                candidates.append(Candidate(path=location, size=info.size, kind=kind))
+                candidates.append(Candidate.of(location, info.size, kind))
         pending.clear()
 
     # lakeops's trash and audit records (staging files included), as prefixes below the root.
