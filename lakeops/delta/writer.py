@@ -206,14 +206,25 @@ class DataFileWriter:
         self.pending.append(physical)
         self.pending_rows += physical.num_rows
         self.pending_bytes += physical.nbytes
-        if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= ROW_GROUP_BYTES:
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self._flush(whole=False)
+        elif self.pending_bytes >= ROW_GROUP_BYTES:
             self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, *, whole: bool = True) -> None:
+        """Write the buffer as row groups of ``ROW_GROUP_ROWS`` rows (a cap, as parquet-rs'); the rest
+        too when ``whole``, else it stays buffered for the next row group."""
         if not self.pending:
             return
-        group = pa.concat_tables(self.pending)  # one row group of several chunks: no copy into one
+        buffered = pa.concat_tables(self.pending)  # row groups of several chunks: no copy into one
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+        while buffered.num_rows >= ROW_GROUP_ROWS or (whole and buffered.num_rows):
+            group, buffered = buffered.slice(0, ROW_GROUP_ROWS), buffered.slice(ROW_GROUP_ROWS)
+            self._write_group(group)
+        if buffered.num_rows:
+            self.pending, self.pending_rows, self.pending_bytes = [buffered], buffered.num_rows, buffered.nbytes
+
+    def _write_group(self, group: pa.Table) -> None:
         if self.writer is None:
             schema = physical_arrow_schema(self.schema, self.mode, partition_columns=self.partition_columns)
             for name in self.hidden_columns:
