@@ -10,7 +10,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -279,26 +279,30 @@ def test_put_if_absent_stream_creates_once(any_storage_root: Root, monkeypatch: 
     assert _pending_uploads(storage, root) == []
 
 
+def _winners(racers: int, attempt: Callable[[int], object], lost: type[Exception]) -> list[int]:
+    """The racers whose ``attempt`` did not raise ``lost``, all released at once by one barrier."""
+    barrier = threading.Barrier(racers)
+
+    def race(racer: int) -> bool:
+        barrier.wait()
+        try:
+            attempt(racer)
+        except lost:
+            return False
+        return True
+
+    with ThreadPoolExecutor(racers) as pool:
+        return [r for r, ok in enumerate(pool.map(race, range(racers))) if ok]
+
+
 def test_racing_put_if_absent_streams_have_exactly_one_winner(
     any_storage_root: Root, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(s3, "STREAM_PART_SIZE", 5 * 1024 * 1024)
     root, storage = any_storage_root
     target = join(root, "_delta_log/00000000000000000001.json")
-    racers = 4
-    barrier = threading.Barrier(racers)
-
-    def race(racer: int) -> bool:
-        chunks = list(_chunks(f"racer-{racer}".encode(), 6 * 1024 * 1024))
-        barrier.wait()
-        try:
-            storage.put_if_absent_stream(target, iter(chunks))
-        except AlreadyExists:
-            return False
-        return True
-
-    with ThreadPoolExecutor(racers) as pool:
-        won = [r for r, ok in enumerate(pool.map(race, range(racers))) if ok]
+    chunks = [list(_chunks(f"racer-{racer}".encode(), 6 * 1024 * 1024)) for racer in range(4)]
+    won = _winners(len(chunks), lambda racer: storage.put_if_absent_stream(target, iter(chunks[racer])), AlreadyExists)
     assert len(won) == 1
     assert storage.read(target) == b"".join(_chunks(f"racer-{won[0]}".encode(), 6 * 1024 * 1024))
     assert paths(storage, root) == [target]
@@ -339,19 +343,9 @@ def test_racing_replace_if_match_has_exactly_one_winner(any_storage_root: Root) 
     target = join(root, "repo")
     storage.write(target, b"base")
     _, token = storage.read_versioned(target)
-    racers = 8
-    barrier = threading.Barrier(racers)
-
-    def race(racer: int) -> bool:
-        barrier.wait()
-        try:
-            storage.replace_if_match(target, f"racer-{racer}".encode() * 1000, token)
-        except Superseded:
-            return False
-        return True
-
-    with ThreadPoolExecutor(racers) as pool:
-        won = [r for r, ok in enumerate(pool.map(race, range(racers))) if ok]
+    won = _winners(
+        8, lambda racer: storage.replace_if_match(target, f"racer-{racer}".encode() * 1000, token), Superseded
+    )
     assert len(won) == 1
     assert storage.read(target) == f"racer-{won[0]}".encode() * 1000
     assert paths(storage, root) == [target]
