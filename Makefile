@@ -4,12 +4,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock chromium demo ui screenshot test test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
+.PHONY: install lock chromium demo ui screenshot test test-long test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
+
+## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster, the icechunk package, test tools.
+EXTRAS := spark,connect,dagster,icechunk,test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -40,10 +43,18 @@ screenshot: chromium
 
 ## The test suite CI runs (unit, conformance, Spark local mode, S3 on a local moto server), on every core
 ## (pytest-xdist: each worker has its own Spark session, moto server on a free port and temp dirs);
-## the 20 slowest tests are listed at the end. TEST_WORKERS=1 runs it in one process.
+## the 20 slowest tests are listed at the end. TEST_WORKERS=1 runs it in one process. The unit tests
+## run first, with pyspark, dagster and airflow made unimportable (tests/absent_modules.py): the layers hold.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_SELECTION := -m "not slow and not long and not integration and not ui"
 test: install
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 -m "not slow and not integration and not ui"
+	LAKEOPS_TEST_WITHOUT_SPARK_AND_ORCHESTRATORS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_SELECTION) tests/unit
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_SELECTION) --ignore=tests/unit
+
+## The checks of a minute or more (marker `long`): crash kills, storage faults, concurrent writers, dagster
+## dev's sensors and pools, the README's commands as written, the bench harness. CI runs them after `make test`.
+test-long: install
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=10 -m "long and not slow and not integration and not ui"
 
 ## The Dagster UI in a real browser (Chromium driven by Playwright) against `dagster dev` on 127.0.0.1.
 test-ui: chromium
@@ -56,7 +67,7 @@ test-integration: install
 
 ## The reliability suite with a large fuzzing budget (make test runs it with a small one).
 test-reliability: install
-	LAKEOPS_FUZZ_EXAMPLES=2000 LAKEOPS_WRITERS_SECONDS=120 LAKEOPS_CRASH_ROUNDS=5 $(PY) -m pytest -q tests/reliability
+	LAKEOPS_FUZZ_EXAMPLES=2000 LAKEOPS_WRITERS_SECONDS=120 LAKEOPS_CRASH_ROUNDS=5 LAKEOPS_ICECHUNK_RACE_ROUNDS=10 $(PY) -m pytest -q tests/reliability
 
 ## Everything, including long-running checks.
 test-all: chromium
@@ -76,8 +87,9 @@ lint: install
 	$(VENV)/bin/ruff check lakeops spark_jobs orchestration bench tests
 	$(VENV)/bin/lint-imports
 
+## mypy on every package, strict for lakeops ([tool.mypy] in pyproject.toml); CI's stage after lint.
 typecheck: install
-	$(VENV)/bin/mypy lakeops spark_jobs orchestration bench
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .lakeops-demo .pytest_cache .mypy_cache .ruff_cache

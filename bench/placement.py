@@ -1,12 +1,12 @@
 """``python -m bench.placement [--units N] [--parallelism P] [--repeats R] [--baseline RUNNER_PY]``: what
 placing plan units costs Spark.
 
-Runs :func:`spark_jobs.runner.run_units` on ``N`` small units (a task that only echoes its unit, so the
+Runs :func:`spark_jobs.spark_tasks.run_units` on ``N`` small units (a task that only echoes its unit, so the
 time is scheduling, placement and result collection) ``R`` times in one ``local[2]`` session after a
 warm-up, and prints each run's wall time and the stages it ran with their task counts. ``--baseline``
-loads another version of ``runner.py`` and alternates the two in the same session, so both see the same
-machine. Issue 23, part 2: the units used to reach the tasks through a broadcast join, built in a stage
-of its own.
+loads another version of ``spark_jobs/spark_tasks.py`` (``runner.py`` before) and alternates the two
+in the same session, so both see the same machine. Issue 23, part 2: the units used to reach the
+tasks through a broadcast join, built in a stage of its own.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from types import ModuleType
 from pydantic import BaseModel
 from pyspark import StatusTracker, cloudpickle
 
-from spark_jobs.runner import run_units
 from spark_jobs.session import build_session, stop_session
+from spark_jobs.spark_tasks import run_units
 
 # Workers cannot import this module by name when it is run as a script: ship its task by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -43,7 +43,7 @@ def echo(unit: Unit) -> Echo:
 
 
 def _load(path: Path) -> ModuleType:
-    """Another version of ``spark_jobs/runner.py`` (e.g. from ``git show REV:spark_jobs/runner.py``)."""
+    """Another version of ``spark_jobs/spark_tasks.py`` (e.g. from ``git show REV:spark_jobs/spark_tasks.py``)."""
     spec = importlib.util.spec_from_file_location("baseline_runner", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"{path}: not a Python module")
@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallelism", type=int, help="tasks per run (default: run_units' own)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--baseline", type=Path, help="another runner.py, run alternately with this one")
+    parser.add_argument(
+        "--baseline", type=Path, help="another spark_tasks.py (or runner.py), run alternately with this one"
+    )
     args = parser.parse_args(argv)
     runners = {"this": sys.modules[run_units.__module__]}
     if args.baseline is not None:

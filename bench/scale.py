@@ -26,7 +26,9 @@ OPERATIONS = ("compact_plan", "vacuum_plan", "checkpoint")
 
 def _operation(name: str, root: str) -> dict[str, object]:
     from lakeops import api
+    from lakeops.ops.report import Report
 
+    report: Report
     if name == "compact_plan":
         report = api.compact(root, dry_run=True)
     elif name == "vacuum_plan":

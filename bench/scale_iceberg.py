@@ -28,7 +28,9 @@ def _plan(op: str, table: str) -> dict[str, object]:
     """Plan ``op`` on ``table`` (dry run) and return the figures that show the work was done."""
     from lakeops import api
     from lakeops.ops.options import CompactionOptions, ExpiryOptions, OrphansOptions
+    from lakeops.ops.report import Report
 
+    report: Report
     if op == "compact":
         report = api.compact(table, CompactionOptions(), dry_run=True)
     elif op == "orphans":

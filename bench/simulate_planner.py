@@ -46,8 +46,9 @@ from statistics import fmean
 
 from lakeops.planning.benefit import Candidate, candidates
 from lakeops.planning.cost import CostModel, RunSample
-from lakeops.planning.models import CompactionWork, MaintenanceBudget, TableObservation
+from lakeops.planning.models import CompactionWork, TableObservation
 from lakeops.planning.planner import next_deferrals, plan
+from lakeops.registry import MaintenanceBudget
 
 MIB = 1 << 20
 TARGET = 128 * MIB

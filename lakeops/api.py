@@ -1,26 +1,41 @@
 """The Python API: one typed function per maintenance operation, for any table format.
 
-Each function resolves ``table`` (a location, a registry name, or with the options' catalog
-(``catalog_uri``, ``catalog_type``) an Iceberg catalog identifier), detects its format, plans, runs the
-plan's units on ``executor``, commits and returns the operation's typed report::
+Each function takes ``table``: a handle from ``lakeops.open`` (:func:`lakeops.ops.table.open_table`),
+or an address as the handle would take it (a location, a registry name, or with the options' catalog
+(``catalog_uri``, ``catalog_type``) an Iceberg catalog identifier), from which one handle is opened
+for the call. The handle finds the table, detects its format and reads its state once, for the plan,
+the audit record and the run; the function plans, runs the plan's units on ``executor``, commits
+(reading the table again, as every commit does) and returns the operation's typed report::
 
+    import lakeops
     from lakeops import api
     from lakeops.ops.options import CompactionOptions
 
-    report = api.compact("s3://lake/events", CompactionOptions(target_file_size=256 << 20), dry_run=True)
+    events = lakeops.open("s3://lake/events")
+    print(api.inspect(events).table_state().small_files)
+    report = api.compact(events, CompactionOptions(target_file_size=256 << 20), dry_run=True)
     print(report.groups, report.candidate_files)
 
+A handle keeps what it read across calls (dry runs and ``inspect`` of one handle read the table once);
+a run that may have changed the table makes it forget (:meth:`~lakeops.ops.table.Table.refresh`). With
+a handle, S3 keys a REST catalog vends for the table last as long as the caller's
+:func:`~lakeops.storage.s3_leases.lease_scope` (the planner's: one table's pass); with an address,
+they end with the call.
+
 Without an ``executor`` the units run in threads of this process
-(:class:`~lakeops.execution.ThreadExecutor`); ``spark_jobs.operations.SparkSettings`` runs them as
+(:class:`~lakeops.executors.ThreadExecutor`); ``spark_jobs.operations.SparkSettings`` runs them as
 Spark tasks, which is how the ``lakeops`` command line and the Dagster assets call these functions.
 Progress lines go to ``progress`` (default: discarded). Errors are
 :class:`~lakeops.errors.LakeopsError` subclasses naming the table, the file and the problem, with
-secrets masked in the whole exception chain. Every run that changes a table (not a dry run) leaves an
-audit record (:mod:`lakeops.audit`) under the table root or the configured audit location.
+secrets masked in the whole exception chain. Every run that changes a table (not a dry run), whether it
+succeeds or fails, leaves an audit record (:mod:`lakeops.audit`) under the root of the table it changes
+(a ``cdc`` run's: its output, the record naming the source and the range) or the configured audit
+location; :func:`inspect` and dry runs write nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -28,7 +43,8 @@ from typing import TYPE_CHECKING, TypeVar
 from rich.console import Console
 
 from lakeops.audit import audited
-from lakeops.execution import Executor, ThreadExecutor
+from lakeops.errors import UsageError
+from lakeops.executors import Executor, ThreadExecutor
 from lakeops.ops.options import (
     CatalogOptions,
     CdcOptions,
@@ -40,7 +56,8 @@ from lakeops.ops.options import (
     RestoreOptions,
 )
 from lakeops.ops.report import Report
-from lakeops.ops.target import resolve_name, resolve_output
+from lakeops.ops.table import Table, open_table
+from lakeops.ops.target import resolve_output
 from lakeops.storage import StorageOptions
 from lakeops.storage.s3_leases import lease_scope
 
@@ -64,82 +81,95 @@ ReportT = TypeVar("ReportT", bound=Report)
 OptionsT = TypeVar("OptionsT", bound=CatalogOptions)
 
 
-def _resolved(table: str, options: OptionsT, storage_options: StorageOptions) -> tuple[str, OptionsT]:
-    """A registry name as its entry's address (location, or identifier and catalog), and a cdc
-    ``output`` name as its location, as the CLI resolves them; any other table as given."""
-    table, catalog = resolve_name(table, options, storage_options)
-    update = catalog.catalog_fields()
+def _handle(table: Table | str, options: OptionsT, storage_options: StorageOptions | None) -> tuple[Table, OptionsT]:
+    """The handle the call uses for everything (a handle given as is; an address opened once, a
+    registry name resolved as the CLI resolves it: :func:`lakeops.ops.table.open_table`), and
+    ``options`` with its catalog (and a cdc ``output`` name as its location)."""
+    if isinstance(table, Table):
+        if storage_options is not None and storage_options != table.storage_options:
+            raise UsageError(f"{table}: storage_options differ from the table handle's; give them to lakeops.open")
+        handle = table
+    else:
+        handle = open_table(table, options, storage_options=storage_options)
+    update = handle.catalog.catalog_fields()
     if isinstance(options, CdcOptions):
         update["output"] = resolve_output(options.output)
-    return table, options.model_copy(update=update)
+    return handle, options.model_copy(update=update)
 
 
 def _run(
     command: str,
-    table: str,
+    table: Table | str,
     options: OptionsT,
     storage_options: StorageOptions | None,
-    call: Callable[[str, OptionsT, StorageOptions], ReportT],
+    call: Callable[[Table, OptionsT], ReportT],
     *,
     changes_table: bool,
     flags: Mapping[str, bool],
     progress: Console | None,
 ) -> ReportT:
-    """``call`` on the resolved table through :func:`lakeops.audit.audited`: recorded when it changes
-    the table and is not a dry run. S3 keys lent during the call (a REST catalog's vended
-    credentials) end with it."""
-    storage = storage_options or StorageOptions()
-    table, options = _resolved(table, options, storage)
-    with lease_scope():  # S3 keys a REST catalog vends for the table serve this call only
-        return audited(
-            command,
-            table,
-            options,
-            storage,
-            lambda: call(table, options, storage),
-            record=changes_table and not flags.get("dry_run", False),
-            flags=flags,
-            progress=progress or Console(quiet=True),
-        )
+    """``call`` on the table's handle through :func:`lakeops.audit.audited`: recorded when it changes
+    the table and is not a dry run, after which the handle forgets the state it read (the next call
+    reads the changed table); a cdc run is recorded under its output. S3 keys lent during the call (a
+    REST catalog's vended credentials) end with it when the call opened the table; a handle's last as
+    long as its caller's lease scope."""
+    handle, options = _handle(table, options, storage_options)
+    record = changes_table and not flags.get("dry_run", False)
+    # S3 keys a REST catalog vends for the table serve this call only
+    with lease_scope() if not isinstance(table, Table) else contextlib.nullcontext():
+        try:
+            return audited(
+                command,
+                handle,
+                options,
+                lambda: call(handle, options),
+                record=record,
+                flags=flags,
+                output=options.output if isinstance(options, CdcOptions) else None,
+                progress=progress or Console(quiet=True),
+            )
+        finally:
+            if record:
+                handle.refresh()
 
 
 def _execute(
     command: str,
     execute: Callable[..., ReportT],
-    table: str,
+    table: Table | str,
     options: CatalogOptions,
     *,
     storage_options: StorageOptions | None,
     executor: Executor | None,
     progress: Console | None,
-    changes_table: bool = True,
     **flags: bool,
 ) -> ReportT:
-    """An operation's ``execute(table, options, storage_options, **flags, executor=, progress=)``
-    (:mod:`lakeops.ops`) through :func:`_run`; its ``flags`` (``dry_run``, ``quarantine``) are recorded too.
-    Each function below imports its operation's module when called, so that a program importing this
-    API pays for the operations it runs only (and each of those for the formats it meets)."""
+    """A table-changing operation's ``execute(table, options, storage_options, **flags, executor=,
+    progress=)`` (:mod:`lakeops.ops`) through :func:`_run`, on the call's handle; its ``flags``
+    (``dry_run``, ``quarantine``) are recorded too. Each function below imports its operation's module
+    when called, so that a program importing this API pays for the operations it runs only (and each of
+    those for the formats it meets)."""
     return _run(
         command,
         table,
         options,
         storage_options,
-        lambda name, opts, storage: execute(
-            name,
+        lambda handle, opts: execute(
+            handle,
             opts,
-            storage,
+            handle.storage_options,
             **flags,
             executor=executor or ThreadExecutor(),
             progress=progress or Console(quiet=True),
         ),
-        changes_table=changes_table,
+        changes_table=True,
         flags=flags,
         progress=progress,
     )
 
 
 def inspect(
-    table: str,
+    table: Table | str,
     catalog: CatalogOptions | None = None,
     *,
     version: int | None = None,
@@ -158,9 +188,7 @@ def inspect(
         table,
         catalog or CatalogOptions(),
         storage_options,
-        lambda name, resolved, storage: inspect_table(
-            name, storage, version=version, snapshot_id=snapshot_id, timestamp=timestamp, catalog=resolved
-        ),
+        lambda handle, _: inspect_table(handle, version=version, snapshot_id=snapshot_id, timestamp=timestamp),
         changes_table=False,
         flags={},
         progress=None,
@@ -168,7 +196,7 @@ def inspect(
 
 
 def compact(
-    table: str,
+    table: Table | str,
     options: CompactionOptions | None = None,
     *,
     dry_run: bool = False,
@@ -208,7 +236,7 @@ def compact(
 
 
 def checkpoint(
-    table: str,
+    table: Table | str,
     options: CheckpointOptions | None = None,
     *,
     dry_run: bool = False,
@@ -244,7 +272,7 @@ def checkpoint(
 
 
 def cdc(
-    table: str,
+    table: Table | str,
     options: CdcOptions,
     *,
     dry_run: bool = False,
@@ -260,7 +288,8 @@ def cdc(
     its added and removed files). Iceberg: the changelog of the snapshots after ``from_version`` (a
     snapshot id, branch or tag; ``0`` for every change since the table's creation), positional and
     equality deletes applied. Icechunk: the diff between two snapshots. A range the output already
-    holds is not extracted twice. ``dry_run`` plans and reports, writing nothing.
+    holds is not extracted twice. ``dry_run`` plans and reports, writing nothing. The run's audit
+    record goes under the output (the source may be read-only), naming the source and the range.
 
     Returns the range extracted, the rows by change type, and the output version committed.
     """
@@ -275,12 +304,11 @@ def cdc(
         executor=executor,
         progress=progress,
         dry_run=dry_run,
-        changes_table=False,
     )
 
 
 def expire(
-    table: str,
+    table: Table | str,
     options: ExpiryOptions | None = None,
     *,
     dry_run: bool = False,
@@ -318,7 +346,7 @@ def expire(
 
 
 def orphans(
-    table: str,
+    table: Table | str,
     options: OrphansOptions | None = None,
     *,
     dry_run: bool = False,
@@ -356,7 +384,7 @@ def orphans(
 
 
 def restore(
-    table: str,
+    table: Table | str,
     options: RestoreOptions,
     *,
     storage_options: StorageOptions | None = None,
@@ -372,7 +400,9 @@ def restore(
         table,
         options,
         storage_options,
-        lambda name, opts, storage: trash.restore(name, opts, storage, progress=progress or Console(quiet=True)),
+        lambda handle, opts: trash.restore(
+            handle, opts, handle.storage_options, progress=progress or Console(quiet=True)
+        ),
         changes_table=True,
         flags={},
         progress=progress,
@@ -380,7 +410,7 @@ def restore(
 
 
 def purge_trash(
-    table: str,
+    table: Table | str,
     options: PurgeOptions | None = None,
     *,
     dry_run: bool = False,
@@ -397,8 +427,8 @@ def purge_trash(
         table,
         opts,
         storage_options,
-        lambda name, resolved, storage: trash.purge(
-            name, resolved, storage, dry_run=dry_run, progress=progress or Console(quiet=True)
+        lambda handle, resolved: trash.purge(
+            handle, resolved, handle.storage_options, dry_run=dry_run, progress=progress or Console(quiet=True)
         ),
         changes_table=True,
         flags={"dry_run": dry_run},

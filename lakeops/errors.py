@@ -64,6 +64,11 @@ class CommitStateUnknown(LakeopsError):
     """A commit was sent but its outcome is unknown: nothing may be deleted."""
 
 
+class CommitPending(CommitStateUnknown):
+    """The table read back does not hold a commit that could still land there: the request may be in
+    flight. Sending the same conditional write again is safe (it lands at most once)."""
+
+
 class PartiallyCommitted(LakeopsError):
     """A run that commits in batches failed after some batches committed: those stay in the table.
     ``report`` is the operation's report of what did commit; ``__cause__`` is the failure."""

@@ -90,7 +90,7 @@ def _scaled_rank(values: pa.ChunkedArray, name: str, bits: int) -> np.ndarray:
         ranks = pc.rank(values, sort_keys="ascending", tiebreaker="dense")
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise InvalidArgument(f"ordering column {name!r} of type {values.type} cannot be ordered") from exc
-    rank = ranks.to_numpy(zero_copy_only=False).astype(np.uint64) - np.uint64(1)
+    rank: np.ndarray = ranks.to_numpy(zero_copy_only=False).astype(np.uint64) - np.uint64(1)
     top = int(rank.max()) if len(rank) else 0
     if top == 0:
         return rank

@@ -1,11 +1,16 @@
-"""The shape every maintenance plan has, whatever the table format: units of work, the pure task that
+r"""The shape every maintenance plan has, whatever the table format: units of work, the pure task that
 turns a unit into a result, and the commit that makes the results part of the table.
 
-A format's planner reads the table and returns a :class:`MaintenancePlan`; the format-neutral driver
-(:func:`lakeops.ops.run.run_batches`) sends its units to an executor (threads of this process, or
+A format's planner reads the table and returns a :class:`MaintenancePlan` (compaction, checkpoints
+and manifest rewrites, change capture, Icechunk chunk packing); the format-neutral driver
+(:func:`lakeops.ops.batches.run_batches`) sends its units to an executor (threads of this process, or
 Spark tasks), commits each batch and, on failure, deletes exactly what the batch wrote. Each format
-fills in the hooks it has, as PyIceberg's snapshot producers and delta-rs's operation builders do:
-the driver never asks which format a plan is.
+fills in the hooks it has, as PyIceberg's snapshot producers and delta-rs's operation builders do,
+and the driver never asks which format a plan is. What format-neutral compaction
+(:mod:`lakeops.ops.compaction`) reads of a compaction plan beyond these hooks is the
+:class:`RewritePlan` protocol, which each format's compaction plan keeps. The deleting
+operations (expiry, orphans, garbage collection) delete rather than write, so their plans are not
+:class:`MaintenancePlan`\ s (docs/architecture.md, "One flow").
 
 Units and results are pydantic models because they cross process boundaries as JSON (Spark tasks);
 tasks are module-level functions so executors can import them.
@@ -15,13 +20,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.storage import StorageOptions
 
-__all__ = ["CommitOutcome", "MaintenancePlan", "ResultT", "UnitT"]
+__all__ = ["CommitOutcome", "MaintenancePlan", "ResultT", "RewritePlan", "UnitT"]
 
 UnitT = TypeVar("UnitT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -106,3 +111,55 @@ class MaintenancePlan(ABC, Generic[UnitT, ResultT]):
         :meth:`task` per unit (``driver``: the executor would run the units in this process anyway);
         None: run the units."""
         return None
+
+
+class RewritePlan(Protocol):
+    """What format-neutral compaction reads of a format's compaction plan, for its report and its
+    errors (the plan is a :class:`MaintenancePlan` as well): what the plan read, rewrites and leaves."""
+
+    @property
+    def format(self) -> str:
+        """The table format (``delta``, ``iceberg``), as reports name it."""
+
+    @property
+    def version_noun(self) -> str:
+        """What the format calls the states its commits make (``versions``, ``snapshots``)."""
+
+    @property
+    def read_version(self) -> int | None:
+        """The version (Iceberg: sequence number) the plan read."""
+
+    @property
+    def snapshot_id(self) -> int | None:
+        """The snapshot the plan read; None for a format whose states have no id but their version."""
+
+    @property
+    def target_file_size(self) -> int: ...
+
+    @property
+    def live_files(self) -> int: ...
+
+    @property
+    def live_bytes(self) -> int: ...
+
+    @property
+    def candidate_files(self) -> int: ...
+
+    @property
+    def partitions_compacted(self) -> int: ...
+
+    @property
+    def groups(self) -> Sequence[object]:
+        """The file groups to rewrite (the plan's units)."""
+
+    @property
+    def input_files(self) -> int: ...
+
+    @property
+    def input_bytes(self) -> int: ...
+
+    @property
+    def dangling_deletes(self) -> Sequence[object]:
+        """Delete files the rewrite drops because nothing they apply to remains (none for a format without them)."""
+
+    def table_label(self) -> str: ...

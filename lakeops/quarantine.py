@@ -287,7 +287,10 @@ def purge(
     if older_than < timedelta(0):
         raise InvalidArgument(f"{root}: purge retention {older_than} is negative")
     root = normalize(root)
-    cutoff = (now or datetime.now(UTC)) - older_than
+    try:
+        cutoff = (now or datetime.now(UTC)) - older_than
+    except OverflowError:  # a retention reaching before year 1 (--older-than 800000d): no run is that old
+        cutoff = datetime.min.replace(tzinfo=UTC)
     chosen: list[str] = []
     paths: list[str] = []
     size = 0

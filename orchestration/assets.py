@@ -30,20 +30,19 @@ has one dynamic partition per table partition, kept current by the small-file se
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import dagster as dg
 
-from lakeops.ops import consumers, partitions, verify
+from lakeops.ops import consumers, partitions
 from lakeops.ops.data_version import data_version
 from lakeops.ops.health import table_signals, verdict
-from lakeops.ops.report import Report
-from lakeops.ops.target import Target
+from lakeops.ops.table import Table
 from lakeops.ops.verify import Verification
+from lakeops.registry import TableEntry
+from lakeops.storage.s3_leases import lease_scope
 from orchestration import health
-from orchestration.maintenance import inspect, report_metadata, run_maintenance, table_target
-from orchestration.pools import pool_name
-from orchestration.registry import TableEntry
+from orchestration.maintenance import inspect, open_entry, report_metadata, run_maintenance
+from orchestration.operations import SPECS, OperationSpec, RunScope, change_feed_unique
 from orchestration.resources import SparkResource, StorageResource
 
 __all__ = [
@@ -63,25 +62,18 @@ __all__ = [
 ]
 
 #: Asset name -> the ``lakeops`` command it runs.
-MAINTENANCE: dict[str, str] = {
-    "compaction": "compact",
-    "checkpoint": "checkpoint",
-    "expiry": "expire",
-    "orphans": "orphans",
-    "cdc": "cdc",
-}
+MAINTENANCE: dict[str, str] = {name: spec.command for name, spec in SPECS.items()}
 
 #: Run tag of a planned compaction piece: the run's ``max_rewrite_bytes`` (:mod:`lakeops.planning.split`).
 MAX_REWRITE_BYTES_TAG = "lakeops/max_rewrite_bytes"
 
 #: Asset name -> (check name, what it asserts).
-CHECKS: dict[str, tuple[str, str]] = {
-    "compaction": ("rows_kept", "the rewritten files hold the same live rows and read back"),
-    "checkpoint": ("matches_log", "the checkpoint (manifests) reconstruct the same state as the log"),
-    "expiry": ("retained_files_exist", "every file a retained version references exists"),
-    "orphans": ("retained_files_exist", "every file a retained version references exists"),
-    "cdc": ("no_duplicate_changes", "no (commit, change type, row) appears twice in the output"),
-}
+CHECKS: dict[str, tuple[str, str]] = {name: (spec.check, spec.check_description) for name, spec in SPECS.items()}
+
+
+def maintained(entry: TableEntry) -> list[str]:
+    """The maintenance operations that apply to ``entry`` (CDC only when enabled)."""
+    return [name for name, spec in SPECS.items() if spec.applies(entry)]
 
 
 def table_key(entry: TableEntry) -> dg.AssetKey:
@@ -144,7 +136,7 @@ def _cdc_partitions(entry: TableEntry) -> dg.DailyPartitionsDefinition:
 def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
     """``<table>/table``: observations record its health, and run its health checks."""
     key = table_key(entry)
-    maintained = [op for op in MAINTENANCE if op != "cdc" or entry.cdc.enabled]
+    operations = maintained(entry)
 
     @dg.multi_observable_source_asset(
         name=f"{entry.name}__table",
@@ -161,16 +153,18 @@ def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
     def observe(context: dg.AssetExecutionContext, storage: StorageResource) -> Iterator[dg.ObserveResult]:
         now = datetime.now(UTC)
         try:
-            report = inspect(entry, storage)
-            with storage.credentials():
-                version = data_version(table_target(entry, storage), storage.options())
-            pending = pending_changes(entry, storage, now) if entry.cdc.enabled else None
+            with lease_scope():  # one handle for the observation: the table detected and read once
+                table = open_entry(entry, storage)
+                report = inspect(entry, storage, table)
+                with storage.credentials():
+                    version = data_version(table)
+                pending = pending_changes(entry, storage, now, table) if entry.cdc.enabled else None
         except Exception as exc:
             # Recorded as the table's health (the overview says "error reading"), then the run fails.
             metadata, results = health.unreadable(key, entry, exc)
             yield dg.ObserveResult(asset_key=key, metadata=metadata, check_results=results)
             raise
-        ages = health.last_successes(context.instance, {op: operation_key(entry, op) for op in maintained})
+        ages = health.last_successes(context.instance, {op: operation_key(entry, op) for op in operations})
         lag = health.cdc_lag(pending, int(now.timestamp() * 1000)) if entry.cdc.enabled else None
         signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
         result = verdict(signals)
@@ -185,86 +179,26 @@ def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
     return observe
 
 
-def _check(entry: TableEntry, operation: str, target: Target, report: Report, storage: StorageResource) -> Verification:
-    """Whether ``report`` of ``operation`` holds, re-read from the table (:mod:`lakeops.ops.verify`)."""
-    options = storage.options()
-    with storage.credentials():
-        if operation == "compaction":
-            return verify.compaction_kept_rows(target, report, options)
-        if operation == "checkpoint":
-            return verify.checkpoint_matches_log(target, report, options)
-        if operation in ("expiry", "orphans"):
-            return verify.retained_files_exist(target, options)
-        assert entry.cdc.output is not None
-        return verify.change_feed_unique(entry.cdc.output, entry.cdc.key or None, options)
-
-
-def _code_version(entry: TableEntry, operation: str) -> str:
-    """The registry policy a run of ``operation`` applies, as its code version (the sensors'
-    triggers are not part of it: they decide when a run happens, not what it does)."""
-    policy: dict[str, Any] = {}
-    if operation == "compaction":
-        policy = entry.compaction.model_dump(exclude={"small_file_trigger", "fragment_ratio_trigger"})
-    elif operation in ("expiry", "orphans"):
-        policy = (entry.expiry if operation == "expiry" else entry.orphans).model_dump()
-        policy["keep_unextracted_of"] = entry.cdc.output  # consumer-aware retention (None: CDC off)
-    elif operation == "cdc":
-        policy = entry.cdc.model_dump(include={"output", "start_date", "key"})
-    return ", ".join(f"{k}={v}" for k, v in sorted(policy.items()) if v not in (None, [])) or "defaults"
-
-
-def _since_ms(entry: TableEntry) -> int:
-    """When the table's change extraction starts: midnight UTC of its CDC ``start_date``."""
-    assert entry.cdc.start_date is not None
-    start = datetime(entry.cdc.start_date.year, entry.cdc.start_date.month, entry.cdc.start_date.day, tzinfo=UTC)
-    return int(start.timestamp() * 1000)
-
-
-def _retention_floor(entry: TableEntry, target: Target, storage: StorageResource) -> dict[str, Any]:
-    """``keep_from_version`` for a table whose CDC consumer still needs versions (consumer-aware retention)."""
-    if not entry.cdc.enabled:
-        return {}
+def pending_changes(
+    entry: TableEntry, storage: StorageResource, until: datetime, table: Table | None = None
+) -> consumers.PendingRange | None:
+    """The commits of ``entry``'s table (``table``'s handle, else one opened here) before ``until``
+    that its CDC output does not hold yet."""
     assert entry.cdc.output is not None
-    with storage.credentials():
-        floor = consumers.consumer_floor(
-            target, entry.cdc.output, since_ms=_since_ms(entry), storage_options=storage.options()
-        )
-    return {"keep_from_version": floor}
-
-
-def _options(entry: TableEntry, operation: str, target: Target, storage: StorageResource) -> dict[str, Any]:
-    """The operation's options from the table's policies."""
-    if operation == "compaction":
-        policy = entry.compaction
-        return policy.model_dump(include={"target_file_size", "min_input_files", "commit_retries", "commit_timeout"})
-    if operation == "expiry":
-        retention = {"older_than": entry.expiry.older_than, "retain_last": entry.expiry.retain_last}
-        return retention | _retention_floor(entry, target, storage)
-    if operation == "orphans":
-        # Iceberg orphan removal never deletes what a retained snapshot reaches: no floor needed.
-        floor = _retention_floor(entry, target, storage) if target.format == "delta" else {}
-        return {"older_than": entry.orphans.older_than} | floor
-    if operation == "cdc":
-        return {"output": entry.cdc.output}
-    return {}
-
-
-def pending_changes(entry: TableEntry, storage: StorageResource, until: datetime) -> consumers.PendingRange | None:
-    assert entry.cdc.output is not None
-    target = table_target(entry, storage)
+    handle = table or open_entry(entry, storage)
     with storage.credentials():
         return consumers.pending_changes(
-            target,
+            handle,
             entry.cdc.output,
-            since_ms=_since_ms(entry),
+            since_ms=entry.cdc.since_ms,
             until_ms=int(until.timestamp() * 1000),
             storage_options=storage.options(),
         )
 
 
 def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition:
+    spec = SPECS[operation]
     key = operation_key(entry, operation)
-    check_name, check_description = CHECKS[operation]
     partitioned = operation == "compaction" and entry.compaction.partitioned
     partitions_def: dg.PartitionsDefinition | None = (
         compaction_partitions(entry) if partitioned else _cdc_partitions(entry) if operation == "cdc" else None
@@ -274,63 +208,71 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
         key=key,
         group_name=entry.name,
         deps=[table_key(entry)],
-        description=f"lakeops {MAINTENANCE[operation]} of {entry.address}.",
+        description=f"lakeops {spec.command} of {entry.address}.",
         owners=entry.owners,
         tags=entry.tags,
         kinds={"spark", entry.format} if entry.format != "auto" else {"spark"},
-        pool=pool_name(entry),
+        pool=entry.pool,
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run() if operation == "cdc" else None,
         freshness_policy=health.cdc_freshness(entry) if operation == "cdc" else None,
-        code_version=_code_version(entry, operation),
-        check_specs=[dg.AssetCheckSpec(check_name, asset=key, description=check_description, blocking=True)],
+        code_version=spec.code_version(entry),
+        check_specs=[dg.AssetCheckSpec(spec.check, asset=key, description=spec.check_description, blocking=True)],
     )
     def maintain(
         context: dg.AssetExecutionContext, spark: SparkResource, storage: StorageResource
     ) -> Iterator[dg.MaterializeResult]:
-        target = table_target(entry, storage)
-        options = _options(entry, operation, target, storage)
-        if operation == "compaction" and MAX_REWRITE_BYTES_TAG in context.run.tags:  # the planner's piece
-            options["max_rewrite_bytes"] = int(context.run.tags[MAX_REWRITE_BYTES_TAG])
-        if partitioned:
-            with storage.credentials():
-                options["where"] = partitions.partition_where(
-                    target, context.partition_key, storage_options=storage.options()
+        with lease_scope():  # one handle for the run: the table detected once, a REST catalog's keys for it alone
+            table = open_entry(entry, storage)
+            if operation != "cdc":
+                yield _run(
+                    context, entry, spec, table, _scope(context, entry, table, partitioned, storage), spark, storage
                 )
-        if operation != "cdc":
-            yield _run(context, entry, operation, target, options, spark, storage)
-            return
-        assert isinstance(partitions_def, dg.DailyPartitionsDefinition)
-        until = context.partition_time_window.end
-        pending = pending_changes(entry, storage, until)
-        if pending is None:
-            context.log.info(f"no commits before {until.isoformat()} left to extract")
-            outcome = _nothing_to_extract(context, entry, check_name, storage)
-        else:
-            options.update(from_version=pending.from_option, to_version=pending.to_option)
-            outcome = _run(context, entry, operation, target, options, spark, storage)
-        if all(check.passed for check in outcome.check_results or []):
-            _record_covered_days(context, entry, partitions_def)
-        yield outcome
+                return
+            assert isinstance(partitions_def, dg.DailyPartitionsDefinition)
+            until = context.partition_time_window.end
+            pending = pending_changes(entry, storage, until, table)
+            if pending is None:
+                context.log.info(f"no commits before {until.isoformat()} left to extract")
+                outcome = _nothing_to_extract(context, entry, spec, storage)
+            else:
+                outcome = _run(context, entry, spec, table, RunScope(pending=pending), spark, storage)
+            if all(check.passed for check in outcome.check_results or []):
+                _record_covered_days(context, entry, partitions_def)
+            yield outcome
 
     return maintain
+
+
+def _scope(
+    context: dg.AssetExecutionContext, entry: TableEntry, table: Table, partitioned: bool, storage: StorageResource
+) -> RunScope:
+    """What this run covers: its partition of a partitioned compaction, and the planner's piece."""
+    tag = context.run.tags.get(MAX_REWRITE_BYTES_TAG)
+    where = None
+    if partitioned:
+        with storage.credentials():
+            where = partitions.partition_where(table, context.partition_key, storage_options=storage.options())
+    return RunScope(where=where, max_rewrite_bytes=int(tag) if tag is not None else None)
 
 
 def _run(
     context: dg.AssetExecutionContext,
     entry: TableEntry,
-    operation: str,
-    target: Target,
-    options: dict[str, Any],
+    spec: OperationSpec,
+    table: Table,
+    scope: RunScope,
     spark: SparkResource,
     storage: StorageResource,
 ) -> dg.MaterializeResult:
-    """``operation`` with ``options``, its report as metadata and its check."""
-    report = run_maintenance(context, entry, MAINTENANCE[operation], options, spark, storage)
-    result = _check(entry, operation, target, report, storage)
-    return dg.MaterializeResult(
-        metadata=report_metadata(report), check_results=[_check_result(CHECKS[operation][0], result)]
-    )
+    """The operation on ``table`` with the options its policy and ``scope`` give, its report as
+    metadata and its check, computed from the table re-read."""
+    with storage.credentials():
+        options = spec.options(entry, table, scope)
+    report = run_maintenance(context, entry, spec.command, spec.run, table, options, spark, storage)
+    with storage.credentials():
+        result = spec.verify(entry, table, report)
+    return dg.MaterializeResult(metadata=report_metadata(report), check_results=[_check_result(spec.check, result)])
 
 
 def _record_covered_days(
@@ -370,13 +312,12 @@ def _check_result(name: str, verification: Verification) -> dg.AssetCheckResult:
 
 
 def _nothing_to_extract(
-    context: dg.AssetExecutionContext, entry: TableEntry, check_name: str, storage: StorageResource
+    context: dg.AssetExecutionContext, entry: TableEntry, spec: OperationSpec, storage: StorageResource
 ) -> dg.MaterializeResult:
     """A CDC partition whose commits are all extracted already (or that has none): the output is
     unchanged, and still checked."""
-    assert entry.cdc.output is not None
     with storage.credentials():
-        result = verify.change_feed_unique(entry.cdc.output, entry.cdc.key or None, storage.options())
+        result = change_feed_unique(entry, storage.options())
     return dg.MaterializeResult(
         metadata={
             "rows_written": dg.MetadataValue.int(0),
@@ -385,11 +326,10 @@ def _nothing_to_extract(
                 f"{context.partition_time_window.end:%Y-%m-%d %H:%M} UTC."
             ),
         },
-        check_results=[_check_result(check_name, result)],
+        check_results=[_check_result(spec.check, result)],
     )
 
 
 def maintenance_assets(entry: TableEntry) -> list[dg.AssetsDefinition]:
     """One asset per maintenance operation that applies to ``entry`` (CDC only when enabled)."""
-    operations = [op for op in MAINTENANCE if op != "cdc" or entry.cdc.enabled]
-    return [_maintenance_asset(entry, op) for op in operations]
+    return [_maintenance_asset(entry, op) for op in maintained(entry)]

@@ -1,7 +1,7 @@
 """Dagster definitions for lakeops, generated from the table registry: ``workspace.yaml`` loads
 ``defs`` from here.
 
-Per registered table (:mod:`orchestration.registry`): the table as an observable asset with its
+Per registered table (:mod:`lakeops.registry`): the table as an observable asset with its
 health checks and one maintenance asset per operation, each with its blocking check
 (:mod:`orchestration.assets`); its schedules (:mod:`orchestration.schedules`); and, over all
 tables, the health overview (:mod:`orchestration.health`), the small-file, checkpoint and CDC
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from lakeops.registry import Registry, load_registry
 from orchestration.assets import maintenance_assets, table_asset
 from orchestration.health import overview_asset
 from orchestration.planning import plan_asset, planner_sensor
 from orchestration.pools import pools_sensor
-from orchestration.registry import Registry, load_registry
 from orchestration.resources import SparkResource, StorageResource
 from orchestration.schedules import maintenance_schedules
 from orchestration.sensors import maintenance_sensors
@@ -50,7 +50,9 @@ def build_definitions(registry: Registry) -> dg.Definitions:
         assets=assets,
         sensors=[*maintenance_sensors(registry), *pools_sensor(registry), *planner],
         resources={
-            "spark": SparkResource(master=registry.spark.master, conf=registry.spark.conf),
+            "spark": SparkResource(
+                master=registry.spark.master, conf=registry.spark.conf, executor=registry.spark.executor
+            ),
             "storage": _storage(registry),
         },
     )

@@ -37,16 +37,18 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
+from lakeops.delta import properties as delta_properties
+from lakeops.iceberg import properties as iceberg_properties
 from lakeops.icechunk.ids import decode_int, new_id
 from lakeops.icechunk.refs import MAX_SEQUENCE
 from lakeops.icechunk.snapshot import FillValue, ZarrArrayMetadata
 from lakeops.icechunk.writer import ChangeSet, commit, init_repository
+from lakeops.registry import Registry, TableEntry, load_registry
 from lakeops.storage import LocalStorage
-from orchestration.assets import MAINTENANCE, operation_key, table_key
+from orchestration.assets import maintained, operation_key, table_key
 from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY
 from orchestration.pools import register_pools
-from orchestration.registry import Registry, TableEntry, load_registry
 from orchestration.resources import SparkResource, StorageResource
 
 DEMO = Path(".lakeops-demo").resolve()
@@ -110,7 +112,7 @@ def build_delta(location: Path, appends: int = 120) -> None:
             rows,
             mode="append",
             partition_by=["day"],
-            configuration={"delta.logRetentionDuration": "interval 7 days"},
+            configuration={delta_properties.LOG_RETENTION_DURATION: "interval 7 days"},
         )
     log = location / "_delta_log"
     times = commit_times(appends)
@@ -153,7 +155,10 @@ def build_iceberg(root: Path, appends: int = 60) -> tuple[str, str]:
     table = catalog.create_table(
         "shop.orders",
         schema=schema,
-        properties={"history.expire.max-snapshot-age-ms": "604800000", "history.expire.min-snapshots-to-keep": "10"},
+        properties={
+            iceberg_properties.MAX_SNAPSHOT_AGE_MS: "604800000",
+            iceberg_properties.MIN_SNAPSHOTS_TO_KEEP: "10",
+        },
     )
     for i in range(appends):
         ids = range(i * 100, i * 100 + 100)
@@ -314,12 +319,9 @@ def _assets(registry: Registry) -> list:
 def run_every_asset(registry: Registry, instance: dg.DagsterInstance) -> bool:
     """One Dagster run per (table, operation), CDC first; prints each outcome and check."""
     assets = _assets(registry)
-    order = ["cdc", *[op for op in MAINTENANCE if op != "cdc"]]
     ok = True
     for entry in registry.tables:
-        for operation in order:
-            if operation == "cdc" and not entry.cdc.enabled:
-                continue
+        for operation in sorted(maintained(entry), key=lambda op: op != "cdc"):
             ok &= _materialize(entry, operation, assets, instance)
     return ok
 

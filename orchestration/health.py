@@ -26,20 +26,13 @@ from datetime import timedelta
 
 import dagster as dg
 
+from lakeops.health_signals import MAINTENANCE_OPERATIONS, SIGNALS, Severity
 from lakeops.ops import consumers
-from lakeops.ops.health import (
-    ERROR_READING,
-    MAINTENANCE_OPERATIONS,
-    SIGNALS,
-    CdcLag,
-    Severity,
-    Signal,
-    Verdict,
-)
+from lakeops.ops.health import ERROR_READING, CdcLag, Signal, Verdict
 from lakeops.redaction import mask_text
+from lakeops.registry import TableEntry
 from lakeops.units import format_seconds
 from orchestration.maintenance import number_metadata
-from orchestration.registry import TableEntry
 
 __all__ = [
     "OVERVIEW_KEY",

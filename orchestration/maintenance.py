@@ -1,6 +1,6 @@
-"""Running one maintenance operation from Dagster: the same entry point as the command line
-(:func:`spark_jobs.operations.run_operation`), with progress lines in the run's log and the report
-turned into asset metadata.
+"""Running one maintenance operation from Dagster: its :mod:`lakeops.api` function, called directly on
+the run's table handle with typed options (:mod:`orchestration.operations`) and the executor the
+``spark`` resource sets, with progress lines in the run's log and the report turned into asset metadata.
 
 Metadata: every numeric field of the report as a number (so the asset's plots show files, bytes,
 rows and durations over time; seconds rounded to 10 ms) with a readable twin ``<field>_readable``
@@ -13,20 +13,22 @@ one, the table's version after the run (``state_version``) and a short Markdown 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
-from typing import Any, TextIO, cast
+from collections.abc import Callable
+from typing import TextIO, cast
 
 import dagster as dg
 
+from lakeops import api
 from lakeops.jsontext import printable
 from lakeops.ops.report import InspectionReport, Report, readable
-from lakeops.ops.target import CatalogOptions, Target, resolve_target
+from lakeops.ops.table import Table, open_table
+from lakeops.ops.target import CatalogOptions
 from lakeops.redaction import mask_text
-from orchestration.registry import TableEntry
+from lakeops.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
-from spark_jobs.operations import MaskedConsole, run_operation
+from spark_jobs.operations import MaskedConsole
 
-__all__ = ["inspect", "number_metadata", "report_metadata", "run_maintenance", "table_target"]
+__all__ = ["inspect", "number_metadata", "open_entry", "report_metadata", "run_maintenance"]
 
 
 class _LogLines(io.TextIOBase):
@@ -47,42 +49,38 @@ class _LogLines(io.TextIOBase):
         return len(text)
 
 
-def table_target(entry: TableEntry, storage: StorageResource) -> Target:
-    """The table ``entry`` names, resolved as the operations resolve it."""
+def open_entry(entry: TableEntry, storage: StorageResource) -> Table:
+    """A handle on the table ``entry`` names (:func:`lakeops.ops.table.open_table`), for everything
+    one sensor tick or observation reads of it: the table is detected and read once."""
     catalog = CatalogOptions.model_validate(entry.catalog_options())
-    with storage.credentials():
-        return resolve_target(entry.address, catalog, storage.options())
+    return open_table(entry.address, catalog, storage_options=storage.options())
 
 
-def inspect(entry: TableEntry, storage: StorageResource) -> InspectionReport:
-    """``lakeops inspect`` of ``entry``: what its observation records and the sensors decide on."""
+def inspect(entry: TableEntry, storage: StorageResource, table: Table | None = None) -> InspectionReport:
+    """``lakeops inspect`` of ``entry`` (:func:`lakeops.api.inspect` of ``table``, else of a handle
+    opened here): what its observation records and the sensors decide on."""
     with storage.credentials():
-        report = run_operation("inspect", entry.address, entry.catalog_options(), storage_options=storage.options())
-    assert isinstance(report, InspectionReport), f"inspect returned a {type(report).__name__}"
-    return report
+        return api.inspect(table or open_entry(entry, storage))
 
 
 def run_maintenance(
     context: dg.AssetExecutionContext | dg.OpExecutionContext,
     entry: TableEntry,
     command: str,
-    options: Mapping[str, Any],
+    run: Callable[..., Report],
+    table: Table,
+    options: CatalogOptions,
     spark: SparkResource,
     storage: StorageResource,
 ) -> Report:
-    """Run ``lakeops <command>`` on ``entry`` with ``options`` (CLI option names); raises its
+    """``lakeops <command>`` of ``entry``: ``run`` (its :mod:`lakeops.api` function) on ``table`` with
+    ``options``, its units on the executor ``spark`` sets, its progress in the run's log; raises its
     ``LakeopsError`` (the run fails with the operation's own message)."""
-    given = {k: v for k, v in options.items() if v is not None}
+    given = options.model_dump(exclude_defaults=True, exclude=set(CatalogOptions.model_fields), mode="json")
     context.log.info(mask_text(f"lakeops {command} {entry.address} {given}"))
+    progress = MaskedConsole(file=cast(TextIO, _LogLines(context.log)), width=160, highlight=False, markup=False)
     with storage.credentials():
-        return run_operation(
-            command,
-            entry.address,
-            {**entry.catalog_options(), **given},
-            storage_options=storage.options(),
-            spark=spark.settings(),
-            progress=MaskedConsole(file=cast(TextIO, _LogLines(context.log)), width=160, highlight=False, markup=False),
-        )
+        return run(table, options, executor=spark.run_executor(), progress=progress)
 
 
 def number_metadata(name: str, value: int | float) -> dict[str, dg.MetadataValue]:

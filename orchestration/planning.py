@@ -6,7 +6,8 @@
   (UTC) and lasts ``length`` — it plans every table, requests the chosen runs in their rank order
   (each table's pool queues them one at a time) and records the plan on ``lakeops/maintenance_plan``;
   once the window is over, it records the review: each chosen action's predicted and actual
-  seconds and benefit points, from the tables' audit records, and the mean prediction error as a
+  seconds and benefit points, from the tables' audit records (a table's CDC runs are recorded under
+  its change table: :func:`lakeops.planning.estate.audit_records`), and the mean prediction error as a
   number that plots over time. The same audit records are what the next plan's cost model learns
   from, so each window's errors feed the next window's estimates.
 - The asset ``lakeops/maintenance_plan`` is external: only the sensor records its materializations
@@ -24,13 +25,12 @@ import dagster as dg
 from dagster._utils.schedules import reverse_cron_string_iterator
 from pydantic import BaseModel
 
-from lakeops.planning.estate import PlannedTable, audit_records, plan_tables
-from lakeops.planning.models import Decision, MaintenanceBudget, MaintenancePlan
+from lakeops.planning.estate import audit_records, plan_tables
+from lakeops.planning.models import Decision, MaintenancePlan
 from lakeops.planning.planner import next_deferrals
 from lakeops.planning.review import review
-from orchestration.assets import MAINTENANCE, MAX_REWRITE_BYTES_TAG, operation_key, partitions_name, run_request
-from orchestration.pools import pool_name
-from orchestration.registry import Registry, TableEntry
+from lakeops.registry import MaintenanceBudget, Registry, TableEntry
+from orchestration.assets import MAX_REWRITE_BYTES_TAG, maintained, operation_key, partitions_name, run_request
 from orchestration.resources import StorageResource
 
 __all__ = ["PLAN_KEY", "PlannerCursor", "plan_asset", "planner_sensor"]
@@ -68,7 +68,7 @@ def _pool_limits(instance: dg.DagsterInstance, tables: list[TableEntry]) -> dict
     default = instance.get_concurrency_config().pool_config.default_pool_limit
     known = {limit.name: limit.limit for limit in instance.event_log_storage.get_pool_limits()}
     fallback = default if default is not None else 1_000_000
-    return {pool_name(t): known.get(pool_name(t), fallback) for t in tables}
+    return {t.pool: known.get(t.pool, fallback) for t in tables}
 
 
 def _request(entry: TableEntry, decision: Decision, window: str, now: datetime) -> dg.RunRequest:
@@ -106,7 +106,7 @@ def _review_event(registry: Registry, cursor: PlannerCursor, storage: StorageRes
     tables = {t.name: t for t in registry.tables}
     with storage.credentials():
         records = {
-            name: audit_records(PlannedTable.model_validate(tables[name].model_dump()), storage.options())
+            name: audit_records(tables[name], storage.options())
             for name in {d.action.table for d in cursor.chosen}
             if name in tables
         }
@@ -162,10 +162,9 @@ def evaluate_planner(
         events.append(_review_event(registry, cursor, storage))
         cursor = cursor.model_copy(update={"reviewed": True})
     if cursor.window != window and now < end:
-        tables = [PlannedTable.model_validate(t.model_dump()) for t in registry.tables]
         with storage.credentials():
             plan = plan_tables(
-                tables,
+                registry.tables,
                 budget,
                 storage_options=storage.options(),
                 deferred=cursor.deferred,
@@ -196,7 +195,7 @@ def planner_sensor(registry: Registry) -> list[dg.SensorDefinition]:
     budget = registry.maintenance_budget
     if budget is None or not registry.tables:
         return []
-    keys = [operation_key(t, op) for t in registry.tables for op in MAINTENANCE if op != "cdc" or t.cdc.enabled]
+    keys = [operation_key(t, op) for t in registry.tables for op in maintained(t)]
 
     @dg.sensor(
         name="lakeops_planner",

@@ -15,16 +15,12 @@ runs it, so every registered table's pool is listed with its limit before the ta
 
 import dagster as dg
 
-from orchestration.registry import Registry, TableEntry
+from lakeops.registry import Registry
 
-__all__ = ["POOLS_INTERVAL_S", "pool_name", "pools_sensor", "register_pools"]
+__all__ = ["POOLS_INTERVAL_S", "pools_sensor", "register_pools"]
 
 #: Seconds between the pools sensor's evaluations (one storage query; only new tables change it).
 POOLS_INTERVAL_S = 300
-
-
-def pool_name(entry: TableEntry) -> str:
-    return f"lakeops_{entry.name}"
 
 
 def register_pools(instance: dg.DagsterInstance, registry: Registry) -> list[str]:
@@ -37,7 +33,7 @@ def register_pools(instance: dg.DagsterInstance, registry: Registry) -> list[str
     storage = instance.event_log_storage
     known = {limit.name: limit for limit in storage.get_pool_limits()}
     written = []
-    for pool in sorted({pool_name(entry) for entry in registry.tables}):
+    for pool in sorted({entry.pool for entry in registry.tables}):
         limit = known.get(pool)
         if limit is None or (limit.from_default and limit.limit != default):
             storage.initialize_concurrency_limit_to_default(pool)

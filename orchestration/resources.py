@@ -17,7 +17,9 @@ from contextlib import contextmanager
 
 import dagster as dg
 
+from lakeops.executors import Executor, ThreadExecutor
 from lakeops.redaction import masked_errors
+from lakeops.registry import ExecutorChoice
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings
 
@@ -25,13 +27,22 @@ __all__ = ["SparkResource", "StorageResource"]
 
 
 class SparkResource(dg.ConfigurableResource):
-    """The Spark master (default: ``$LAKEOPS_SPARK_MASTER``, else ``local[*]``) and extra Spark conf."""
+    """Where a run's units execute: the Spark master (default: ``$LAKEOPS_SPARK_MASTER``, else
+    ``local[*]``), extra Spark conf, and ``executor``: ``auto`` (a plan small enough runs in threads
+    on the run's own process, a larger one on Spark: :meth:`SparkSettings.runs_on_driver`), ``spark``
+    (every plan on Spark) or ``driver`` (every plan in threads, never a Spark session)."""
 
     master: str | None = None
     conf: dict[str, str] = {}
+    executor: ExecutorChoice = "auto"
 
     def settings(self) -> SparkSettings:
-        return SparkSettings(master=self.master, conf=dict(self.conf))
+        limits = {"driver_max_bytes": 0, "driver_max_units": 0} if self.executor == "spark" else {}
+        return SparkSettings(master=self.master, conf=dict(self.conf), **limits)
+
+    def run_executor(self) -> Executor:
+        """The executor the operations' units run on."""
+        return ThreadExecutor() if self.executor == "driver" else self.settings()
 
 
 class StorageResource(dg.ConfigurableResource):

@@ -19,9 +19,9 @@ from datetime import UTC
 
 import dagster as dg
 
+from lakeops.registry import Registry, TableEntry
 from orchestration.assets import operation_key, run_request
 from orchestration.health import OVERVIEW_KEY
-from orchestration.registry import Registry, TableEntry
 
 __all__ = ["maintenance_schedules"]
 

@@ -11,7 +11,9 @@
   ``cdc_lag_time`` warning): the run finds nothing to extract and records the output as current,
   so a quiet table's output does not fail its freshness policy.
 
-Each keeps, in its cursor, the table state (version or snapshot) it last requested a run for, so an
+Each opens every table once per tick (:func:`orchestration.maintenance.open_entry`): one format
+detection and one read of its state serve the whole decision. Each keeps, in its cursor, the table
+state (version or snapshot) it last requested a run for, so an
 unchanged table is not requested twice; run keys carry the table and the same state, so Dagster
 drops a duplicate request even if the cursor is lost. A table that cannot be read is logged and
 skipped — one broken table never stops the sensor for the others, nor crashes the daemon.
@@ -32,9 +34,10 @@ import dagster as dg
 
 from lakeops.ops import partitions
 from lakeops.redaction import mask_text
+from lakeops.registry import Registry, TableEntry
+from lakeops.storage.s3_leases import lease_scope
 from orchestration.assets import operation_key, partitions_name, pending_changes, run_request
-from orchestration.maintenance import inspect, table_target
-from orchestration.registry import Registry, TableEntry
+from orchestration.maintenance import inspect, open_entry
 from orchestration.resources import StorageResource
 
 __all__ = ["INTERVAL_S", "maintenance_sensors"]
@@ -56,13 +59,13 @@ def _request(
 
 
 def _small_files(entry: TableEntry, storage: StorageResource, context: dg.SensorEvaluationContext) -> Decision:
-    report = inspect(entry, storage)
+    table = open_entry(entry, storage)  # the inspection and the partitions read the table once
+    report = inspect(entry, storage, table)
     state = report.state_version
     policy = entry.compaction
     if policy.partitioned:
-        target = table_target(entry, storage)
         with storage.credentials():
-            health = partitions.partition_health(target, storage.options())
+            health = partitions.partition_health(table)
         name = partitions_name(entry)
         known = set(context.instance.get_dynamic_partitions(name))
         new = [p.key for p in health if p.key not in known]
@@ -74,8 +77,8 @@ def _small_files(entry: TableEntry, storage: StorageResource, context: dg.Sensor
             if p.small_files >= max(policy.small_file_trigger, policy.min_input_files)
         ]
         return requests, adds, state
-    table = report.table_state()  # small files: Icechunk's packable chunk objects
-    small, ratio = table.small_files, table.small_file_ratio
+    observed = report.table_state()  # small files: Icechunk's packable chunk objects
+    small, ratio = observed.small_files, observed.small_file_ratio
     due = small >= policy.small_file_trigger or (
         policy.fragment_ratio_trigger is not None and small > 1 and ratio >= policy.fragment_ratio_trigger
     )
@@ -132,7 +135,8 @@ def _sensor(
         adds: list[dg.AddDynamicPartitionsRequest] = []
         for entry in tables:
             try:
-                table_requests, table_adds, state = decide(entry, storage, context)
+                with lease_scope():  # a REST catalog's keys for the table serve this decision only
+                    table_requests, table_adds, state = decide(entry, storage, context)
             except Exception as exc:  # noqa: BLE001 - one unreadable table must not stop the others
                 context.log.warning(
                     mask_text(f"{entry.name} ({entry.address}): skipped, cannot read it: {type(exc).__name__}: {exc}")

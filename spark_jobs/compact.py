@@ -8,9 +8,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, Field
 from rich.console import Console
 
-from lakeops.ops.options import CompactionOptions
+from lakeops.compaction_options import CommitRetries, FileRewrites, RewritePiece, Sizing
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
+from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
+from lakeops.ops.options import CatalogOptions, CompactionOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
 
@@ -28,108 +33,40 @@ USES_SPARK = True
 class Options(CompactionOptions):
     """The planner's options plus ``dry_run`` (plan and report, change nothing)."""
 
-    dry_run: bool = False
+    dry_run: bool = Field(default=False, description="print the plan, change nothing")
+
+
+#: The models declaring compaction's options, in the help's order: the shared ones at the top, each
+#: format's in a group of its name.
+SECTIONS: dict[type[BaseModel], str | None] = {
+    Sizing: None,
+    FileRewrites: None,
+    RewritePiece: None,
+    CommitRetries: None,
+    DeltaCompactionOptions: "Delta",
+    IcebergCompactionOptions: "Iceberg",
+    IcechunkPackingOptions: "Icechunk",
+}
+#: Each format's own options model.
+FORMATS: dict[str, type[BaseModel]] = {
+    "Delta": DeltaCompactionOptions,
+    "Iceberg": IcebergCompactionOptions,
+    "Icechunk": IcechunkPackingOptions,
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import columns_arg, duration_arg, size_arg, where_arg
+    """Every compaction option, from the models that declare it (each format's in its own group)."""
+    from spark_jobs.option_arguments import add_option_arguments
 
-    defaults = Options()
-    parser.add_argument(
-        "--target-file-size",
-        type=size_arg,
-        help="e.g. 128MB (default: table property delta.targetFileSize / write.target-file-size-bytes, "
-        "else 128MB for Delta, 512MB for Iceberg)",
-    )
-    parser.add_argument(
-        "--min-input-files",
-        type=int,
-        default=defaults.min_input_files,
-        help=f"smallest group worth rewriting (default {defaults.min_input_files})",
-    )
-    parser.add_argument(
-        "--where",
-        type=where_arg,
-        help="partition predicate, e.g. \"day >= '2024-01-01' AND region = 'eu'\" (Iceberg: partition field "
-        "names, or columns partitioned by identity)",
-    )
-    parser.add_argument(
-        "--max-rewrite-bytes",
-        type=size_arg,
-        help="rewrite only the first file groups whose input fits this size (at least one): a piece of the "
-        "compaction, the rest left for the next run",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    parser.add_argument(
-        "--commit-retries",
-        type=int,
-        metavar="N",
-        help="retries of a commit that lost a race, each rebased on the commits that landed first (default: "
-        "Iceberg's commit.retry.num-retries, else 10)",
-    )
-    parser.add_argument(
-        "--commit-timeout",
-        type=duration_arg,
-        metavar="DURATION",
-        help="total time those retries may take, e.g. 10m (default: Iceberg's commit.retry.total-timeout-ms, else 30m)",
-    )
-    parser.add_argument(
-        "--partial-progress",
-        type=int,
-        metavar="K",
-        help="commit after every K file groups (Delta: each batch its own OPTIMIZE version; Iceberg: its own "
-        "snapshot), so a failure keeps the batches that landed; the error names them and the exit status is 1",
-    )
-    delta = parser.add_argument_group("Delta")
-    delta.add_argument(
-        "--dv-purge-ratio",
-        type=float,
-        default=defaults.dv_purge_ratio,
-        help="rewrite files whose deletion vector hides more than this share of rows "
-        f"(default {defaults.dv_purge_ratio})",
-    )
-    delta.add_argument(
-        "--zorder-by",
-        type=columns_arg,
-        metavar="COLUMNS",
-        help="rewrite every file of each partition in Z-order of these columns (comma-separated), so files "
-        "prune on each of them, as OPTIMIZE ZORDER BY",
-    )
-    delta.add_argument(
-        "--sort-by",
-        type=columns_arg,
-        metavar="COLUMNS",
-        help="rewrite every file of each partition sorted by these columns (comma-separated)",
-    )
-    iceberg = parser.add_argument_group("Iceberg")
-    iceberg.add_argument(
-        "--min-file-size", type=size_arg, help="files below this are rewritten (default 75%% of target)"
-    )
-    iceberg.add_argument("--max-file-size", type=size_arg, help="files above this are split (default 180%% of target)")
-    iceberg.add_argument(
-        "--delete-file-threshold", type=int, help="rewrite files with at least this many delete files applied"
-    )
-    iceberg.add_argument(
-        "--max-file-group-size",
-        type=size_arg,
-        default=defaults.max_file_group_size,
-        help="largest group one task rewrites (default 100GB)",
-    )
-    iceberg.add_argument("--sort", action="store_true", help="sort rewritten rows by the table's sort order")
-    iceberg.add_argument(
-        "--manifest-threshold",
-        type=int,
-        metavar="N",
-        help="read the data manifests in Spark tasks when the plan reads more than N of them (default 200)",
-    )
-    icechunk = parser.add_argument_group("Icechunk")
-    icechunk.add_argument("--branch", default=defaults.branch, help="branch whose tip is packed (default main)")
-    iceberg.add_argument(
-        "--keep-dangling-deletes",
-        dest="remove_dangling_deletes",
-        action="store_false",
-        help="keep delete files that no longer apply to any data file (default: remove them)",
-    )
+    add_option_arguments(parser, Options, sections=SECTIONS, skip=CatalogOptions.model_fields)
+
+
+def options_table() -> str:
+    """docs/compaction-options.md's table."""
+    from spark_jobs.option_arguments import options_markdown
+
+    return options_markdown(Options, sections=SECTIONS, formats=FORMATS, skip=CatalogOptions.model_fields)
 
 
 def run(

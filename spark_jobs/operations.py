@@ -23,7 +23,7 @@ from lakeops.deletion import BatchResult, DeleteBatch, delete_batch, delete_in_t
 from lakeops.errors import InvalidArgument
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
-from lakeops.redaction import mask_text
+from lakeops.redaction import mask_text, register_secret_settings
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_size
 from spark_jobs.commands import COMMANDS
@@ -94,6 +94,12 @@ class SparkSettings(BaseModel):
     driver_max_bytes: int | None = Field(default=None, ge=0)
     driver_max_units: int | None = Field(default=None, ge=0)
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Secret settings (``spark.hadoop.fs.s3a.secret.key``, a Spark Connect URL's ``;token=``) are
+        masked by value from now on, however Spark or a library quotes them."""
+        parameters = dict(p.partition("=")[::2] for p in (self.master or "").split(";")[1:])
+        register_secret_settings({**self.conf, **parameters})
+
     def runs_on_driver(self, units: int, work_bytes: int | None) -> bool:
         """Whether a plan of ``units`` units reading ``work_bytes`` (None: unknown) runs in threads on
         the driver: it is within the limits, and Spark would be a new ``local[*]`` session on this machine anyway
@@ -127,11 +133,11 @@ class SparkSettings(BaseModel):
     ) -> list[Result]:
         """Run ``task`` on every unit, echoing ``label`` and progress to ``progress``: in threads on
         the driver when :meth:`runs_on_driver` (``work_bytes``: what the units read, if the plan
-        knows), else as Spark tasks (:func:`spark_jobs.runner.run_units`) once the executors passed their
+        knows), else as Spark tasks (:func:`spark_jobs.spark_tasks.run_units`) once the executors passed their
         preflight (:func:`spark_jobs.preflight.check_executors`: they can read the table). Either way results come
         in unit order and a failed unit raises ``TaskFailed`` with the completed results."""
-        from lakeops.execution import run_on_driver
-        from spark_jobs.runner import run_units
+        from lakeops.executors import run_on_driver
+        from spark_jobs.spark_tasks import run_units
 
         if self.runs_on_driver(len(units), work_bytes):
             threads = min(len(units), os.cpu_count() or 1)

@@ -24,7 +24,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from lakeops.errors import StorageError
-from lakeops.execution import TaskFailed
+from lakeops.executors import TaskFailed
 from lakeops.storage import StorageOptions, normalize, open_storage, scheme
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 This is the "execute" half of the plan → execute → commit → report flow (docs/architecture.md): the driver plans
 with ``lakeops`` and Spark only runs pure ``lakeops`` functions on plan units (see
-:mod:`spark_jobs.runner`). So the session needs no Hadoop/S3A settings, only:
+:mod:`spark_jobs.spark_tasks`). So the session needs no Hadoop/S3A settings, only:
 
 - the right Python on the workers (the running interpreter, so locally the workers see the same
   virtualenv and therefore ``lakeops``),
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeops.errors import InvalidArgument
+from spark_jobs.extras import require
 
 if TYPE_CHECKING:  # imported where used: deciding not to use Spark must not cost pyspark's import
     from pyspark.sql import SparkSession
@@ -241,10 +242,15 @@ def build_session(
     ``$LAKEOPS_SPARK_MASTER``) or when it runs on the requested master; its runtime-modifiable
     settings from ``conf`` are applied. A session on a different master is an
     :class:`~lakeops.errors.InvalidArgument`: one process has one SparkContext, and silently running
-    on another cluster than asked would be worse than failing.
+    on another cluster than asked would be worse than failing. Without pyspark installed (or, for Spark
+    Connect, its client) this is a :class:`~spark_jobs.extras.MissingExtra` naming the extra to install.
     """
     conf = dict(conf or {})
     requested, explicit = _resolve_master(master)
+    require("pyspark.sql", extra="spark", needed_for=f"Spark (master {requested or 'from spark-submit'})")
+    remote = requested if _is_connect(requested) else conf.get("spark.remote")
+    if remote:
+        require("pyspark.sql.connect.session", extra="connect", needed_for=f"Spark Connect ({remote})")
 
     existing = _existing_session()
     if existing is not None:

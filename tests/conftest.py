@@ -14,16 +14,46 @@ Glue ``UpdateTable`` ignores ``VersionId``: ``glue_endpoint`` adds AWS's check.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
 from typing import Any
 
 import pytest
+from absent_modules import ENV as _WITHOUT_HEAVY_LAYERS
+from absent_modules import install as _make_heavy_layers_absent
 
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.s3 import clear_client_cache, shared_client
+
+if os.environ.get(_WITHOUT_HEAVY_LAYERS):
+    _make_heavy_layers_absent()
+
+_TESTS = Path(__file__).parent
+#: The markers of the tests under a path of tests/ (a glob), so that ``-m orchestration`` selects all of
+#: tests/orchestration and the Dagster assets run on Spark, and ``-m "not spark"`` skips all of tests/spark,
+#: whatever each module declares.
+MARKERS_BY_PATH = {
+    "orchestration/*": "orchestration",
+    "spark/*": "spark",
+    "spark/test_orchestration_*": "orchestration",
+    "integration/*": "integration",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.path)
+        relative = path.relative_to(_TESTS).as_posix() if _TESTS in path.parents else ""
+        for pattern, marker in MARKERS_BY_PATH.items():
+            if fnmatch(relative, pattern):
+                item.add_marker(marker)
+
 
 _FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "lakeops-test",

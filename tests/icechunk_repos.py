@@ -1,10 +1,10 @@
 """Icechunk repositories for the maintenance tests, and what to compare before and after maintenance.
 
 :func:`build_history` writes, with our own writer, a repository of many commits of small native
-chunks (plus one inline and one virtual chunk, deletions, a tag and a side branch). A head's
-:func:`content` is what a reader sees: every node's attributes and Zarr metadata and every chunk's
-stored bytes (a virtual chunk as its reference), so two contents are equal exactly when every array
-reads back byte-identical.
+chunks (plus one inline and one virtual chunk, deletions, a tag and a side branch); :func:`create_tag`
+makes a tag as Icechunk does (lakeops only reads them). A head's :func:`content` is what a reader
+sees: every node's attributes and Zarr metadata and every chunk's stored bytes (a virtual chunk as its
+reference), so two contents are equal exactly when every array reads back byte-identical.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from lakeops.deletion import delete_batch
+from lakeops.errors import AlreadyExists
 from lakeops.icechunk import refs
-from lakeops.icechunk.maintenance import expiry, gc
+from lakeops.icechunk.maintenance import expiry
+from lakeops.icechunk.maintenance import orphans as gc
 from lakeops.icechunk.manifest import VirtualChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.snapshot import ArrayData, FillValue, ZarrArrayMetadata
@@ -54,11 +56,21 @@ def build_history(storage: Storage, root: str, *, commits: int = 12, seed: int =
             changes.delete_chunk("/data/line", (rng.randrange(48),))
         result = commit(storage, root, changes, message=f"batch {k}")
         if k == commits // 2:
-            refs.create_tag(storage, root, "middle", result.snapshot_id)
+            create_tag(storage, root, "middle", result.snapshot_id)
             refs.create_next_branch_file(storage, root, "side", result.snapshot_id, None)
     for k in range(2):
         changes = ChangeSet().set_chunk("/data/line", (k,), bytes([k]) * 3)
         commit(storage, root, changes, message=f"side {k}", branch="side")
+
+
+def create_tag(storage: Storage, root: str, name: str, snapshot_id: str) -> refs.Tag:
+    """Create the immutable tag ``name``; :class:`~lakeops.errors.AlreadyExists` if it exists."""
+    path = refs.tag_path(root, name)
+    try:
+        storage.put_if_absent(path, refs.render_ref(snapshot_id))
+    except AlreadyExists:
+        raise AlreadyExists(f"{path}: tag {name!r} already exists in {root}; tags are immutable") from None
+    return refs.Tag(name, snapshot_id, path)
 
 
 def storage_options(root: str, request: pytest.FixtureRequest) -> StorageOptions:

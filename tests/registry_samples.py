@@ -19,3 +19,28 @@ tables:
     identifier: shop.orders
     format: iceberg
 """
+
+#: Registries every reader refuses (Dagster's loader and ``lakeops plan-maintenance``), each with what the
+#: message names (issue 34: plan-maintenance planned them, exit 0, every action of a duplicate table twice).
+REFUSED = {
+    "budget window": (
+        'maintenance_budget: {window: "61 25 * * *", core_minutes: 120}\ntables:\n  - {name: events, location: /t}\n',
+        "maintenance_budget.window: '61 25 * * *' is not a cron expression",
+    ),
+    "schedule": (
+        "tables:\n  - {name: events, location: /t, schedules: {nightly: '61 25 * * *'}}\n",
+        "table 'events': schedules.nightly: '61 25 * * *' is not a cron expression",
+    ),
+    "duplicate name": (
+        "tables:\n  - {name: events, location: /t}\n  - {name: events, location: /u}\n",
+        "tables: events registered more than once",
+    ),
+    "name with a newline": (
+        'tables:\n  - {name: "events\\n", location: /t}\n',
+        "name: 'events\\n' must be letters, digits and underscores",
+    ),
+    "unknown policy key": (
+        "tables:\n  - {name: events, location: /t, compaction: {target_size: 1GB}}\n",
+        "table 'events': unknown key compaction.target_size",
+    ),
+}

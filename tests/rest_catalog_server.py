@@ -8,10 +8,16 @@ operation must exist, its query parameters be declared, its JSON bodies match th
 that does not is answered 400; every violation is recorded in :attr:`RestCatalogServer.violations`,
 which the fixture requires to be empty, so the server cannot drift from the specification.
 
-Faults for the tests: :attr:`RestCatalogServer.lose_commit_answers` commits the next commits and then
-answers 503 (``"503"``) or drops the connection (``"drop"``), or answers 503 without committing
-(``"503-unapplied"``). :attr:`RestCatalogServer.answers` records every ``(method, path, status)``,
-:attr:`RestCatalogServer.commits` the update actions of every commit request.
+Faults for the tests, the answers real servers and gateways give: :attr:`RestCatalogServer.commit_faults`
+takes one fault per commit request, in order. The commit is applied and then answered 503 (``"503"``),
+with a dropped connection (``"drop"``), with 409 (``"409"``: a gateway that re-sent a request which had
+already been applied, so the requirement no longer holds), or with 200 naming the metadata the table
+had before it (``"stale-200"``); or it is answered 503 without being applied (``"503-unapplied"``); or
+its ``remove-snapshots`` updates are dropped, the rest applied and answered 200 with the metadata
+really written (``"drop-removals"``). :attr:`RestCatalogServer.echo_token` refuses every load
+(``"load"``) or commit (``"commit"``) with a 403 whose message quotes the request's ``Authorization``
+header, as a careless gateway does. :attr:`RestCatalogServer.answers` records every
+``(method, path, status)``, :attr:`RestCatalogServer.commits` the update actions of every commit request.
 
 Vended credentials: :attr:`RestCatalogServer.vend` gives the S3 settings (``s3.access-key-id``, ...)
 to vend with a table, by its identifier, to every load or create that asks for them
@@ -140,7 +146,22 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-class RestCatalogServer:
+class LocalServer:
+    """A WSGI ``app`` served by threads on 127.0.0.1 at a free port, until :meth:`close`; ``url`` is its
+    base URI."""
+
+    def __init__(self, app: Any) -> None:
+        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_Quiet)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+
+class RestCatalogServer(LocalServer):
     """The server; ``url`` is its base URI, ``token`` the bearer token it issues and requires."""
 
     def __init__(
@@ -158,19 +179,13 @@ class RestCatalogServer:
         self.violations: list[str] = []
         self.answers: list[tuple[str, str, int]] = []
         self.commits: list[list[str]] = []
-        self.lose_commit_answers: list[str] = []
+        self.commit_faults: list[str] = []
         self.before_commit: Callable[[], None] | None = None
+        self.echo_token: str | None = None
         self.vend: Callable[[str], dict[str, str] | None] | None = None
         self.vend_in_config = False
         self.delegations: list[str | None] = []
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._thread.join()
+        super().__init__(self._app)
 
     # --- WSGI ---------------------------------------------------------------------------------
 
@@ -205,6 +220,9 @@ class RestCatalogServer:
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return 401, _error(401, "NotAuthorizedException", "a valid bearer token is required")
         names = [unquote(p) for p in request.path.split("/")]
+        if (self.echo_token, operation) in (("load", "loadTable"), ("commit", "updateTable")):
+            authorization = request.headers["Authorization"]
+            return 403, _error(403, "ForbiddenException", f"{authorization!r} may not {self.echo_token} {names[6]}")
         match operation:
             case "getConfig":
                 return 200, {"defaults": {}, "overrides": {"prefix": PREFIX}}
@@ -279,11 +297,13 @@ class RestCatalogServer:
         if self.before_commit is not None:
             hook, self.before_commit = self.before_commit, None
             hook()
-        commit = CommitTableRequest.model_validate(payload)
         self.commits.append([u["action"] for u in payload["updates"]])
-        if self.lose_commit_answers[:1] == ["503-unapplied"]:
-            self.lose_commit_answers.pop(0)
+        fault = self.commit_faults.pop(0) if self.commit_faults else None
+        if fault == "503-unapplied":
             return 503, _error(503, "SlowDownException", "the commit was not applied")
+        if fault == "drop-removals":
+            payload = {**payload, "updates": [u for u in payload["updates"] if u["action"] != "remove-snapshots"]}
+        commit = CommitTableRequest.model_validate(payload)
         try:
             table = self.catalog.load_table(self._identifier(namespace, name))
         except NoSuchTableError as exc:
@@ -292,11 +312,15 @@ class RestCatalogServer:
             response = self.catalog.commit_table(table, commit.requirements, commit.updates)
         except CommitFailedException as exc:
             return 409, _error(409, "CommitFailedException", str(exc))
-        if self.lose_commit_answers:
-            lost = self.lose_commit_answers.pop(0)
-            if lost == "drop":
+        match fault:
+            case "drop":
                 return 0, None
-            return 503, _error(503, "SlowDownException", "the answer was lost (the commit landed)")
+            case "503":
+                return 503, _error(503, "SlowDownException", "the answer was lost (the commit landed)")
+            case "409":
+                return 409, _error(409, "CommitFailedException", "Requirement failed: branch main has changed")
+            case "stale-200":
+                return 200, _load_result(table.metadata_location, table.metadata)
         return 200, _load_result(response.metadata_location, response.metadata)
 
 

@@ -32,14 +32,15 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops.icechunk.repository import Repository
 
-pytestmark = pytest.mark.orchestration
+pytestmark = [pytest.mark.orchestration, pytest.mark.long]  # long: CI runs it as its own stage (make test-long)
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 #: Commands of README.md that this test does not run, with the reason.
 EXCLUDED: dict[str, str] = {
-    "make test": "the suite this test is part of (.ci/run runs it)",
+    "make test": "the quick suite (.ci/run runs it)",
+    "make test-long": "the suite this test is part of (.ci/run runs it after make test)",
     "make test-integration": "starts a Spark cluster, PostgreSQL and S3; .ci/run runs it after make test",
     "make test-reliability": "the fuzzing suite with a large budget; make test runs it with a small one",
     "make test-all": "every test, this one included",

@@ -21,9 +21,9 @@ DEFAULT = SparkSettings()
 FORMAT_CODE = (
     "lakeops.changefeed.cdf_export",
     "lakeops.delta.maintenance.compaction",
-    "lakeops.delta.maintenance.vacuum",
+    "lakeops.delta.maintenance.orphans",
     "lakeops.iceberg.maintenance.compaction",
-    "lakeops.iceberg.maintenance.expire",
+    "lakeops.iceberg.maintenance.expiry",
     "lakeops.iceberg.sql_catalog",
     "lakeops.iceberg.table",
     "lakeops.ops.icechunk.orphans",

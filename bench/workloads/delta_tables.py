@@ -10,6 +10,7 @@ from deltalake import DeltaTable, write_deltalake
 from bench.settings import DELTA_PARQUET
 from bench.workloads.model import Workload, tree_bytes
 from bench.workloads.rows import event_rows
+from lakeops.delta.properties import ENABLE_CHANGE_DATA_FEED
 
 
 def small_files(root: Path, *, files: int, rows_per_file: int, days: int) -> Workload:
@@ -36,7 +37,7 @@ def change_feed(root: Path, *, rows: int, commits: int = 10) -> Workload:
     """A CDF-enabled table whose versions 1.. hold ``rows`` changed rows: ``commits`` appends, then an
     update and a delete each touching a tenth of the appended rows (cdc files, pre/post images)."""
     base = event_rows(0, 1000, day=0, seed=0)
-    write_deltalake(str(root), base, mode="error", configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(str(root), base, mode="error", configuration={ENABLE_CHANGE_DATA_FEED: "true"})
     per_commit = max(1, rows // commits)
     for k in range(commits):
         write_deltalake(str(root), event_rows(1000 + k * per_commit, per_commit, day=k % 7, seed=k), mode="append")

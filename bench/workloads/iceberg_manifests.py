@@ -47,7 +47,9 @@ SCHEMA_JSON = {
 SPEC_JSON = {"spec-id": 0, "fields": [{"source-id": 2, "field-id": 1000, "name": "day", "transform": "identity"}]}
 
 
-def _write_manifest(path: Path, location: str, index: int, entries: int, entry_schema: dict, kv: dict) -> None:
+def _write_manifest(
+    path: Path, location: str, index: int, entries: int, entry_schema: fastavro.types.Schema, kv: dict[str, str]
+) -> None:
     """Manifest ``index``: ``entries`` ADDED data files of day ``index``, streamed to ``path``."""
 
     def records():

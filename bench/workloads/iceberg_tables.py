@@ -25,6 +25,11 @@ from bench.workloads.model import Workload, tree_bytes
 from bench.workloads.rows import event_rows
 from lakeops.iceberg.commit import commit_change
 from lakeops.iceberg.data_writer import write_parquet
+from lakeops.iceberg.properties import (
+    METADATA_DELETE_AFTER_COMMIT_ENABLED,
+    METADATA_PREVIOUS_VERSIONS_MAX,
+    WRITE_TARGET_FILE_SIZE_BYTES,
+)
 from lakeops.iceberg.snapshot_update import ReplaceFiles
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import StorageOptions
@@ -68,7 +73,7 @@ def small_files(root: Path, *, files: int, rows_per_file: int, days: int) -> Wor
     # PyIceberg bins record batches up to the target size: one batch of rows_per_file rows per file.
     target = max(1, sample.nbytes - 1)
     table = catalog.create_table(
-        identifier, SCHEMA, partition_spec=BY_DAY, properties={"write.target-file-size-bytes": str(target)}
+        identifier, SCHEMA, partition_spec=BY_DAY, properties={WRITE_TARGET_FILE_SIZE_BYTES: str(target)}
     )
     parts = [
         event_rows((d * per_day + k) * rows_per_file, rows_per_file, day=d, seed=d * per_day + k)
@@ -85,7 +90,7 @@ def many_snapshots(root: Path, *, snapshots: int) -> Workload:
     PyIceberg commits, keeping the last ten, as a table tuned for frequent commits does."""
     catalog, uri = _catalog(root)
     identifier = f"{NAMESPACE}.ingest"
-    properties = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "10"}
+    properties = {METADATA_DELETE_AFTER_COMMIT_ENABLED: "true", METADATA_PREVIOUS_VERSIONS_MAX: "10"}
     table = catalog.create_table(identifier, SCHEMA, properties=properties)
     table.append(event_rows(0, 10, day=0, seed=0))
     ref = TableRef(catalog_uri=uri, identifier=identifier)

@@ -205,14 +205,17 @@ def _output_state(target: TargetTable, end: DeltaSnapshot, requested_from: int) 
     )
 
 
-def plan_export(location: str, options: ExportOptions, storage_options: StorageOptions) -> ExportPlan:
+def plan_export(
+    location: str, options: ExportOptions, storage_options: StorageOptions, *, latest: DeltaSnapshot | None = None
+) -> ExportPlan:
     """Plan the extraction: which source versions are still missing from the output, which files hold
-    their changes (all present, or :class:`~lakeops.errors.VersionNotFound`), and how they are batched."""
+    their changes (all present, or :class:`~lakeops.errors.VersionNotFound`), and how they are batched.
+    ``latest``: the source's latest snapshot, when the caller has read it (not read again)."""
     source_root = normalize(location)
     target = open_output(source_root, options.output, storage_options)
     output_root = target.root
     storage = open_storage(source_root, storage_options)
-    end = load_feed_end(storage, source_root, options.to_version)
+    end = load_feed_end(storage, source_root, options.to_version, latest=latest)
     if end.version < options.from_version:
         raise InvalidArgument(
             f"{source_root}: the range {options.from_version}..{end.version} is empty (it ends before it starts)"

@@ -43,9 +43,10 @@ from lakeops.delta.writer import (
 )
 from lakeops.errors import InvalidArgument
 from lakeops.plan import CommitOutcome
+from lakeops.quarantine import AUDIT_DIR
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.local import is_abandoned_temp
-from lakeops.storage.uri import is_within, normalize, relative_to
+from lakeops.storage.uri import is_within, join, normalize, relative_to
 
 __all__ = [
     "DEFAULT_UNIT_BYTES",
@@ -148,11 +149,13 @@ def _abandoned(relative: str) -> bool:
 
 def require_empty_or_abandoned(storage: Storage, output_root: str) -> None:
     """Refuse a new output location holding anything but what a first export killed before its commit
-    leaves behind: a rerun must be able to create the table there (the leftovers stay unreferenced
-    and VACUUM removes them once past the age floor), yet no other data is ever written over."""
+    leaves behind, or the audit records of runs that failed before it (:mod:`lakeops.audit` records a
+    cdc run under its output): a rerun must be able to create the table there (the leftovers stay
+    unreferenced and VACUUM removes them once past the age floor), yet no other data is ever written over."""
+    audit = join(output_root, AUDIT_DIR)
     for info in storage.list(output_root):
         relative = relative_to(output_root, info.path)
-        if not _abandoned(relative):
+        if not _abandoned(relative) and not is_within(audit, info.path):
             raise InvalidArgument(
                 f"{output_root}: holds files but no Delta table ({relative}); choose an empty or new --output location"
             )

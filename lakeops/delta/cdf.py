@@ -302,15 +302,21 @@ def _read_commits(storage: Storage, listing: LogListing, versions: range) -> lis
     return [parse_commit(raw, v, info.path) for v, info, raw in zip(versions, infos, raws, strict=True)]
 
 
-def load_feed_end(storage: Storage, table_root: str, to_version: int | None = None) -> DeltaSnapshot:
+def load_feed_end(
+    storage: Storage, table_root: str, to_version: int | None = None, *, latest: DeltaSnapshot | None = None
+) -> DeltaSnapshot:
     """The table at the last version of a change range (default: the latest), whose schema the feed
-    is read in. Raises :class:`VersionNotFound` for a version past the latest."""
+    is read in; ``latest``, the latest snapshot when the caller has read it already, is that end when
+    the range ends there. Raises :class:`VersionNotFound` for a version past the latest."""
     table_root = normalize(table_root)
-    listing = list_log(storage, table_root)
-    latest = listing.latest_version
-    if to_version is not None and latest is not None and to_version > latest:
-        raise VersionNotFound(f"{table_root}: version {to_version} does not exist (latest is {latest})")
-    end = load_snapshot(storage, table_root, version=to_version, listing=listing)
+    listing = latest.listing if latest is not None else list_log(storage, table_root)
+    newest = listing.latest_version
+    if to_version is not None and newest is not None and to_version > newest:
+        raise VersionNotFound(f"{table_root}: version {to_version} does not exist (latest is {newest})")
+    if latest is not None and to_version in (None, latest.version):
+        end = latest
+    else:
+        end = load_snapshot(storage, table_root, version=to_version, listing=listing)
     check_readable(end.protocol, table_root, "cdc")
     return end
 

@@ -328,7 +328,7 @@ def _column_values(name: str, kind: str | None, array: pa.Array) -> list[Any]:
     """One field of every row as the model holds it (None where absent)."""
     if kind == "map":
         return map_values(array)
-    values = array.to_pylist()
+    values: list[Any] = array.to_pylist()
     if kind == "struct":  # deletionVector: rare, and its own fields are validated by its model
         return [None if v is None else DeletionVectorDescriptor.model_validate(_maps_to_dicts(v)) for v in values]
     if kind is None:  # an undeclared field: kept as the validating path keeps it

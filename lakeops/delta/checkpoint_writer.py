@@ -50,6 +50,7 @@ from lakeops.delta.actions import (
     Txn,
 )
 from lakeops.delta.partitions import parse_partition_value, partition_arrow_type
+from lakeops.delta.properties import CHECKPOINT_WRITE_STATS_AS_JSON, CHECKPOINT_WRITE_STATS_AS_STRUCT
 from lakeops.delta.schema import (
     DecimalType,
     PrimitiveType,
@@ -75,9 +76,6 @@ __all__ = [
 ]
 
 CheckpointAction = Protocol | Metadata | Txn | Add | Remove | DomainMetadata | CheckpointMetadata
-
-WRITE_STATS_AS_JSON_KEY = "delta.checkpoint.writeStatsAsJson"
-WRITE_STATS_AS_STRUCT_KEY = "delta.checkpoint.writeStatsAsStruct"
 
 
 def _map(*, values_nullable: bool = True) -> pa.DataType:
@@ -153,12 +151,12 @@ def _flag(metadata: Metadata, key: str, default: bool) -> bool:
 
 def writes_stats_as_json(metadata: Metadata) -> bool:
     """``delta.checkpoint.writeStatsAsJson`` (default true)."""
-    return _flag(metadata, WRITE_STATS_AS_JSON_KEY, True)
+    return _flag(metadata, CHECKPOINT_WRITE_STATS_AS_JSON, True)
 
 
 def writes_stats_as_struct(metadata: Metadata) -> bool:
     """``delta.checkpoint.writeStatsAsStruct`` (default false)."""
-    return _flag(metadata, WRITE_STATS_AS_STRUCT_KEY, False)
+    return _flag(metadata, CHECKPOINT_WRITE_STATS_AS_STRUCT, False)
 
 
 # --------------------------------------------------------------------------------------------

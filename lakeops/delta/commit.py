@@ -7,9 +7,11 @@ pending commit decide against each whether it still applies on top (rebase) and 
 free version straight away, so what it validated against is never older than one round trip. A
 :class:`PendingCommit` may also narrow itself on a winner: compaction drops the groups a winning
 version touched and commits the rest. When nothing of it still applies, :class:`CommitConflict`.
-Retries are bounded by attempts and, optionally, total time. When the store's answer is lost, the
-version is re-read to find out whether our attempt landed (the commit carries a ``txnId``); if that
-cannot be decided, :class:`CommitStateUnknown` tells the caller to delete nothing. Once our version
+Retries are bounded by attempts and, optionally, total time. No answer decides the outcome
+(:mod:`lakeops.commit_outcome`): after a refusal or a lost answer the version is read back, and our
+attempt landed if it carries our ``txnId`` (an S3 client that re-sent a put which had landed is refused
+with 412); while the version is still free the same commit is sent again, and when that cannot go on,
+:class:`CommitStateUnknown` tells the caller to delete nothing. Once our version
 has landed, its version checksum file ``n.crc`` is written from the replay of that version
 (:mod:`lakeops.delta.version_checksum`); a failure there is a warning of the result, never an error.
 """
@@ -21,19 +23,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from lakeops import __version__
+from lakeops.commit_outcome import Answer, Landmarks, created_file, settle
 from lakeops.delta.actions import ActionModel, Add, CommitInfo, DomainMetadata, Remove, action_to_line
 from lakeops.delta.commit_file import CommitActions, parse_commit
-from lakeops.delta.commit_time import ict_enabled
+from lakeops.delta.commit_time import ict_enabled, next_in_commit_timestamp
 from lakeops.delta.features import check_writable
 from lakeops.delta.log_segment import LOG_DIR, commit_file_name
 from lakeops.delta.version_checksum import write_version_checksum
 from lakeops.errors import (
     AlreadyExists,
     CommitConflict,
-    CommitStateUnknown,
+    CommitPending,
     LakeopsError,
     NotFound,
     UnsupportedFeature,
@@ -126,14 +130,9 @@ def _txn_id(commit: CommitActions) -> object:
     return (commit.commit_info.model_extra or {}).get("txnId") if commit.commit_info else None
 
 
-def _is_ours(storage: Storage, path: str, txn_id: str) -> bool | None:
-    """Whether the commit at ``path`` is the one we sent (True/False), or None if it cannot be read."""
-    try:
-        return _txn_id(parse_commit(storage.read(path), -1, path)) == txn_id
-    except NotFound:
-        return False
-    except LakeopsError:
-        return None
+def _commit_marks(storage: Storage, path: str, txn_id: str) -> Landmarks[object]:
+    """The version at ``path``, read back, is our commit if it carries our ``txnId``."""
+    return created_file(partial(storage.read, path), lambda raw: _txn_id(parse_commit(raw, -1, path)), txn_id)
 
 
 def commit(
@@ -194,11 +193,8 @@ def commit_pending(
     log_dir = join(table_root, LOG_DIR)
     version = read_version + 1
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    previous_ict = (
-        _in_commit_timestamp(storage, join(log_dir, commit_file_name(read_version)))
-        if in_commit_timestamps and read_version >= 0
-        else None
-    )
+    previous_path = join(log_dir, commit_file_name(read_version))  # whose inCommitTimestamp ours follows
+    previous_ict = _in_commit_timestamp(storage, previous_path) if in_commit_timestamps and read_version >= 0 else None
     for attempt in range(1, max_attempts + 1):
         now_ms = int(time.time() * 1000)
         provenance: dict[str, object] = {
@@ -216,27 +212,27 @@ def commit_pending(
         if tags:
             provenance["tags"] = tags
         if in_commit_timestamps:
-            provenance["inCommitTimestamp"] = max(now_ms, previous_ict + 1 if previous_ict is not None else now_ms)
+            provenance["inCommitTimestamp"] = next_in_commit_timestamp(now_ms, previous_ict, previous_path)
         info = CommitInfo.model_validate(provenance)
         path = join(log_dir, commit_file_name(version))
+        answer = Answer.ACCEPTED
+        failure: LakeopsError | None = None
         try:
             _put_commit(storage, path, pending.actions(), info)
+        except AlreadyExists as exc:
+            answer, failure = Answer.REFUSED, exc
+        except LakeopsError as exc:  # the answer was lost or the store failed
+            answer, failure = Answer.NO_VERDICT, exc
+        try:
+            settle(path, answer, _commit_marks(storage, path, txn_id), claimed=txn_id, failure=failure)
             return _landed(storage, table_root, version, attempt, txn_id)
-        except AlreadyExists:
+        except CommitPending:
+            if attempt == max_attempts:
+                raise
+            time.sleep(backoff_s * attempt)
+            continue  # nothing landed yet: send the same commit (same txnId) again; a put-if-absent lands once
+        except CommitConflict:
             pass
-        except LakeopsError as exc:
-            # The answer was lost or the store failed: find out by reading the version back.
-            ours = _is_ours(storage, path, txn_id)
-            if ours is None or (not ours and not storage.exists(path) and attempt == max_attempts):
-                raise CommitStateUnknown(
-                    f"{table_root}: writing {path} failed ({exc}) and whether it landed cannot be established; "
-                    "nothing may be deleted until the log is checked"
-                ) from exc
-            if ours:
-                return _landed(storage, table_root, version, attempt, txn_id)
-            if not storage.exists(path):
-                time.sleep(backoff_s * attempt)
-                continue  # nothing landed yet: send the same commit (same txnId) again
         # Someone else owns this version. Wait, then rebase over every version that landed meanwhile and
         # put at the first free one at once: the next attempt is based on what was just read.
         if attempt == max_attempts or (deadline is not None and time.monotonic() >= deadline):
@@ -253,7 +249,7 @@ def commit_pending(
             _check_protocol(winner, table_root, operation, read_version)
             _check_domains(winner, pending.actions(), table_root, operation, read_version, rebased_domains)
             if winner.commit_info is not None and winner.commit_info.in_commit_timestamp is not None:
-                previous_ict = winner.commit_info.in_commit_timestamp
+                previous_ict, previous_path = winner.commit_info.in_commit_timestamp, path
             if winner.metadata is not None:
                 in_commit_timestamps = ict_enabled(winner.metadata)
             reason = pending.rebase(winner)

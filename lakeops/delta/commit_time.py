@@ -17,30 +17,44 @@ import bisect
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from lakeops.delta.actions import Metadata, Protocol
+from lakeops.delta.actions import BOUNDS, Metadata, Protocol
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.features import enabled_features
 from lakeops.delta.log_segment import LogListing, commit_timestamps, no_version_at, read_log_file
+from lakeops.delta.properties import ENABLE_IN_COMMIT_TIMESTAMPS, IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION
 from lakeops.errors import ProtocolError
 from lakeops.storage import Storage
 from lakeops.units import epoch_ms
 
-__all__ = ["CommitClock", "ict_enabled", "ict_enablement_version"]
-
-ENABLE_PROPERTY = "delta.enableInCommitTimestamps"
-ENABLEMENT_VERSION_PROPERTY = "delta.inCommitTimestampEnablementVersion"
+__all__ = ["CommitClock", "ict_enabled", "ict_enablement_version", "next_in_commit_timestamp"]
 
 
 def ict_enabled(metadata: Metadata) -> bool:
     """``delta.enableInCommitTimestamps`` is true."""
-    return metadata.configuration.get(ENABLE_PROPERTY, "false").lower() == "true"
+    return metadata.configuration.get(ENABLE_IN_COMMIT_TIMESTAMPS, "false").lower() == "true"
 
 
 def ict_enablement_version(protocol: Protocol, metadata: Metadata) -> int | None:
     """The first version dated by its in-commit timestamp, or None when the table does not use them."""
     if "inCommitTimestamp" not in enabled_features(protocol) or not ict_enabled(metadata):
         return None
-    return int(metadata.configuration.get(ENABLEMENT_VERSION_PROPERTY, "0"))
+    return int(metadata.configuration.get(IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION, "0"))
+
+
+def next_in_commit_timestamp(now_ms: int, previous: int | None, previous_path: str) -> int:
+    """A new commit's ``inCommitTimestamp``: the later of now and one past the previous commit's
+    (``previous``, read from ``previous_path``; None: it has none), per "Writer Requirements for In-Commit
+    Timestamps" (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#writer-requirements-for-in-commit-timestamps).
+    The field is a ``long``: after the largest one no commit can follow, which is refused naming the file."""
+    if previous is None:
+        return now_ms
+    largest = BOUNDS["long"][1]
+    if previous >= largest:
+        raise ProtocolError(
+            f"{previous_path}: commitInfo.inCommitTimestamp is {previous}, the largest long: no later commit "
+            "can carry one past it, as the table's in-commit timestamps require"
+        )
+    return max(now_ms, previous + 1)
 
 
 @dataclass

@@ -22,7 +22,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from urllib.parse import unquote
 from uuid import UUID, uuid4
 
 import numpy as np
@@ -33,7 +32,7 @@ from lakeops.delta.actions import DeletionVectorDescriptor
 from lakeops.errors import AlreadyExists, CorruptFile, InvalidArgument, NotFound
 from lakeops.roaring import MAGIC_PORTABLE, check_positions, decode_portable, encode_portable, is_portable, positions
 from lakeops.storage.base import Storage
-from lakeops.storage.uri import join, normalize
+from lakeops.storage.uri import join, normalize, unquote_utf8
 
 __all__ = [
     "DV_FILE_FORMAT_VERSION",
@@ -217,7 +216,9 @@ def dv_absolute_path(descriptor: DeletionVectorDescriptor, table_root: str) -> s
         return join(table_root, prefix, dv_file_name(value))  # join skips an empty prefix
     if descriptor.storage_type == "p":
         # file: URIs are percent-decoded by normalize itself; decoding twice would corrupt "%25".
-        return normalize(text if text[:5].lower() == "file:" else unquote(text))
+        if text[:5].lower() == "file:":
+            return normalize(text)
+        return normalize(unquote_utf8(text, f"{table_root}: deletion vector {descriptor.unique_id}: path {text!r}"))
     raise InvalidArgument(f"deletion vector {descriptor.unique_id}: inline ('i') deletion vectors have no file")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from lakeops.delta.actions import Metadata, Protocol
+from lakeops.delta.actions import Protocol
 from lakeops.errors import UnsupportedFeature
 
 MAX_READER_VERSION = 3
@@ -64,7 +64,7 @@ FEATURES: dict[str, FeatureSupport] = {
     "typeWidening-preview": FeatureSupport(reader=True, writer=True),
     # https://github.com/delta-io/delta/blob/master/PROTOCOL.md#vacuum-protocol-check: VACUUM checks the
     # writer protocol as well as the reader's, which lakeops's vacuum does for every table
-    # (lakeops.delta.maintenance.vacuum).
+    # (lakeops.delta.maintenance.orphans).
     "vacuumProtocolCheck": FeatureSupport(reader=True, writer=True),
     # V2 checkpoints (UUID-named, sidecars) are read, written by ``checkpoint`` (never a classic or
     # multi-part one on such a table) and cleaned up with their sidecars by ``expire``.
@@ -194,17 +194,3 @@ def enabled_features(protocol: Protocol) -> set[str]:
     elif protocol.min_reader_version == 2:
         features.add("columnMapping")
     return features
-
-
-def is_append_only(protocol: Protocol, metadata: Metadata) -> bool:
-    """``delta.appendOnly=true`` on a protocol that supports the feature ("Append-only Tables")."""
-    return "appendOnly" in enabled_features(protocol) and (
-        metadata.configuration.get("delta.appendOnly", "false").lower() == "true"
-    )
-
-
-def column_mapping_active(protocol: Protocol, metadata: Metadata) -> str:
-    """The column mapping mode the reader must honour: ``none``, ``name`` or ``id``."""
-    if "columnMapping" not in enabled_features(protocol):
-        return "none"
-    return metadata.configuration.get("delta.columnMapping.mode", "none")

@@ -7,7 +7,9 @@ already held as Arrow (:class:`~lakeops.delta.live_files.LiveFiles`), whose plai
 (nothing to decode or collapse) are the location's rest after the root as written. Those stay the
 Arrow column they are and are matched against each chunk of listed locations with ``is_in``; every
 other location (commit adds held as objects, deletion-vector files, tombstones, paths that need
-decoding) is resolved into a set as before.
+decoding) is resolved into a set as before. A listed name that is not UTF-8 is looked up in the set
+only (:func:`lakeops.arrays.lookup_array`): no Arrow column holds it, so it is kept or not exactly as
+when the table has no checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeops.arrays import string_array
+from lakeops.arrays import lookup_array
 from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.storage.uri import resolve
 
@@ -54,7 +56,7 @@ class LivePaths:
         prefix = self._prefix
         rest = [loc[len(prefix) :] for loc in locations if loc.startswith(prefix) and loc not in found]
         if rest and self._columns:
-            wanted = string_array(rest)
+            wanted = lookup_array(rest)  # a name that is not UTF-8: a null, in no column
             for paths in self._columns:
                 hits = paths.filter(pc.is_in(paths, value_set=wanted.cast(paths.type)))
                 found.update(prefix + path for path in hits.to_pylist())

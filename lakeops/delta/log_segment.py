@@ -23,7 +23,6 @@ from lakeops.delta.last_checkpoint import LastCheckpoint, parse_last_checkpoint
 from lakeops.errors import CorruptFile, NotATable, NotFound, VersionNotFound
 from lakeops.storage import FileInfo, Storage
 from lakeops.storage.uri import join
-from lakeops.units import epoch_ms
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -235,16 +234,6 @@ def no_version_at(table_root: str, when: datetime) -> VersionNotFound:
         f"{table_root}: no version was committed at or before {when.isoformat()} "
         "(the timestamp is before the earliest retained commit)"
     )
-
-
-def version_at_timestamp(listing: LogListing, table_root: str, when: datetime) -> int:
-    """The latest version committed at or before ``when`` (time travel by timestamp), commits dated by
-    their files (:class:`lakeops.delta.commit_time.CommitClock` also knows in-commit timestamps)."""
-    cutoff_ms = epoch_ms(when)
-    candidates = [v for v, ts in commit_timestamps(listing) if ts <= cutoff_ms]
-    if not candidates:
-        raise no_version_at(table_root, when)
-    return max(candidates)
 
 
 def read_log_file(storage: Storage, info: FileInfo) -> bytes:

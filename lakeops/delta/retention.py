@@ -18,11 +18,8 @@ from lakeops.units import format_duration, parse_delta_interval
 if TYPE_CHECKING:
     from lakeops.delta.snapshot import DeltaSnapshot
 
-LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
 DEFAULT_LOG_RETENTION = "interval 30 days"
-DELETED_FILE_RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
-SET_TRANSACTION_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 
 
 def table_retention(metadata: Metadata, table: str, property_name: str, default: str) -> timedelta:

@@ -31,11 +31,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeops.delta.actions import Metadata, Protocol
+from lakeops.delta.properties import COLUMN_MAPPING_MODE
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 
 __all__ = [
     "COLUMN_ID_KEY",
-    "COLUMN_MAPPING_MODE_KEY",
+    "COLUMN_MAPPING_MODE",
     "PHYSICAL_NAME_KEY",
     "ArrayType",
     "ColumnMappingMode",
@@ -66,7 +67,6 @@ __all__ = [
     "type_to_json",
 ]
 
-COLUMN_MAPPING_MODE_KEY = "delta.columnMapping.mode"
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 COLUMN_ID_KEY = "delta.columnMapping.id"
 _PARQUET_FIELD_ID = b"PARQUET:field_id"
@@ -492,14 +492,14 @@ def column_mapping_mode(metadata: Metadata | Mapping[str, str], protocol: Protoc
     configuration = metadata.configuration if isinstance(metadata, Metadata) else metadata
     if protocol is not None and not _supports_column_mapping(protocol):
         return "none"
-    mode = (configuration.get(COLUMN_MAPPING_MODE_KEY) or "none").strip().lower()
+    mode = (configuration.get(COLUMN_MAPPING_MODE) or "none").strip().lower()
     if mode == "none":
         return "none"
     if mode == "name":
         return "name"
     if mode == "id":
         return "id"
-    raise ProtocolError(f"table property {COLUMN_MAPPING_MODE_KEY}={mode!r}: expected none, name or id")
+    raise ProtocolError(f"table property {COLUMN_MAPPING_MODE}={mode!r}: expected none, name or id")
 
 
 def physical_name(f: StructField, mode: ColumnMappingMode) -> str:

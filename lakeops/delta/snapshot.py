@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from lakeops.delta.actions import Add, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
+from lakeops.delta.actions import BOUNDS, Add, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import read_checkpoint_file
 from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit_columns import parse_commit_columnar
 from lakeops.delta.commit_file import CommitActions
-from lakeops.delta.commit_time import CommitClock, ict_enablement_version
+from lakeops.delta.commit_time import CommitClock, ict_enablement_version, next_in_commit_timestamp
 from lakeops.delta.features import check_readable
 from lakeops.delta.live_files import ColumnReplay, FileKey, LiveFiles
 from lakeops.delta.log_compaction import read_replay_file
@@ -71,6 +71,19 @@ class DeltaSnapshot:
     def clock(self, storage: Storage) -> CommitClock:
         """Commit times of the listed versions, by this version's in-commit timestamp settings."""
         return CommitClock(storage, self.listing, ict_enablement_version(self.protocol, self.metadata))
+
+    def require_next_commit(self) -> None:
+        """Refuse, before a writer produces any file, a table no commit can follow: its version is the
+        largest long (the next would be no version, "Delta Log Entries"), or its in-commit timestamp is
+        (:func:`~lakeops.delta.commit_time.next_in_commit_timestamp`); the commit checks the timestamp
+        again against versions that land meanwhile."""
+        if self.version >= BOUNDS["long"][1]:
+            raise ProtocolError(
+                f"{self.table_root}: version {self.version} is the largest long: no later version can be committed"
+            )
+        info = self.listing.commits.get(self.version)
+        if info is not None and ict_enablement_version(self.protocol, self.metadata) is not None:
+            next_in_commit_timestamp(self.timestamp_ms, self.timestamp_ms, info.path)
 
     @property
     def commits_since_checkpoint(self) -> int:

@@ -44,6 +44,7 @@ from typing import Any, Literal
 import pyarrow.parquet as pq
 
 from lakeops.delta.actions import Metadata
+from lakeops.delta.properties import DATA_SKIPPING_NUM_INDEXED_COLS, DATA_SKIPPING_STATS_COLUMNS
 from lakeops.delta.schema import (
     ArrayType,
     ColumnMappingMode,
@@ -63,8 +64,8 @@ from lakeops.parquet.statistics import ColumnStatistics, FileStatistics, StatVal
 __all__ = [
     "BOUNDED_TYPES",
     "DEFAULT_NUM_INDEXED_COLS",
-    "NUM_INDEXED_COLS_KEY",
-    "STATS_COLUMNS_KEY",
+    "DATA_SKIPPING_NUM_INDEXED_COLS",
+    "DATA_SKIPPING_STATS_COLUMNS",
     "STRING_PREFIX_LENGTH",
     "DataSkippingConfig",
     "delta_stats",
@@ -75,8 +76,6 @@ __all__ = [
     "truncate_min_string",
 ]
 
-NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
-STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
 DEFAULT_NUM_INDEXED_COLS = 32
 #: Delta Spark's ``spark.databricks.io.skipping.stringPrefixLength`` default.
 STRING_PREFIX_LENGTH = 32
@@ -123,7 +122,7 @@ def parse_column_list(text: str) -> tuple[tuple[str, ...], ...]:
             buf: list[str] = []
             while True:
                 if end >= len(text):
-                    raise ProtocolError(f"table property {STATS_COLUMNS_KEY}={text!r}: unclosed backtick")
+                    raise ProtocolError(f"table property {DATA_SKIPPING_STATS_COLUMNS}={text!r}: unclosed backtick")
                 if text[end] == "`":
                     if end + 1 < len(text) and text[end + 1] == "`":
                         buf.append("`")
@@ -154,7 +153,7 @@ def parse_column_list(text: str) -> tuple[tuple[str, ...], ...]:
 def _finish_part(current: list[str], quoted: bool, text: str) -> str:
     part = "".join(current) if quoted else "".join(current).strip()
     if not part and not quoted:
-        raise ProtocolError(f"table property {STATS_COLUMNS_KEY}={text!r}: empty column name")
+        raise ProtocolError(f"table property {DATA_SKIPPING_STATS_COLUMNS}={text!r}: empty column name")
     return part
 
 
@@ -171,7 +170,7 @@ class DataSkippingConfig:
         """Read ``delta.dataSkippingNumIndexedCols`` and ``delta.dataSkippingStatsColumns``."""
         if isinstance(configuration, Metadata):
             configuration = configuration.configuration
-        raw_num = configuration.get(NUM_INDEXED_COLS_KEY)
+        raw_num = configuration.get(DATA_SKIPPING_NUM_INDEXED_COLS)
         num = DEFAULT_NUM_INDEXED_COLS
         if raw_num is not None:
             try:
@@ -179,8 +178,10 @@ class DataSkippingConfig:
             except ValueError:
                 num = -2
             if num < -1:
-                raise ProtocolError(f"table property {NUM_INDEXED_COLS_KEY}={raw_num!r}: expected an integer >= -1")
-        raw_columns = configuration.get(STATS_COLUMNS_KEY)
+                raise ProtocolError(
+                    f"table property {DATA_SKIPPING_NUM_INDEXED_COLS}={raw_num!r}: expected an integer >= -1"
+                )
+        raw_columns = configuration.get(DATA_SKIPPING_STATS_COLUMNS)
         columns = parse_column_list(raw_columns) if raw_columns and raw_columns.strip() else None
         return cls(num_indexed_cols=num, stats_columns=columns)
 

@@ -39,7 +39,7 @@ from lakeops.delta.actions import Add, DomainMetadata, Long, Metadata, Protocol,
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.live_files import FileKey, LiveFiles
 from lakeops.delta.log_segment import LOG_DIR
-from lakeops.delta.retention import SET_TRANSACTION_RETENTION_PROPERTY
+from lakeops.delta.properties import SET_TRANSACTION_RETENTION_DURATION
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import AlreadyExists, CorruptFile, LakeopsError, NotFound
 from lakeops.storage import Storage
@@ -129,7 +129,7 @@ def _txns_expire(snapshot: DeltaSnapshot) -> bool:
     """Whether the table expires transaction identifiers (``delta.setTransactionRetentionDuration``):
     which are live then depends on the clock of whoever asks, not on the log alone, so lakeops
     neither records nor checks ``setTransactions`` there."""
-    return SET_TRANSACTION_RETENTION_PROPERTY in snapshot.metadata.configuration
+    return SET_TRANSACTION_RETENTION_DURATION in snapshot.metadata.configuration
 
 
 def version_checksum_of(snapshot: DeltaSnapshot, txn_id: str | None = None) -> VersionChecksum:

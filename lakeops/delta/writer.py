@@ -118,6 +118,7 @@ def read_target(storage: Storage, root: str) -> TargetTable:
     except NotATable:
         return TargetTable(root, None)
     check_writable(snapshot.protocol, root, "write")
+    snapshot.require_next_commit()
     return TargetTable(root, snapshot.version, snapshot.metadata, dict(snapshot.txns))
 
 
@@ -187,11 +188,6 @@ class DataFileWriter:
         self.pending_rows = self.pending_bytes = 0
         self.rows = 0
         self.nans: Counter[tuple[str, ...]] = Counter()
-
-    @property
-    def buffered_rows(self) -> int:
-        """Rows given to :meth:`write` so far (written row groups plus the buffer)."""
-        return self.rows + self.pending_rows
 
     def write(self, table: pa.Table) -> None:
         """Buffer logical rows (columns by logical name, cast and checked against the schema)."""
@@ -324,16 +320,16 @@ class _Append:
         return reason
 
 
-def _row_ids(storage: Storage, target: TargetTable) -> row_tracking.RowIdAssignment | None:
-    """Row-id numbering above the high-water mark of the version the append is based on, when the
-    existing table assigns row ids (a new table lakeops creates does not track rows)."""
+def _row_ids(storage: Storage, target: TargetTable, rows: int) -> row_tracking.RowIdAssignment | None:
+    """Row-id numbering of ``rows`` rows above the high-water mark of the version the append is based
+    on, when the existing table assigns row ids (a new table lakeops creates does not track rows)."""
     if target.version is None:
         return None
     snapshot = load_snapshot(storage, target.root, version=target.version)
     if not row_tracking.RowTracking.of(snapshot.protocol, snapshot.metadata, target.root).assigns:
         return None
     mark = row_tracking.high_water_mark(snapshot.domains, target.root)
-    return row_tracking.RowIdAssignment(target.root, mark, target.version + 1)
+    return row_tracking.RowIdAssignment(target.root, mark, target.version + 1, rows)
 
 
 def append_files(
@@ -368,7 +364,7 @@ def append_files(
         actions += [new_table_protocol(parse_schema(metadata.schema_string)), metadata]
     if txn is not None:
         actions.append(txn)
-    row_ids = _row_ids(storage, target)
+    row_ids = _row_ids(storage, target, sum(f.rows for f in files))
     pending = _Append(
         actions,
         files,

@@ -23,7 +23,7 @@ import contextlib
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lakeops.errors import (
     AlreadyExists,
@@ -31,11 +31,13 @@ from lakeops.errors import (
     CommitStateUnknown,
     InvalidArgument,
     NotATable,
-    NotFound,
     StorageError,
 )
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, normalize
+
+if TYPE_CHECKING:  # a Delta command imports this module (table addresses) but never Iceberg's metadata
+    from lakeops.iceberg.metadata import TableMetadata
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -77,12 +79,31 @@ class Catalog(Protocol):
 
     def swap(self, expected: str, new: str, payload: bytes) -> str:
         """Write ``payload`` at ``new`` and make it current if ``expected`` still is; returns the
-        location now current (``new``, or the file a catalog that writes metadata itself chose).
+        location the catalog names as current (``new``, or the file a catalog that writes metadata
+        itself chose).
 
-        Raises :class:`CommitConflict` (nothing changed; ``new`` is removed when it was written) or
-        :class:`CommitStateUnknown` (the outcome cannot be established: delete nothing).
+        Raises :class:`CommitConflict` when the catalog refused (``new`` is removed when it was
+        written and nobody else can know it) or :class:`CommitStateUnknown` when it gave no verdict.
+        Neither answer, nor a success, is the outcome: :mod:`lakeops.iceberg.commit` reads the table
+        back to decide (:mod:`lakeops.commit_outcome`).
         """
         ...
+
+    def could_land(
+        self, expected: str, base: TableMetadata, new: TableMetadata, now_location: str, now: TableMetadata
+    ) -> bool:
+        """Whether a swap from ``base`` (current at ``expected``) to ``new`` could still land on the
+        table as read back (``now``, current at ``now_location``): the catalog's condition still holds."""
+        ...
+
+
+def pointer_unmoved(
+    expected: str, base: TableMetadata, new: TableMetadata, now_location: str, now: TableMetadata
+) -> bool:
+    """:meth:`Catalog.could_land` of a catalog whose swap is conditional on the pointer alone (a file
+    created only if absent, ``UPDATE ... WHERE metadata_location = expected``, a Glue ``VersionId``):
+    once the pointer moved off ``expected``, the swap can never land."""
+    return now_location == expected
 
 
 def metadata_version(location: str) -> int | None:
@@ -139,30 +160,11 @@ class FileSystemCatalog:
             self.storage.put_if_absent(new, payload)
         except AlreadyExists as exc:
             raise CommitConflict(f"{self.table}: another writer committed {new.rsplit('/', 1)[-1]} first") from exc
-        except StorageError as exc:
-            self._resolve_lost_answer(new, payload, exc)
+        except StorageError as exc:  # the creation is the commit: the table read back decides
+            raise CommitStateUnknown(f"{self.table}: creating {new} failed ({exc})") from exc
         # The hint is advisory: readers that list find the new version even if this write fails.
         with contextlib.suppress(StorageError):
             self.storage.write(join(self.location, METADATA_DIR, VERSION_HINT), f"{metadata_version(new)}".encode())
         return new
 
-    def _resolve_lost_answer(self, new: str, payload: bytes, failure: StorageError) -> None:
-        """The create of ``new`` failed without a verdict (its answer lost, the store failing): the
-        creation is the commit, so reading ``new`` back decides. Our bytes: committed, once. Other
-        bytes: another writer's commit (a conflict). Absent or unreadable: unknown, because a
-        request still in flight may land, so the caller must delete nothing."""
-        name = new.rsplit("/", 1)[-1]
-        try:
-            found = self.storage.read(new)
-        except NotFound:
-            raise CommitStateUnknown(
-                f"{self.table}: creating {new} failed ({failure}) and it is absent; the write may still land, "
-                "so nothing may be deleted"
-            ) from failure
-        except StorageError as exc:
-            raise CommitStateUnknown(
-                f"{self.table}: creating {new} failed ({failure}) and reading it back failed ({exc}); "
-                "whether it was committed is unknown"
-            ) from failure
-        if found != payload:
-            raise CommitConflict(f"{self.table}: another writer committed {name} first") from failure
+    could_land = staticmethod(pointer_unmoved)

@@ -8,6 +8,14 @@ still hold — and re-applied to it. Retries follow the table properties ``commi
 ``commit.retry.min-wait-ms``, ``commit.retry.max-wait-ms`` and ``commit.retry.total-timeout-ms``
 (exponential backoff with jitter).
 
+The catalog's answer to a swap never decides the outcome (:mod:`lakeops.commit_outcome`): only a
+success naming metadata that holds the change does; after anything else (a 409, a 5xx, a lost answer,
+a 200 naming older metadata or metadata without the change) the table is read back. It holds the
+change when its snapshots list every snapshot the change added and none it removed, and keep none of
+the refs it dropped (a change that does neither: when the current metadata file is the one lakeops
+wrote, byte for byte). Whatever follows the commit is computed from the metadata read back: the
+files of other attempts abandoned, the metadata files trimmed off its ``metadata-log``.
+
 Outcomes are types: success returns :class:`CatalogCommit`; a change that no longer applies raises
 :class:`~lakeops.errors.CommitConflict` after removing every file its attempts wrote; an unknown
 outcome raises :class:`~lakeops.errors.CommitStateUnknown` and deletes nothing, because the
@@ -24,8 +32,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from lakeops.errors import CommitConflict, LakeopsError
+from lakeops.commit_outcome import Answer, Landmarks, settle
+from lakeops.errors import CommitConflict, CommitStateUnknown, LakeopsError
 from lakeops.iceberg.metadata import MetadataLogEntry, TableMetadata, TableOperation, serialize_metadata
+from lakeops.iceberg.properties import (
+    COMMIT_MAX_RETRY_WAIT_MS,
+    COMMIT_MIN_RETRY_WAIT_MS,
+    COMMIT_NUM_RETRIES,
+    COMMIT_TOTAL_RETRY_TIME_MS,
+    METADATA_DELETE_AFTER_COMMIT_ENABLED,
+    METADATA_PREVIOUS_VERSIONS_MAX,
+)
 from lakeops.iceberg.table import IcebergTable, read_metadata
 from lakeops.storage.uri import normalize
 
@@ -52,16 +69,17 @@ class RetryPolicy:
     def of(cls, metadata: TableMetadata) -> RetryPolicy:
         defaults = cls()
         return cls(
-            num_retries=metadata.int_property("commit.retry.num-retries", defaults.num_retries),
-            min_wait_ms=metadata.int_property("commit.retry.min-wait-ms", defaults.min_wait_ms),
-            max_wait_ms=metadata.int_property("commit.retry.max-wait-ms", defaults.max_wait_ms),
-            total_timeout_ms=metadata.int_property("commit.retry.total-timeout-ms", defaults.total_timeout_ms),
+            num_retries=metadata.int_property(COMMIT_NUM_RETRIES, defaults.num_retries),
+            min_wait_ms=metadata.int_property(COMMIT_MIN_RETRY_WAIT_MS, defaults.min_wait_ms),
+            max_wait_ms=metadata.int_property(COMMIT_MAX_RETRY_WAIT_MS, defaults.max_wait_ms),
+            total_timeout_ms=metadata.int_property(COMMIT_TOTAL_RETRY_TIME_MS, defaults.total_timeout_ms),
         )
 
     def wait_ms(self, retry: int) -> float:
         """Backoff before retry number ``retry`` (1-based): doubling from the minimum, capped, with
         up to 10% jitter so racing writers do not retry in lockstep."""
-        base = min(self.max_wait_ms, self.min_wait_ms * 2 ** (retry - 1))
+        doubling: int = 2 ** (retry - 1)
+        base = min(self.max_wait_ms, self.min_wait_ms * doubling)
         return base * (1 + random.random() / 10)
 
 
@@ -91,22 +109,19 @@ class CatalogCommit:
         return self.table.metadata
 
 
-def _with_history(base: IcebergTable, new: TableMetadata, now_ms: int) -> tuple[TableMetadata, list[str]]:
+def _with_history(base: IcebergTable, new: TableMetadata, now_ms: int) -> TableMetadata:
     """``new`` with the base metadata file added to ``metadata-log`` (trimmed to
-    ``write.metadata.previous-versions-max``) and ``last-updated-ms`` set; also the metadata files
-    trimmed from the log."""
-    keep = max(base.metadata.int_property("write.metadata.previous-versions-max", DEFAULT_PREVIOUS_VERSIONS_MAX), 1)
+    ``write.metadata.previous-versions-max``) and ``last-updated-ms`` set."""
+    keep = max(base.metadata.int_property(METADATA_PREVIOUS_VERSIONS_MAX, DEFAULT_PREVIOUS_VERSIONS_MAX), 1)
     log = [
         *new.metadata_log,
         MetadataLogEntry.model_validate(
             {"metadata-file": base.metadata_location, "timestamp-ms": base.metadata.last_updated_ms}
         ),
     ]
-    trimmed = [e.metadata_file for e in log[:-keep]]
-    updated = new.model_copy(
+    return new.model_copy(
         update={"metadata_log": tuple(log[-keep:]), "last_updated_ms": max(now_ms, base.metadata.last_updated_ms)}
     )
-    return updated, trimmed
 
 
 def commit_change(
@@ -132,13 +147,13 @@ def commit_change(
             current.metadata.check_writable(operation)
             if current.metadata_location != start.metadata_location:
                 change.validate(start, current)  # a conflict here is final: the change no longer applies
-            new, trimmed = _with_history(current, change.apply(current), int(time.time() * 1000))
+            new = _with_history(current, change.apply(current), int(time.time() * 1000))
             location = current.catalog.new_metadata_location(current.metadata.location, current.metadata_location)
         except BaseException:
             change.abandon(None)  # nothing was sent to the catalog: every file of every attempt can go
             raise
         try:
-            landed = current.catalog.swap(current.metadata_location, location, serialize_metadata(new))
+            committed = _swap(current, new, location)
         except CommitConflict:
             if attempt > policy.num_retries or time.monotonic() >= deadline:
                 change.abandon(None)
@@ -146,13 +161,76 @@ def commit_change(
             sleep(policy.wait_ms(attempt) / 1000)
             current = current.refresh()
             continue
-        if landed != location:  # the catalog wrote the metadata file itself (REST): read what it wrote
-            new = read_metadata(current.storage, landed, current.name)
-        committed = IcebergTable(current.ref, current.catalog, current.storage_options, landed, new)
-        change.abandon(new)
-        if trimmed and new.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true":
+        change.abandon(committed.metadata)
+        trimmed = _trimmed(current, committed)
+        if trimmed and committed.metadata.properties.get(METADATA_DELETE_AFTER_COMMIT_ENABLED, "").lower() == "true":
             _delete_trimmed(committed, trimmed)
         return CatalogCommit(committed, attempt)
+
+
+def _swap(current: IcebergTable, new: TableMetadata, location: str) -> IcebergTable:
+    """Ask the catalog to make ``new`` (proposed at ``location``) current over ``current``, and return
+    the table as it holds the change, read back unless the answer named metadata that holds it."""
+    payload = serialize_metadata(new)
+    answer, claimed = Answer.ACCEPTED, None
+    failure: LakeopsError | None = None
+    try:
+        named = current.catalog.swap(current.metadata_location, location, payload)
+    except CommitConflict as exc:
+        answer, failure = Answer.REFUSED, exc
+    except CommitStateUnknown as exc:
+        answer, failure = Answer.NO_VERDICT, exc
+    else:
+        claimed = _named(current, named, new if named == location else None)
+    return settle(current.name, answer, _landmarks(current, new, location, payload), claimed=claimed, failure=failure)
+
+
+def _named(current: IcebergTable, location: str, metadata: TableMetadata | None) -> IcebergTable | None:
+    """The table at the metadata file a catalog's answer named (``metadata``: its content when lakeops
+    wrote it); None when that file cannot be read, which leaves the verdict to the table read back."""
+    try:
+        metadata = metadata or read_metadata(current.storage, location, current.name)
+    except LakeopsError as exc:
+        _log.warning("%s: the metadata file the catalog named, %s, cannot be read: %s", current.name, location, exc)
+        return None
+    return IcebergTable(current.ref, current.catalog, current.storage_options, location, metadata)
+
+
+def _landmarks(current: IcebergTable, new: TableMetadata, location: str, payload: bytes) -> Landmarks[IcebergTable]:
+    """How a table read back shows that ``new``, built on ``current``, landed (module docstring), and
+    whether the swap could still land on it (the catalog's condition: :meth:`Catalog.could_land`)."""
+    base_ids = {s.snapshot_id for s in current.metadata.snapshots}
+    new_ids = {s.snapshot_id for s in new.snapshots}
+    added, removed = new_ids - base_ids, base_ids - new_ids
+    dropped_refs = set(current.metadata.refs) - set(new.refs)
+
+    def holds(table: IcebergTable) -> bool:
+        if added or removed or dropped_refs:
+            ids = {s.snapshot_id for s in table.metadata.snapshots}
+            return added <= ids and not removed & ids and not dropped_refs & set(table.metadata.refs)
+        return table.metadata_location == location and _content(table, location) == payload
+
+    def could_land(table: IcebergTable) -> bool:
+        return current.catalog.could_land(
+            current.metadata_location, current.metadata, new, table.metadata_location, table.metadata
+        )
+
+    return Landmarks(read_back=current.refresh, holds=holds, could_land=could_land)
+
+
+def _content(table: IcebergTable, location: str) -> bytes | None:
+    try:
+        return table.storage.read(normalize(location, literal=True))
+    except LakeopsError:
+        return None
+
+
+def _trimmed(base: IcebergTable, committed: IcebergTable) -> list[str]:
+    """The metadata files the base's ``metadata-log`` named (and the base itself) that the committed
+    metadata, as read back, no longer names."""
+    kept = {committed.metadata_location, *(e.metadata_file for e in committed.metadata.metadata_log)}
+    named = [*(e.metadata_file for e in base.metadata.metadata_log), base.metadata_location]
+    return [f for f in named if f not in kept]
 
 
 def _delete_trimmed(committed: IcebergTable, trimmed: list[str]) -> None:

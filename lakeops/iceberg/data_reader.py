@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError, UnsupportedFeature
 from lakeops.iceberg.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema, to_arrow_type
+from lakeops.iceberg.properties import DEFAULT_NAME_MAPPING
 from lakeops.iceberg.single_values import from_json
 from lakeops.iceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 from lakeops.storage import Storage
@@ -42,7 +43,6 @@ from lakeops.storage.uri import normalize
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
-    "NAME_MAPPING_PROPERTY",
     "MappedField",
     "ParquetDataFile",
     "iter_parquet",
@@ -51,8 +51,6 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_ROWS = 65_536
-#: The table property holding the name mapping (a JSON list of field mappings).
-NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 
 
 class MappedField(BaseModel):
@@ -74,7 +72,7 @@ def parse_name_mapping(value: str | Sequence[Any]) -> tuple[MappedField, ...]:
         parsed = json.loads(value) if isinstance(value, str) else value
         return _MAPPING.validate_python(parsed)
     except (ValueError, ValidationError) as exc:
-        raise InvalidArgument(f"table property {NAME_MAPPING_PROPERTY} is not a valid name mapping: {exc}") from exc
+        raise InvalidArgument(f"table property {DEFAULT_NAME_MAPPING} is not a valid name mapping: {exc}") from exc
 
 
 class _StorageFile(io.RawIOBase):
@@ -192,8 +190,9 @@ def _readable_as(source: pa.DataType, target: pa.DataType) -> bool:
     if source == target:
         return True
     if target == pa.uuid():
-        return source == pa.binary(16)
-    checks = (
+        return bool(source == pa.binary(16))
+    # (what kind of target, whether the source is readable as it)
+    checks: tuple[tuple[Callable[[pa.DataType], bool], Callable[[], bool]], ...] = (
         (pa.types.is_integer, lambda: pa.types.is_signed_integer(source) and source.bit_width <= target.bit_width),
         (pa.types.is_floating, lambda: pa.types.is_floating(source) and source.bit_width <= target.bit_width),
         (
@@ -238,7 +237,7 @@ class ParquetDataFile:
             if name_mapping is None:
                 raise UnsupportedFeature(
                     f"{path}: the Parquet file has no field ids and the table has no name mapping "
-                    f"({NAME_MAPPING_PROPERTY}), so its columns cannot be identified"
+                    f"({DEFAULT_NAME_MAPPING}), so its columns cannot be identified"
                 )
             file_fields = _with_ids(file_fields, parse_name_mapping(name_mapping))
         self._fields = file_fields

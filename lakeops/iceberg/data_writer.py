@@ -38,6 +38,15 @@ from pydantic import BaseModel, ConfigDict
 from lakeops.errors import InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.arrow_schema import to_arrow_schema
 from lakeops.iceberg.manifest import DataFile, FileContent
+from lakeops.iceberg.properties import (
+    DEFAULT_WRITE_METRICS_MODE,
+    METRICS_MAX_INFERRED_COLUMN_DEFAULTS,
+    METRICS_MODE_COLUMN_CONF_PREFIX,
+    PARQUET_COMPRESSION,
+    PARQUET_COMPRESSION_LEVEL,
+    PARQUET_PAGE_SIZE_BYTES,
+    PARQUET_ROW_GROUP_SIZE_BYTES,
+)
 from lakeops.iceberg.single_values import canonical, to_bytes, truncate_lower, truncate_upper
 from lakeops.iceberg.types import IcebergType, ListType, MapType, PrimitiveType, StructType
 from lakeops.parquet.statistics import ColumnStatistics, file_statistics, nan_counts
@@ -53,13 +62,6 @@ __all__ = [
     "write_parquet",
 ]
 
-DEFAULT_METRICS_PROPERTY = "write.metadata.metrics.default"
-COLUMN_METRICS_PREFIX = "write.metadata.metrics.column."
-MAX_INFERRED_PROPERTY = "write.metadata.metrics.max-inferred-column-defaults"
-CODEC_PROPERTY = "write.parquet.compression-codec"
-LEVEL_PROPERTY = "write.parquet.compression-level"
-ROW_GROUP_PROPERTY = "write.parquet.row-group-size-bytes"
-PAGE_SIZE_PROPERTY = "write.parquet.page-size-bytes"
 
 _ROW_GROUP_BYTES = 128 * 1024 * 1024
 _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "brotli": "brotli", "uncompressed": "none"}
@@ -197,18 +199,18 @@ def _schema_leaves(schema: StructType) -> list[_Leaf]:
 def metrics_modes(schema: StructType, properties: Mapping[str, str]) -> dict[int, MetricsMode]:
     """The metrics mode of every primitive leaf, by field id, from the table properties."""
     leaves = _schema_leaves(schema)
-    explicit = properties.get(DEFAULT_METRICS_PROPERTY)
-    limit = _int_property(properties, MAX_INFERRED_PROPERTY, 100, 0)
+    explicit = properties.get(DEFAULT_WRITE_METRICS_MODE)
+    limit = _int_property(properties, METRICS_MAX_INFERRED_COLUMN_DEFAULTS, 100, 0)
     assert limit is not None
     modes: dict[int, MetricsMode] = {}
     for leaf in leaves:
         if explicit is not None:
-            mode = parse_metrics_mode(explicit, f"table property {DEFAULT_METRICS_PROPERTY}")
+            mode = parse_metrics_mode(explicit, f"table property {DEFAULT_WRITE_METRICS_MODE}")
         else:
             mode = DEFAULT_MODE if len(schema.fields) <= limit or leaf.top_level < limit else _NONE
-        override = properties.get(COLUMN_METRICS_PREFIX + leaf.name)
+        override = properties.get(METRICS_MODE_COLUMN_CONF_PREFIX + leaf.name)
         if override is not None:
-            mode = parse_metrics_mode(override, f"table property {COLUMN_METRICS_PREFIX}{leaf.name}")
+            mode = parse_metrics_mode(override, f"table property {METRICS_MODE_COLUMN_CONF_PREFIX}{leaf.name}")
         modes[leaf.field_id] = mode
     return modes
 
@@ -287,14 +289,16 @@ def _split_offsets(footer: pq.FileMetaData) -> list[int]:
 
 
 def _writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
-    codec_name = properties.get(CODEC_PROPERTY, "zstd").strip().lower()
+    codec_name = properties.get(PARQUET_COMPRESSION, "zstd").strip().lower()
     if codec_name not in _CODECS:
-        raise UnsupportedFeature(f"table property {CODEC_PROPERTY}={codec_name!r}: lakeops writes {sorted(_CODECS)}")
+        raise UnsupportedFeature(
+            f"table property {PARQUET_COMPRESSION}={codec_name!r}: lakeops writes {sorted(_CODECS)}"
+        )
     options: dict[str, Any] = {"compression": _CODECS[codec_name]}
-    level = properties.get(LEVEL_PROPERTY)
+    level = properties.get(PARQUET_COMPRESSION_LEVEL)
     if level is not None and codec_name not in ("uncompressed", "snappy", "lz4"):
-        options["compression_level"] = _int_property(properties, LEVEL_PROPERTY, None, -(2**31))
-    page = _int_property(properties, PAGE_SIZE_PROPERTY, None, 1)
+        options["compression_level"] = _int_property(properties, PARQUET_COMPRESSION_LEVEL, None, -(2**31))
+    page = _int_property(properties, PARQUET_PAGE_SIZE_BYTES, None, 1)
     if page is not None:
         options["data_page_size"] = page
     return options
@@ -315,7 +319,7 @@ class ParquetDataWriter:
         self._schema = schema
         self._arrow_schema = to_arrow_schema(schema)
         self._modes = metrics_modes(schema, props)
-        row_group_bytes = _int_property(props, ROW_GROUP_PROPERTY, _ROW_GROUP_BYTES, 1)
+        row_group_bytes = _int_property(props, PARQUET_ROW_GROUP_SIZE_BYTES, _ROW_GROUP_BYTES, 1)
         assert row_group_bytes is not None
         self._row_group_bytes = row_group_bytes
         self._sink = pa.BufferOutputStream()

@@ -1,4 +1,4 @@
-"""Row-level deletes: reading, applying and writing Iceberg delete files ("Delete Formats": "Position
+"""Row-level deletes: reading and applying Iceberg delete files ("Delete Formats": "Position
 Delete Files", "Equality Delete Files"; "Delete File Stats"; "Reserved Field IDs").
 
 A deletion vector (v3, "Deletion Vectors") is read from its Puffin blob
@@ -13,14 +13,15 @@ where null equals null (``col IS NULL``). Why the details below:
   renamed must still apply, so the caller reads it from the data file by id and passes the schema
   (projection) that names where each id sits, possibly inside structs;
 * matching is vectorised (hash lookups over each column's distinct delete values, combined into one
-  row key), never a Python loop over rows;
-* position delete files are written with full (untruncated) ``file_path`` and ``pos`` bounds, as Java
-  Iceberg does, so planning can tell which data file a delete file targets.
+  row key), never a Python loop over rows.
+
+lakeops never writes delete files (compaction applies them and drops those it made obsolete); the
+tests' writers are in ``tests/iceberg_merge_on_read.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -30,7 +31,6 @@ import pyarrow.compute as pc
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.iceberg.arrow_schema import to_arrow_schema
 from lakeops.iceberg.data_reader import ParquetDataFile
-from lakeops.iceberg.data_writer import COLUMN_METRICS_PREFIX, WrittenFile, write_parquet
 from lakeops.iceberg.manifest import DeletionVectorRef
 from lakeops.iceberg.puffin import read_deletion_vector
 from lakeops.iceberg.types import (
@@ -56,8 +56,6 @@ __all__ = [
     "equality_projection",
     "read_equality_deletes",
     "read_position_deletes",
-    "write_equality_deletes",
-    "write_position_deletes",
 ]
 
 FILE_PATH_ID = 2147483546
@@ -117,30 +115,6 @@ def apply_position_deletes(rows: Rows, start_pos: int, positions: pa.Array) -> R
     keep = np.ones(count, dtype=bool)
     keep[sorted_positions[low:high] - start_pos] = False
     return rows.filter(pa.array(keep))
-
-
-def write_position_deletes(
-    storage: Storage,
-    location: str,
-    deletes: Iterable[tuple[str, int]],
-    *,
-    properties: Mapping[str, str] | None = None,
-) -> WrittenFile:
-    """A position delete file of ``(data file path, position)`` pairs, sorted by path then position
-    (the spec's order), with full bounds on both columns."""
-    pairs = list(deletes)
-    table = pa.table(
-        {"file_path": pa.array([p for p, _ in pairs], pa.string()), "pos": pa.array([n for _, n in pairs], pa.int64())}
-    )
-    if pc.sum(pc.less(table.column("pos"), 0)).as_py():
-        raise InvalidArgument(f"cannot write {location}: positions must be >= 0")
-    table = table.sort_by([("file_path", "ascending"), ("pos", "ascending")])
-    props = {
-        **(properties or {}),
-        f"{COLUMN_METRICS_PREFIX}file_path": "full",
-        f"{COLUMN_METRICS_PREFIX}pos": "full",
-    }
-    return write_parquet(storage, location, table, POSITION_DELETE_SCHEMA, properties=props)
 
 
 # --- equality deletes ------------------------------------------------------------------------------
@@ -251,42 +225,3 @@ def apply_equality_deletes(table: pa.Table, deletes: list[tuple[list[int], pa.Ta
         paths = _equality_paths(schema, equality_ids, "equality deletes")
         table = table.filter(pc.invert(_deleted_mask(table, rows, paths)))
     return table
-
-
-def write_equality_deletes(
-    storage: Storage,
-    location: str,
-    rows: pa.Table,
-    equality_ids: list[int],
-    schema: StructType,
-    *,
-    properties: Mapping[str, str] | None = None,
-) -> WrittenFile:
-    """An equality delete file: the equality columns of ``rows`` (laid out by ``schema``'s names) under
-    their table field ids; the caller records ``equality_ids`` in the manifest."""
-    if not equality_ids:
-        raise InvalidArgument(f"cannot write {location}: an equality delete file needs equality ids")
-    pruned = equality_projection(schema, equality_ids)
-    return write_parquet(storage, location, _select(rows, pruned, location), pruned, properties=properties)
-
-
-def _select(rows: pa.Table, pruned: StructType, location: str) -> pa.Table:
-    """The pruned columns of ``rows``; structs keep only the pruned children."""
-
-    def pick(values: pa.Array, type_: IcebergType, name: str) -> pa.Array:
-        if not isinstance(type_, StructType) or not pa.types.is_struct(values.type):
-            return values
-        children = []
-        for field in type_.fields:
-            if values.type.get_field_index(field.name) < 0:
-                raise InvalidArgument(f"cannot write {location}: the rows lack {name}.{field.name}")
-            child = values.field(values.type.get_field_index(field.name))
-            children.append(pick(child, field.type, f"{name}.{field.name}"))
-        return pa.StructArray.from_arrays(children, names=[f.name for f in type_.fields], mask=values.is_null())
-
-    columns = []
-    for field in pruned.fields:
-        if field.name not in rows.column_names:
-            raise InvalidArgument(f"cannot write {location}: the rows lack column {field.name}")
-        columns.append(pick(rows.column(field.name).combine_chunks(), field.type, field.name))
-    return pa.table(columns, names=[f.name for f in pruned.fields])

@@ -23,8 +23,8 @@ from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, LakeopsError, NotATable, StorageError
-from lakeops.iceberg.catalog import TableIdentifier, numbered_metadata_location
+from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, StorageError
+from lakeops.iceberg.catalog import TableIdentifier, numbered_metadata_location, pointer_unmoved
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import endpoint_problem
 
@@ -183,26 +183,10 @@ class GlueCatalog:
                     f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]} "
                     f"(Glue version {table['VersionId']} is no longer current)"
                 ) from exc
-            self._resolve_lost_answer(new, exc)
+            # Refused on a re-send after an attempt that may have landed, or failed: the table read back decides.
+            raise CommitStateUnknown(f"{self.table}: the Glue update to {new} failed ({exc})") from exc
         except BotoCoreError as exc:
-            self._resolve_lost_answer(new, exc)
+            raise CommitStateUnknown(f"{self.table}: the Glue update to {new} failed ({exc})") from exc
         return new
 
-    def _resolve_lost_answer(self, new: str, failure: Exception) -> None:
-        """The update failed without a verdict we can trust (its answer lost, or refused on a re-send
-        after an earlier attempt that may have landed): re-reading decides. ``new`` current, or the
-        previous of the current (a writer already committed over ours): committed. Otherwise unknown,
-        and nothing may be deleted."""
-        try:
-            parameters = self._get_table()["Parameters"]
-        except LakeopsError as exc:
-            raise CommitStateUnknown(
-                f"{self.table}: the Glue update to {new} failed ({failure}) and re-reading the table failed "
-                f"({exc}); whether it landed is unknown, so nothing may be deleted"
-            ) from failure
-        if new in (parameters.get(METADATA_LOCATION), parameters.get(PREVIOUS_METADATA_LOCATION)):
-            return
-        raise CommitStateUnknown(
-            f"{self.table}: the Glue update to {new} failed ({failure}) and the table does not point at it; "
-            "whether it landed is unknown, so nothing may be deleted"
-        ) from failure
+    could_land = staticmethod(pointer_unmoved)

@@ -17,6 +17,7 @@ from lakeops.errors import VersionNotFound
 from lakeops.iceberg.maintenance.compaction import DEFAULT_TARGET_FILE_SIZE
 from lakeops.iceberg.manifest import FileContent, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
+from lakeops.iceberg.properties import MANIFEST_TARGET_SIZE_BYTES, WRITE_TARGET_FILE_SIZE_BYTES
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import IcebergTable
 
@@ -80,12 +81,12 @@ def table_health(table: IcebergTable, *, snapshot: Snapshot | None = None) -> Ic
     snapshot = snapshot if snapshot is not None else metadata.current_snapshot()
     storage = table.storage
     scan = plan_scan(storage, metadata, snapshot)
-    target = metadata.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+    target = metadata.int_property(WRITE_TARGET_FILE_SIZE_BYTES, DEFAULT_TARGET_FILE_SIZE)
     small = int(target * 0.75)
     data = [t.file for t in scan.tasks]
     small_per_partition = Counter(f.partition_key for f in data if f.file_size < small)
     manifests = manifests_of(storage, snapshot) if snapshot is not None else []
-    manifest_target = metadata.int_property("commit.manifest.target-size-bytes", DEFAULT_MANIFEST_TARGET_SIZE)
+    manifest_target = metadata.int_property(MANIFEST_TARGET_SIZE_BYTES, DEFAULT_MANIFEST_TARGET_SIZE)
     deletes = Counter(d.content for d in scan.delete_files)
     vectors = [d for d in scan.delete_files if d.entry.data_file.deletion_vector() is not None]
     # Exact only when every delete file is a DV: each counts the rows it deletes, of one data file.

@@ -5,7 +5,7 @@ A unit is a few manifests with the :class:`~lakeops.iceberg.scan.FileSelection` 
 (:func:`read_manifest_unit`, pure, runs in a Spark task or a driver thread) returns only what
 planning needs, compact: the chosen files' planning columns and every partition's file count and
 bytes, as Arrow IPC streams. :func:`executor_reader` sends units to the executor
-(:class:`lakeops.execution.Executor`: Spark tasks when a cluster is configured, driver threads when
+(:class:`lakeops.executors.Executor`: Spark tasks when a cluster is configured, driver threads when
 Spark would only be a local session, as for every plan whose units read bytes) once a plan reads
 more than ``threshold`` data manifests, and reads fewer in driver threads.
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 
-from lakeops.execution import Executor
+from lakeops.executors import Executor
 from lakeops.iceberg.manifest_list import ManifestFile
 from lakeops.iceberg.scan import FileSelection, ManifestReader, ManifestSelection, read_in_threads, select_from_manifest
 from lakeops.storage import StorageOptions, open_storage
@@ -75,7 +75,8 @@ def _ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write(table)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def _read_ipc(data: bytes) -> pa.Table:

@@ -27,6 +27,7 @@ from lakeops.iceberg.partitioning import PARTITION_DATA_ID_START, UNSORTED, Part
 from lakeops.iceberg.types import Schema
 
 __all__ = [
+    "LONG_MAX",
     "MAIN_BRANCH",
     "SUPPORTED_READ_VERSIONS",
     "TABLE_OPERATIONS",
@@ -63,6 +64,8 @@ TABLE_OPERATIONS: tuple[TableOperation, ...] = get_args(TableOperation)
 #: types have no Arrow mapping here; ``unknown`` is never stored in data files), and the operations
 #: that decode rows and so refuse them.
 _OPAQUE_TYPES = ("variant", "geometry", "geography", "unknown")
+#: The largest ``long`` ("Primitive Types"): sequence numbers and row ids are longs.
+LONG_MAX = 2**63 - 1
 _DECODES_ROWS: tuple[TableOperation, ...] = ("compact", "cdc")
 
 _ROW_LINEAGE = (
@@ -332,6 +335,19 @@ class TableMetadata(BaseModel):
             except UnsupportedFeature as exc:
                 refused[operation] = str(exc)
         return refused
+
+    def next_sequence_number(self) -> int:
+        """The sequence number of the next snapshot ("Sequence Numbers": one past
+        ``last-sequence-number``, a long; 0 in format version 1, which has none). Past the largest long
+        there is none: refused naming the table."""
+        if self.format_version < 2:
+            return 0
+        if self.last_sequence_number >= LONG_MAX:
+            raise ProtocolError(
+                f"{self.location}: last-sequence-number is {self.last_sequence_number}: no later snapshot can "
+                f"have a sequence number (a long, at most {LONG_MAX})"
+            )
+        return self.last_sequence_number + 1
 
     def check_writable(self, operation: TableOperation) -> None:
         """Refuse ``operation`` where it cannot follow the table's rules yet: a format version's

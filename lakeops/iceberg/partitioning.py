@@ -25,7 +25,6 @@ __all__ = [
     "PartitionSpec",
     "SortField",
     "SortOrder",
-    "UNPARTITIONED",
     "UNSORTED",
 ]
 
@@ -117,9 +116,6 @@ def _source_type(schemas: Sequence[Schema], field_id: int) -> IcebergType | None
         if found is not None:
             return found[1]
     return None
-
-
-UNPARTITIONED = PartitionSpec.model_validate({"spec-id": 0, "fields": []})
 
 
 class SortField(BaseModel):

@@ -4,10 +4,11 @@ the :class:`~lakeops.iceberg.catalog.Catalog` contract over the client in
 
 The server, not lakeops, writes the new metadata file: :meth:`RestCatalog.swap` sends the difference
 between the metadata the commit started from and the one lakeops built, as updates with requirements
-(:mod:`lakeops.iceberg.rest_updates`), and returns the location the server chose. A 409 is a
-:class:`CommitConflict` (the commit path re-validates and re-applies, as for a lost compare-and-swap);
-a 5xx or no answer is resolved by reloading the table: the change is there (committed), or the outcome
-stays :class:`CommitStateUnknown` and nothing is deleted.
+(:mod:`lakeops.iceberg.rest_updates`), and returns the location the server names. A 409 is a
+:class:`CommitConflict`, a 5xx or no answer :class:`CommitStateUnknown`; neither is the verdict, nor is
+a 200: :mod:`lakeops.iceberg.commit` reads the table back (a gateway that re-sent a commit which had
+landed answers 409; a server may name older metadata). The swap could still land while the table
+read back meets the request's requirements (:meth:`RestCatalog.could_land`).
 
 Every load lends the S3 keys the catalog vends with the table (:mod:`lakeops.iceberg.rest_credentials`)
 to this process's S3 clients for the table's prefix, for the rest of the :mod:`lakeops.api` call
@@ -19,15 +20,14 @@ never see them.
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
-from lakeops.errors import CommitStateUnknown, LakeopsError
+from lakeops.errors import CommitStateUnknown
 from lakeops.iceberg.catalog import TableIdentifier, numbered_metadata_location
 from lakeops.iceberg.metadata import TableMetadata, parse_metadata
 from lakeops.iceberg.rest_client import CatalogUnavailable, RestClient
 from lakeops.iceberg.rest_credentials import vended_s3
-from lakeops.iceberg.rest_updates import RestChange, rest_change
+from lakeops.iceberg.rest_updates import rest_change
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.s3_leases import VendedS3, lend
 from lakeops.storage.uri import normalize
@@ -70,33 +70,19 @@ class RestCatalog:
         return numbered_metadata_location(table_location, current)
 
     def swap(self, expected: str, new: str, payload: bytes) -> str:
-        base = self._read(expected)
-        change = rest_change(self.table, base, parse_metadata(payload, new))
+        change = rest_change(self.table, self._read(expected), parse_metadata(payload, new))
         try:
             response = self.client.commit_table(self.identifier, change.requirements, change.updates)
         except CatalogUnavailable as exc:
-            return self._resolve_lost_answer(change, exc)
+            raise CommitStateUnknown(f"{self.table}: {exc}") from exc
         return str(response["metadata-location"])
+
+    def could_land(
+        self, expected: str, base: TableMetadata, new: TableMetadata, now_location: str, now: TableMetadata
+    ) -> bool:
+        """The commit's requirements (table UUID, the refs it relies on) still hold on ``now``."""
+        return rest_change(self.table, base, new).applies_to(now)
 
     def _read(self, location: str) -> TableMetadata:
         path = normalize(location, literal=True)
         return parse_metadata(open_storage(path.rsplit("/", 1)[0], self.storage_options).read(path), location)
-
-    def _resolve_lost_answer(self, change: RestChange, failure: CatalogUnavailable) -> str:
-        """The commit got no verdict: reload the table; if it holds the change, the commit landed (its
-        location is returned); otherwise a request in flight may still land, so the outcome stays
-        unknown and the caller deletes nothing."""
-        try:
-            loaded = self._load()
-        except LakeopsError as exc:
-            raise CommitStateUnknown(
-                f"{self.table}: the commit got no answer ({failure}) and reloading the table failed ({exc}); "
-                "whether it landed is unknown, so nothing is deleted"
-            ) from failure
-        if change.landed_in(loaded.get("metadata") or {}):
-            return str(loaded["metadata-location"])
-        raise CommitStateUnknown(
-            f"{self.table}: the commit got no answer ({failure}) and the reloaded table "
-            f"({json.dumps(loaded.get('metadata-location'))}) does not hold it yet; "
-            "it may still land, so nothing is deleted"
-        ) from failure

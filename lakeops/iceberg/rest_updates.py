@@ -13,8 +13,9 @@ so it is refused by name rather than silently dropped.
 
 Requirements: ``assert-table-uuid`` always, and ``assert-ref-snapshot-id`` for every ref a commit
 moves or removes; a commit that removes snapshots also relies on every other ref (what it may expire
-depends on them all), so it asserts each. A 409 then means exactly what a lost compare-and-swap means
-for the other catalogs: the table moved on, so the change is re-validated and re-applied.
+depends on them all), so it asserts each. A 409 then means what a lost compare-and-swap means for the
+other catalogs, the table moved on, once the table read back confirms it: a commit whose requirements
+still hold there (:meth:`RestChange.applies_to`) could still land.
 """
 
 from __future__ import annotations
@@ -45,21 +46,21 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True)
 class RestChange:
-    """One ``CommitTableRequest``'s ``requirements`` and ``updates``, and what marks it as landed."""
+    """One ``CommitTableRequest``'s ``requirements`` and ``updates``."""
 
     requirements: list[Json]
     updates: list[Json]
-    added_snapshots: frozenset[int]
-    removed_snapshots: frozenset[int]
 
-    def landed_in(self, metadata: Json) -> bool:
-        """Whether ``metadata`` (a table's current metadata JSON, reloaded after a lost answer) holds
-        this change: its snapshots added, its removed ones gone. A change that adds no snapshot and
-        removes none (properties only) cannot be told apart from a concurrent one: not landed."""
-        present = {s["snapshot-id"] for s in metadata.get("snapshots") or []}
-        if not self.added_snapshots and not self.removed_snapshots:
-            return False
-        return self.added_snapshots <= present and not (self.removed_snapshots & present)
+    def applies_to(self, metadata: TableMetadata) -> bool:
+        """Whether every requirement holds on ``metadata`` (so the server could still apply the commit)."""
+        for requirement in self.requirements:
+            if requirement["type"] == "assert-table-uuid" and str(metadata.table_uuid) != requirement["uuid"]:
+                return False
+            if requirement["type"] == "assert-ref-snapshot-id":
+                ref = metadata.refs.get(requirement["ref"])
+                if (None if ref is None else ref.snapshot_id) != requirement["snapshot-id"]:
+                    return False
+        return True
 
 
 def rest_change(table: str, base: TableMetadata, new: TableMetadata) -> RestChange:
@@ -85,12 +86,7 @@ def rest_change(table: str, base: TableMetadata, new: TableMetadata) -> RestChan
         *_property_updates(base.properties, new.properties),
         *_statistics_updates(base, new),
     ]
-    return RestChange(
-        requirements=_requirements(base, new, relies_on_all_refs=bool(removed)),
-        updates=updates,
-        added_snapshots=frozenset(s.snapshot_id for s in added),
-        removed_snapshots=frozenset(removed),
-    )
+    return RestChange(requirements=_requirements(base, new, relies_on_all_refs=bool(removed)), updates=updates)
 
 
 def _requirements(base: TableMetadata, new: TableMetadata, *, relies_on_all_refs: bool) -> list[Json]:

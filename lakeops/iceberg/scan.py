@@ -227,7 +227,6 @@ def _range_may_satisfy(cond: Condition, lower: Any, upper: Any, contains_null: b
         return contains_null
     if lower is None or upper is None or cond.op == "is not null":
         return True  # bounds unknown (or only nulls): cannot rule the manifest out
-        return True
 
     def at_most(value: Any, literal: Any) -> bool:
         return _holds(Condition(cond.column, "<=", (literal,)), value, text)

@@ -72,12 +72,13 @@ def decimal_unscaled(type_: DecimalType, value: Decimal | int | str) -> int:
         raise InvalidArgument(f"{value!r} is not a finite {type_} value")
     shift = exponent + type_.scale
     magnitude = int("".join(map(str, digits)))
+    power: int = 10 ** abs(shift)
     if shift < 0:
-        magnitude, dropped = divmod(magnitude, 10**-shift)
+        magnitude, dropped = divmod(magnitude, power)
         if dropped:
             raise InvalidArgument(f"{value!r} has more than {type_.scale} digits after the point for {type_}")
     else:
-        magnitude *= 10**shift
+        magnitude *= power
     if magnitude >= 10**type_.precision:
         raise InvalidArgument(f"{value!r} has more than {type_.precision} digits for {type_}")
     return -magnitude if sign else magnitude
@@ -138,7 +139,8 @@ def to_bytes(type_: IcebergType, value: Any) -> bytes:
         if name in _PACKED:
             return struct.pack(_PACKED[name], value)
         if name == "string":
-            return value.encode("utf-8")
+            encoded: bytes = value.encode("utf-8")
+            return encoded
         if name == "uuid":
             return _as_uuid(value).bytes
         if isinstance(type_, DecimalType):

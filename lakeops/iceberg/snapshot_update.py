@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from lakeops.errors import CommitConflict
+from lakeops.errors import CommitConflict, ProtocolError
 from lakeops.iceberg.manifest import (
     DataFile,
     EntryStatus,
@@ -39,7 +39,8 @@ from lakeops.iceberg.manifest import (
     write_manifest,
 )
 from lakeops.iceberg.manifest_list import ManifestFile, assign_first_row_ids, write_manifest_list
-from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef, TableMetadata
+from lakeops.iceberg.metadata import LONG_MAX, MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef, TableMetadata
+from lakeops.iceberg.properties import WRITE_METADATA_PATH
 from lakeops.iceberg.scan import LiveFile, may_reference
 from lakeops.iceberg.table import IcebergTable
 from lakeops.storage import Storage
@@ -50,6 +51,7 @@ __all__ = [
     "add_snapshot",
     "assign_row_ids",
     "inside_location",
+    "landed_snapshot",
     "metadata_dir",
     "new_snapshot_id",
     "summarize_changes",
@@ -75,7 +77,7 @@ def inside_location(location: str, paths: Iterable[str]) -> list[str]:
 
 def metadata_dir(metadata: TableMetadata) -> str:
     """Where manifests and manifest lists go: ``write.metadata.path``, else ``<location>/metadata``."""
-    return metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
+    return metadata.properties.get(WRITE_METADATA_PATH) or f"{metadata.location.rstrip('/')}/metadata"
 
 
 def assign_row_ids(
@@ -91,6 +93,11 @@ def assign_row_ids(
         return list(manifests), {}
     first = base.next_row_id or 0
     assigned, added = assign_first_row_ids(with_counts(storage, manifests), first)
+    if first + added > LONG_MAX:  # the next next-row-id is a long too
+        raise ProtocolError(
+            f"{base.location}: next-row-id is {first}: {added} more row ids would pass the largest long "
+            f"({LONG_MAX}), so no snapshot can assign them"
+        )
     return assigned, {"first-row-id": first, "added-rows": added}
 
 
@@ -259,7 +266,7 @@ class ReplaceFiles:
         storage = current.storage
         parent = base.snapshot_for_ref(self.branch)
         snapshot_id = self._claim_snapshot_id(base)
-        sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
+        sequence_number = base.next_sequence_number()
         directory = metadata_dir(base)
         manifests, lineage = assign_row_ids(
             base, storage, [*self._new_manifests(current, snapshot_id), *self._rewrite(current, parent, snapshot_id)]
@@ -302,13 +309,14 @@ class ReplaceFiles:
         return add_snapshot(base, snapshot, self.branch)
 
     def abandon(self, committed: TableMetadata | None) -> None:
-        """Delete this change's manifests and manifest lists that ``committed`` does not use."""
+        """Delete this change's manifests and manifest lists that ``committed`` does not use. Our
+        snapshot is found by its manifest list, wherever it is: ``committed`` is the table read back,
+        where another writer's commit may already have followed ours on the branch."""
         keep: set[str] = set()
-        if committed is not None:
-            snapshot = committed.snapshot_for_ref(self.branch)
-            if snapshot is not None and snapshot.manifest_list:
-                keep.add(snapshot.manifest_list)
-                keep.update(m.manifest_path for m in manifests_of(self.start.storage, snapshot))
+        snapshot = landed_snapshot(committed, self._written)
+        if snapshot is not None and snapshot.manifest_list:
+            keep.add(snapshot.manifest_list)
+            keep.update(m.manifest_path for m in manifests_of(self.start.storage, snapshot))
         if committed is None:
             self._added_manifests = None
             self._snapshot_id = None
@@ -441,3 +449,11 @@ class ReplaceFiles:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def landed_snapshot(committed: TableMetadata | None, written: Iterable[str]) -> Snapshot | None:
+    """The snapshot of ``committed`` whose manifest list is one of ``written`` (the attempt that landed)."""
+    lists = set(written)
+    if committed is None or not lists:
+        return None
+    return next((s for s in committed.snapshots if s.manifest_list in lists), None)

@@ -1,20 +1,23 @@
-"""The SQL catalog: the tables PyIceberg's ``SqlCatalog`` uses (``iceberg_tables``,
-``iceberg_namespace_properties``), so both tools share one catalog ("Metastore Tables" in the Iceberg
+"""The SQL catalog: the ``iceberg_tables`` table PyIceberg's ``SqlCatalog`` uses (lakeops needs
+none of its namespace properties), so both tools share one catalog ("Metastore Tables" in the Iceberg
 spec). The swap is ``UPDATE ... WHERE metadata_location = <expected>`` and zero rows updated means a
 conflict. SQLite is the embedded default, PostgreSQL the production one.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, StorageError
-from lakeops.iceberg.catalog import ICEBERG_TABLE_TYPE, TableIdentifier, numbered_metadata_location
+from lakeops.iceberg.catalog import ICEBERG_TABLE_TYPE, TableIdentifier, numbered_metadata_location, pointer_unmoved
+from lakeops.redaction import register_secrets
 from lakeops.storage import StorageOptions, open_storage
 
-__all__ = ["ICEBERG_NAMESPACE_PROPERTIES", "ICEBERG_TABLES", "SqlCatalog", "sql_engine"]
+__all__ = ["ICEBERG_TABLES", "SqlCatalog", "sql_engine"]
 
 _METADATA = sa.MetaData()
 ICEBERG_TABLES = sa.Table(
@@ -26,14 +29,6 @@ ICEBERG_TABLES = sa.Table(
     sa.Column("metadata_location", sa.String(1000), nullable=True),
     sa.Column("previous_metadata_location", sa.String(1000), nullable=True),
     sa.Column("iceberg_type", sa.String(5), nullable=True),
-)
-ICEBERG_NAMESPACE_PROPERTIES = sa.Table(
-    "iceberg_namespace_properties",
-    _METADATA,
-    sa.Column("catalog_name", sa.String(255), primary_key=True),
-    sa.Column("namespace", sa.String(255), primary_key=True),
-    sa.Column("property_key", sa.String(255), primary_key=True),
-    sa.Column("property_value", sa.String(1000), nullable=False),
 )
 
 _ENGINES: dict[str, sa.Engine] = {}
@@ -55,6 +50,8 @@ def sql_engine(uri: str, *, option: str = "--catalog-uri") -> sa.Engine:
     :class:`InvalidArgument` naming ``option`` (the table and how the user gave the URI), the URI
     (its password masked) and the fix: malformed, an unknown dialect, or a driver that is not
     installed (which SQLAlchemy imports when it creates the engine, as a bare ``ModuleNotFoundError``)."""
+    with contextlib.suppress(ArgumentError, ValueError):  # on every call: the registry keeps what is in use
+        register_secrets(make_url(uri).password)  # masked by value, however a driver quotes it
     if uri in _ENGINES:
         return _ENGINES[uri]
     try:
@@ -141,19 +138,11 @@ class SqlCatalog:
         try:
             with self.engine.begin() as conn:
                 updated = conn.execute(statement).rowcount
-        except SQLAlchemyError as exc:
-            # The transaction may have committed with its answer lost: only a re-read can tell, and
-            # if the pointer moved on since, ours may still have landed first. Never delete here.
-            try:
-                landed = self.current() == new
-            except StorageError:
-                landed = False
-            if landed:
-                return new
-            raise CommitStateUnknown(
-                f"{self.table}: the catalog update to {new} failed ({exc}); whether it landed is unknown"
-            ) from exc
-        if updated != 1:
+        except SQLAlchemyError as exc:  # it may have committed with its answer lost: the table read back decides
+            raise CommitStateUnknown(f"{self.table}: the catalog update to {new} failed ({exc})") from exc
+        if updated != 1:  # no row updated: the pointer never named ``new``, which no one else knows
             storage.delete_many([new])
             raise CommitConflict(f"{self.table}: another writer committed since {expected.rsplit('/', 1)[-1]}")
         return new
+
+    could_land = staticmethod(pointer_unmoved)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from lakeops.errors import InvalidArgument, NotFound
 from lakeops.iceberg.catalog import Catalog
 from lakeops.iceberg.metadata import TableMetadata, parse_metadata
+from lakeops.iceberg.properties import WRITE_DATA_PATH, WRITE_METADATA_PATH
 from lakeops.iceberg.table_ref import TableRef
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -21,7 +22,7 @@ from lakeops.storage.uri import normalize
 __all__ = ["IcebergTable", "TableRef", "load_table", "read_metadata", "table_storage"]
 
 #: Table properties that may place data and metadata files outside the table location ("Write properties").
-PATH_PROPERTIES = ("write.data.path", "write.metadata.path")
+PATH_PROPERTIES = (WRITE_DATA_PATH, WRITE_METADATA_PATH)
 
 
 @dataclass(frozen=True)

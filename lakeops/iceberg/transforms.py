@@ -159,7 +159,8 @@ def _python_values(source: IcebergType, array: pa.Array) -> list[Any]:
     """A column's values in the canonical Python representation."""
     name = str(source)
     if name in ("date", "time") or name in _TIMESTAMPS:
-        return _epoch_ints(source, array).to_pylist()
+        ints: list[Any] = _epoch_ints(source, array).to_pylist()
+        return ints
     return [canonical(source, v) for v in array.to_pylist()]
 
 

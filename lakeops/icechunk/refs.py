@@ -8,7 +8,8 @@ may contain anything but ``/`` (the test repository has the tag ``it works!``).
 
 Moving a branch means creating the next sequence file with put-if-absent: of two writers that
 read the same tip, exactly one creates file ``N + 1``; the other gets
-:class:`~lakeops.errors.AlreadyExists` and must re-read, reconcile and retry (or abort).
+:class:`~lakeops.errors.AlreadyExists` and must re-read, reconcile and retry (or abort). lakeops
+reads tags but never creates one (the tests' repositories do, ``tests/icechunk_repos.py``).
 """
 
 from __future__ import annotations
@@ -211,13 +212,3 @@ def create_next_branch_file(
             f"{path}: branch {branch!r} of {root} already has sequence {sequence} (a concurrent commit won)"
         ) from None
     return BranchVersion(branch, sequence, snapshot_id, path)
-
-
-def create_tag(storage: Storage, root: str, name: str, snapshot_id: str) -> Tag:
-    """Create the immutable tag ``name``; :class:`~lakeops.errors.AlreadyExists` if it exists."""
-    path = tag_path(root, name)
-    try:
-        storage.put_if_absent(path, render_ref(snapshot_id))
-    except AlreadyExists:
-        raise AlreadyExists(f"{path}: tag {name!r} already exists in {root}; tags are immutable") from None
-    return Tag(name, snapshot_id, path)

@@ -27,14 +27,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
+from lakeops.commit_outcome import Answer, created_file, settle
 from lakeops.errors import (
     AlreadyExists,
     CommitConflict,
-    CommitStateUnknown,
     InvalidArgument,
-    NotFound,
     StorageError,
 )
 from lakeops.icechunk import refs
@@ -295,29 +295,26 @@ def _write_metadata(repo: Repository, snapshot: Snapshot, manifest: Manifest | N
 
 
 def _move_branch(repo: Repository, branch: str, sequence: int, snapshot_id: str) -> bool:
-    """Create sequence ``sequence + 1``: True if it now names our snapshot, False if another writer's.
+    """Create sequence ``sequence + 1``: True if it names our snapshot, False if another writer's.
 
-    A failed write is read back; if that is impossible too, :class:`CommitStateUnknown`.
+    Whatever the store answers, the file read back decides (:func:`lakeops.commit_outcome.settle`);
+    while it cannot, :class:`CommitStateUnknown`.
     """
+    path = refs.branch_dir(repo.root, branch) + "/" + refs.branch_file_name(sequence + 1)
+    answer = Answer.ACCEPTED
+    failure: StorageError | None = None
     try:
         refs.create_next_branch_file(repo.storage, repo.root, branch, snapshot_id, sequence)
-        return True
-    except AlreadyExists:
-        return False
+    except AlreadyExists as exc:
+        answer, failure = Answer.REFUSED, exc
     except StorageError as exc:
-        path = refs.branch_dir(repo.root, branch) + "/" + refs.branch_file_name(sequence + 1)
-        try:
-            return refs.parse_ref(repo.storage.read(path), path) == snapshot_id
-        except NotFound:
-            raise CommitStateUnknown(
-                f"{path}: creating branch {branch!r} sequence {sequence + 1} failed ({exc}) and the file is absent; "
-                "the write may still land, so nothing was deleted"
-            ) from exc
-        except StorageError as read_exc:
-            raise CommitStateUnknown(
-                f"{path}: creating branch {branch!r} sequence {sequence + 1} failed ({exc}) and reading it back "
-                f"failed ({read_exc}); nothing was deleted"
-            ) from exc
+        answer, failure = Answer.NO_VERDICT, exc
+    marks = created_file(partial(repo.storage.read, path), lambda raw: refs.parse_ref(raw, path), snapshot_id)
+    try:
+        settle(path, answer, marks, claimed=snapshot_id, failure=failure)
+    except CommitConflict:
+        return False
+    return True
 
 
 def _apply(

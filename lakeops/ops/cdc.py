@@ -22,14 +22,14 @@ from lakeops.changefeed import cdf_export
 from lakeops.changefeed.cdf_export import ExportPlan, ExportResult
 from lakeops.delta.writer import require_writable_location
 from lakeops.errors import UnsupportedFeature
-from lakeops.execution import Executor
+from lakeops.executors import Executor
 from lakeops.iceberg.maintenance import changelog
 from lakeops.iceberg.maintenance.changelog import ChangelogPlan, SnapshotChanges
-from lakeops.iceberg.table import load_table
+from lakeops.ops.batches import run_batches
 from lakeops.ops.options import CdcOptions
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.run import run_batches
-from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
+from lakeops.ops.table import Table, as_table
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.units import format_size
 
@@ -95,15 +95,18 @@ class CdcReport(Report):
         return self.rows_written
 
 
-def plan(table: str, options: CdcOptions, storage_options: StorageOptions) -> Plan:
+def plan(table: Table | str, options: CdcOptions, storage_options: StorageOptions) -> Plan:
     """Plan the extraction of ``options.from_version..options.to_version`` of a Delta or Iceberg table
-    into ``options.output``."""
-    target = resolve_target(table, options, storage_options)
+    into ``options.output``, from the handle's state (a Delta range ending before the latest version
+    reads its end version; the latest is not read for it unless the handle holds it already)."""
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     match target:
-        case IcebergTarget(ref=ref):
-            return changelog.plan_changelog(load_table(ref, storage_options), options.for_iceberg(), storage_options)
+        case IcebergTarget():
+            return changelog.plan_changelog(handle.iceberg_table(), options.for_iceberg(), storage_options)
         case DeltaTarget(location=location):
-            return cdf_export.plan_export(location, options.for_delta(table), storage_options)
+            latest = handle.delta_snapshot() if options.to_version is None or handle.holds_state else None
+            return cdf_export.plan_export(location, options.for_delta(handle.address), storage_options, latest=latest)
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk changes are extracted by lakeops.ops.icechunk")
 
@@ -145,7 +148,7 @@ def dry_run_report(plan: Plan, started: float) -> CdcReport:
 
 
 def execute(
-    table: str,
+    table: Table | str,
     options: CdcOptions,
     storage_options: StorageOptions,
     *,
@@ -156,7 +159,8 @@ def execute(
     """Plan, extract the units on ``executor``, commit them as one version of ``options.output``,
     report; ``dry_run`` stops after the plan. Icechunk repositories are diffed by
     :mod:`lakeops.ops.icechunk.cdc`."""
-    target = resolve_target(table, options, storage_options)
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     if isinstance(target, IcechunkTarget):
         from lakeops.ops.icechunk import cdc as icechunk_cdc  # each format's code when it is met
 
@@ -177,7 +181,7 @@ def execute(
     if str(options.from_version) == "0":
         since = "since the table's creation"
     progress.print(f"planning the changes of {target} {since} ...")
-    planned = plan(table, options, storage_options)
+    planned = plan(handle, options, storage_options)
     if planned.already_extracted:
         progress.print(
             f"{planned.output_root} already holds {positions} through {planned.extracted_through}: nothing to do"

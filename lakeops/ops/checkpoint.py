@@ -5,7 +5,7 @@ Delta: ``n.checkpoint.parquet`` (or ``n.checkpoint.o.p.parquet`` parts) and ``_l
 merged into few, committed as a ``replace`` snapshot (see
 :mod:`lakeops.iceberg.maintenance.rewrite_manifests`). Icechunk has no checkpoints: its report says
 "not applicable". Both plans are :class:`~lakeops.plan.MaintenancePlan`\\ s that :func:`run` drives
-through :mod:`lakeops.ops.run`.
+through :mod:`lakeops.ops.batches`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from lakeops.errors import InvalidArgument
-from lakeops.execution import Executor
+from lakeops.executors import Executor
+from lakeops.ops.batches import commit_batch, run_batches
 from lakeops.ops.options import CheckpointOptions
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.run import commit_batch, run_batches
-from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
+from lakeops.ops.table import Table, as_table
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget
 from lakeops.plan import CommitOutcome
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import StorageOptions
 from lakeops.storage.uri import normalize
 
 if TYPE_CHECKING:
@@ -91,44 +92,41 @@ class CheckpointReport(Report):
         return [(label, value) for label, value in lines if label not in counts]
 
 
-def plan(table: str, options: CheckpointOptions, storage_options: StorageOptions) -> Plan | None:
+def plan(table: Table | str, options: CheckpointOptions, storage_options: StorageOptions) -> Plan | None:
     """Plan the checkpoint: Delta at ``options.version`` (default the latest), Iceberg of its
     current snapshot; None for a format without checkpoints (Icechunk). Each format's code is imported
-    when its table is met."""
-    target = resolve_target(table, options, storage_options)
+    when its table is met; the table's state is read through its handle."""
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     match target:
         case IcechunkTarget():
             return None
-        case IcebergTarget(ref=ref):
+        case IcebergTarget():
             if options.version is not None:
                 raise InvalidArgument(
                     f"{target}: --version is Delta's; an Iceberg checkpoint rewrites the current snapshot"
                 )
             from lakeops.iceberg.maintenance import rewrite_manifests
-            from lakeops.iceberg.table import load_table
 
             iceberg_options = rewrite_manifests.RewriteManifestsOptions(
                 target_manifest_size=options.target_manifest_size, rewrite_all=options.rewrite_all
             )
-            return rewrite_manifests.plan_rewrite_manifests(
-                load_table(ref, storage_options), iceberg_options, storage_options
-            )
+            return rewrite_manifests.plan_rewrite_manifests(handle.iceberg_table(), iceberg_options, storage_options)
         case DeltaTarget(location=location):
-            from lakeops.delta.log_segment import list_log
             from lakeops.delta.maintenance import checkpoint as delta_checkpoint
-            from lakeops.delta.snapshot import load_snapshot
 
-            storage = open_storage(location, storage_options)
-            listing = list_log(storage, location)
             # A large table's snapshot holds keys only: its checkpoint reads the full rows again, part by
-            # part (two passes).
-            snapshot = load_snapshot(
-                storage,
-                location,
-                version=options.version,
-                listing=listing,
-                keys_only=delta_checkpoint.two_passes(listing, location, options.version),
-            )
+            # part (two passes). A full snapshot the handle holds already serves either way.
+            listing = handle.delta_listing()
+            two = delta_checkpoint.two_passes(listing, location, options.version)
+            if options.version is None:
+                snapshot = handle.delta_snapshot("keys" if two else "full")
+            else:
+                from lakeops.delta.snapshot import load_snapshot
+
+                snapshot = load_snapshot(
+                    handle.storage(), location, version=options.version, listing=listing, keys_only=two
+                )
             delta_options = delta_checkpoint.CheckpointOptions(
                 version=options.version, part_size=options.part_size, force=options.force
             )
@@ -195,7 +193,7 @@ def commit(
     *,
     progress: Console | None = None,
 ) -> CheckpointReport:
-    """Commit units written by the caller (:func:`lakeops.ops.run.commit_batch`) and report: what
+    """Commit units written by the caller (:func:`lakeops.ops.batches.commit_batch`) and report: what
     :func:`run` does after its executor wrote them."""
     outcome = commit_batch(plan, plan.work_units(), written, storage_options, final=True)
     return _committed_report(plan, outcome, started, progress or Console(quiet=True))
@@ -221,7 +219,7 @@ def _committed_report(plan: Plan, outcome: CommitOutcome, started: float, progre
 
 
 def execute(
-    table: str,
+    table: Table | str,
     options: CheckpointOptions,
     storage_options: StorageOptions,
     *,
@@ -232,10 +230,11 @@ def execute(
     """Plan, write the units (in this process or on ``executor``), then ``_last_checkpoint`` (Delta) or
     the commit (Iceberg); Icechunk says "not applicable"."""
     started = time.monotonic()
-    progress.print(f"planning checkpoint of {table} ...")
-    planned = plan(table, options, storage_options)
+    handle = as_table(table, options, storage_options)
+    progress.print(f"planning checkpoint of {handle} ...")
+    planned = plan(handle, options, storage_options)
     if planned is None:
-        return not_applicable_report(table, started, dry_run=dry_run)
+        return not_applicable_report(handle.address, started, dry_run=dry_run)
     progress.print(planned.describe())
     if dry_run or not planned.has_work:
         return unwritten_report(planned, started, dry_run=dry_run)
@@ -244,6 +243,6 @@ def execute(
         storage_options,
         executor=executor,
         progress=progress,
-        description=f"lakeops checkpoint {table}",
+        description=f"lakeops checkpoint {handle}",
         started=started,
     )

@@ -2,7 +2,7 @@ r"""Compaction, format-neutral: plan by detected format, run and commit the plan
 
 :func:`plan` returns the format's plan (:class:`lakeops.delta.maintenance.compaction.CompactionPlan`,
 :class:`lakeops.iceberg.maintenance.compaction.CompactionPlan`), both
-:class:`~lakeops.plan.MaintenancePlan`\ s; :func:`run` executes it through :mod:`lakeops.ops.run` and
+:class:`~lakeops.plan.MaintenancePlan`\ s; :func:`run` executes it through :mod:`lakeops.ops.batches` and
 folds each commit into one :class:`CompactionReport`. Delta commits once (``OPTIMIZE``) and Iceberg
 once (a ``replace`` snapshot), or both every few groups (``partial_progress``), so a long compaction
 keeps what it finished if it is interrupted (:class:`~lakeops.errors.PartiallyCommitted` says what).
@@ -22,20 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
-from lakeops.execution import Executor
+from lakeops.executors import Executor
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
+from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
+from lakeops.ops.batches import Batch, commit_batch, run_batches
 from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.run import Batch, commit_batch, run_batches
-from lakeops.ops.target import (
-    DeltaTarget,
-    IcebergTarget,
-    IcechunkTarget,
-    refuse_options,
-    resolve_target,
-)
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.ops.table import Table, as_table
+from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget
+from lakeops.plan import RewritePlan
+from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 
 __all__ = ["CompactionOptions", "CompactionReport", "commit", "dry_run_report", "execute", "plan", "run"]
@@ -92,7 +91,7 @@ class CompactionReport(Report):
 
 
 def plan(
-    table: str,
+    table: Table | str,
     options: CompactionOptions,
     storage_options: StorageOptions,
     *,
@@ -101,16 +100,16 @@ def plan(
 ) -> Plan:
     """Read the table at its latest version and plan the rewrite (each format's code imported when
     its table is met). Iceberg: more than ``options.manifest_threshold`` data manifests are read by
-    ``executor`` (:mod:`lakeops.iceberg.manifest_reads`); without one, all in driver threads."""
-    target = resolve_target(table, options, storage_options)
+    ``executor`` (:mod:`lakeops.iceberg.manifest_reads`); without one, all in driver threads. The
+    table's state is read through its handle (once per handle)."""
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     match target:
         case IcebergTarget(ref=ref):
-            refuse_options(str(target), options, "zorder_by", "sort_by")  # Iceberg sorts by its sort order: --sort
             from lakeops.iceberg.maintenance import compaction as iceberg_compaction
-            from lakeops.iceberg.table import load_table
 
-            iceberg_options = options.for_format(iceberg_compaction.IcebergCompactionOptions)
-            loaded = load_table(ref, storage_options)
+            iceberg_options = options.for_format(IcebergCompactionOptions, str(target))
+            loaded = handle.iceberg_table()
             reader = None
             if executor is not None:
                 from lakeops.iceberg.manifest_reads import DEFAULT_MANIFEST_THRESHOLD, executor_reader
@@ -131,13 +130,12 @@ def plan(
             )
         case DeltaTarget(location=location):
             from lakeops.delta.maintenance import compaction as delta_compaction
-            from lakeops.delta.snapshot import load_snapshot
 
             # Planning reads no statistic but numRecords (rows per output file, DV purges).
-            snapshot = load_snapshot(open_storage(location, storage_options), location, row_counts_only=True)
+            snapshot = handle.delta_snapshot("row_counts")
             return first_groups(
                 delta_compaction.plan_compaction(
-                    snapshot, options.for_format(delta_compaction.CompactionOptions), storage_options
+                    snapshot, options.for_format(DeltaCompactionOptions, location), storage_options
                 ),
                 options.max_rewrite_bytes,
                 lambda group: tuple(sorted(group.partition_values.items())),
@@ -147,7 +145,7 @@ def plan(
 
 
 def execute(
-    table: str,
+    table: Table | str,
     options: CompactionOptions,
     storage_options: StorageOptions,
     *,
@@ -157,30 +155,19 @@ def execute(
 ) -> CompactionReport | IcechunkCompactionReport:
     """Plan, rewrite the groups on ``executor``, commit (in batches with partial progress), report;
     ``dry_run`` stops after the plan. Icechunk repositories are packed by
-    :mod:`lakeops.ops.icechunk.compaction`."""
-    target = resolve_target(table, options, storage_options)
+    :mod:`lakeops.ops.icechunk.compaction`. The plan is made from the handle's state, with the
+    format detected once."""
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     if isinstance(target, IcechunkTarget):
-        refuse_options(
-            target.location,
-            options,
-            "where",
-            "min_file_size",
-            "max_file_size",
-            "delete_file_threshold",
-            "manifest_threshold",
-            "partial_progress",
-            "commit_retries",
-            "commit_timeout",
-            "zorder_by",
-            "sort_by",
-        )
+        packing = options.for_format(IcechunkPackingOptions, target.location)
         from lakeops.ops.icechunk import compaction as icechunk_compaction
 
         return icechunk_compaction.compact(
             target.location,
-            branch=options.branch,
-            target_file_size=options.target_file_size,
-            min_input_files=options.min_input_files,
+            branch=packing.branch,
+            target_file_size=packing.target_file_size,
+            min_input_files=packing.min_input_files,
             max_rewrite_bytes=options.max_rewrite_bytes,
             dry_run=dry_run,
             storage_options=storage_options,
@@ -188,8 +175,8 @@ def execute(
             progress=progress,
         )
     started = time.monotonic()
-    progress.print(f"planning compaction of {table} ...")
-    planned = plan(table, options, storage_options, executor=executor, progress=progress)
+    progress.print(f"planning compaction of {handle} ...")
+    planned = plan(handle, options, storage_options, executor=executor, progress=progress)
     progress.print(
         f"{planned.input_files} of {planned.live_files} files ({format_size(planned.input_bytes)}) "
         f"in {len(planned.groups)} groups to rewrite"
@@ -201,7 +188,7 @@ def execute(
         storage_options,
         executor=executor,
         progress=progress,
-        description=f"lakeops compact {table}",
+        description=f"lakeops compact {handle}",
         started=started,
     )
 
@@ -234,7 +221,7 @@ def run(
         batches = len(plan.commit_batches())
         raise PartiallyCommitted(
             f"{plan.table_label()}: {report.commits} of {batches} commit batches landed "
-            f"({'versions' if plan.format == 'delta' else 'snapshots'} {', '.join(versions)}; "
+            f"({plan.version_noun} {', '.join(versions)}; "
             f"{report.files_removed} files rewritten into {report.files_added}) "
             f"before a later batch failed: {exc}",
             report,
@@ -242,7 +229,7 @@ def run(
     return report
 
 
-def _base_report(plan: Plan, started: float, dry_run: bool) -> CompactionReport:
+def _base_report(plan: RewritePlan, started: float, dry_run: bool) -> CompactionReport:
     return CompactionReport(
         format=plan.format,
         table=plan.table_label(),
@@ -263,12 +250,12 @@ def _base_report(plan: Plan, started: float, dry_run: bool) -> CompactionReport:
     )
 
 
-def _started_report(plan: Plan, started: float) -> CompactionReport:
+def _started_report(plan: RewritePlan, started: float) -> CompactionReport:
     """The report before any batch committed: nothing removed yet."""
     return _base_report(plan, started, dry_run=False).model_copy(update={"files_removed": 0, "bytes_removed": 0})
 
 
-def dry_run_report(plan: Plan, started: float) -> CompactionReport:
+def dry_run_report(plan: RewritePlan, started: float) -> CompactionReport:
     """What the run would rewrite, without writing anything."""
     report = _base_report(plan, started, dry_run=True)
     return report.model_copy(update={"delete_files_removed": len(plan.dangling_deletes)})
@@ -286,7 +273,7 @@ def commit(
 ) -> CompactionReport:
     """Commit the rewritten ``groups`` (one batch) and fold the outcome into ``previous``: what
     :func:`run` does for each batch, for callers that run the groups themselves (files are deleted as
-    :func:`lakeops.ops.run.commit_batch` says)."""
+    :func:`lakeops.ops.batches.commit_batch` says)."""
     report = previous or _started_report(plan, started)
     complete = final and not report.groups_dropped_by_conflict
     outcome = commit_batch(plan, groups, results, storage_options, final=complete)

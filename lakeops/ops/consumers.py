@@ -33,14 +33,13 @@ from datetime import timedelta
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.commit_time import CommitClock
 from lakeops.delta.log_segment import read_log_file
-from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
+from lakeops.delta.properties import DELETED_FILE_RETENTION_DURATION
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, table_retention
 from lakeops.delta.snapshot import load_snapshot
-from lakeops.delta.writer import read_target
-from lakeops.errors import UnsupportedFeature, VersionNotFound
+from lakeops.errors import NotATable, VersionNotFound
 from lakeops.iceberg.metadata import Snapshot
-from lakeops.iceberg.table import TableRef, load_table
-from lakeops.ops.detect import detect_format
-from lakeops.ops.target import IcebergTarget, Target
+from lakeops.ops.table import Table, as_table, handle_of
+from lakeops.ops.target import CatalogOptions, IcebergTarget, Target
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 
@@ -53,25 +52,33 @@ __all__ = [
 ]
 
 
-def _require_delta(location: str, storage_options: StorageOptions | None, what: str) -> str:
-    location = normalize(location)
-    fmt = detect_format(open_storage(location, storage_options), location)
-    if fmt != "delta":
-        raise UnsupportedFeature(f"{location}: {what} of {fmt} tables is not available yet")
-    return location
+def _require_delta(source: Table | str, storage_options: StorageOptions | None, what: str) -> Table:
+    """A handle on the Delta table ``source`` (a location, or a handle whose state is then reused)."""
+    handle = as_table(source, CatalogOptions(), storage_options or StorageOptions())
+    handle.target.require("delta", operation=what)
+    return handle
 
 
-def extracted_through(source: str, output: str, storage_options: StorageOptions | None = None) -> int | None:
+def extracted_through(source: Table | str, output: str, storage_options: StorageOptions | None = None) -> int | None:
     """The last version of ``source`` that the change-feed table ``output`` holds (its watermark);
     None when the output does not exist or holds nothing of this source."""
-    source = _require_delta(source, storage_options, "change-feed watermarks")
-    source_id = load_snapshot(open_storage(source, storage_options), source).metadata.id
-    target = read_target(open_storage(output, storage_options), normalize(output))
-    return target.txn_version(source_id) if target.exists else None
+    handle = _require_delta(source, storage_options, "change-feed watermarks")
+    return _watermark(output, handle.delta_snapshot().metadata.id, storage_options)
+
+
+def _watermark(output: str, app_id: str, storage_options: StorageOptions | None) -> int | None:
+    """The ``txn`` version the change-feed table ``output`` holds for ``app_id`` (None: no such table
+    or transaction). Only read: a table no writer could commit to still tells its watermark."""
+    root = normalize(output)
+    try:
+        txn = load_snapshot(open_storage(root, storage_options), root).txns.get(app_id)
+    except NotATable:
+        return None
+    return txn.version if txn is not None else None
 
 
 def vacuum_retention(
-    location: str,
+    location: Table | str,
     keep_from_version: int,
     requested: timedelta | None,
     storage_options: StorageOptions | None = None,
@@ -83,9 +90,8 @@ def vacuum_retention(
     longer retention whose cutoff falls at the earliest retirement after ``keep_from_version``. A
     remove without ``deletionTimestamp`` counts as retired at 0 (as VACUUM dates it): nothing
     tombstoned is deleted then."""
-    location = _require_delta(location, storage_options, "consumer-aware VACUUM")
-    storage = open_storage(location, storage_options)
-    snapshot = load_snapshot(storage, location)
+    handle = _require_delta(location, storage_options, "consumer-aware VACUUM")
+    storage, snapshot = handle.storage(), handle.delta_snapshot()
     listing = snapshot.listing
     later = sorted(v for v in listing.commits if v > keep_from_version)
     if not later:
@@ -99,7 +105,7 @@ def vacuum_retention(
     # whatever rounding the planner applies, and VACUUM keeps what was retired at or after its cutoff.
     needed = timedelta(milliseconds=now_ms - min(retired) + 1)
     current = requested or table_retention(
-        snapshot.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
+        snapshot.metadata, handle.root, DELETED_FILE_RETENTION_DURATION, DEFAULT_DELETED_FILE_RETENTION
     )
     return needed if needed > current else requested
 
@@ -117,54 +123,53 @@ class PendingRange:
     first_committed_ms: int
 
 
-def _first_needed(location: str, storage_options: StorageOptions | None, output: str, since_ms: int) -> int | None:
+def _first_needed(source: Table, storage_options: StorageOptions | None, output: str, since_ms: int) -> int | None:
     """The first version the consumer still needs: after its watermark, else the first committed at
     or after ``since_ms`` (when its extraction starts); None when no retained commit qualifies."""
-    through = extracted_through(location, output, storage_options)
+    through = extracted_through(source, output, storage_options)
     if through is not None:
         return through + 1
-    return _clock(location, storage_options).first_at_or_after(since_ms)
+    return _clock(source).first_at_or_after(since_ms)
 
 
-def _clock(location: str, storage_options: StorageOptions | None) -> CommitClock:
+def _clock(source: Table) -> CommitClock:
     """Commit times of the table's listed versions, by its latest version's in-commit timestamp settings."""
-    storage = open_storage(location, storage_options)
-    return load_snapshot(storage, location).clock(storage)
+    return source.delta_snapshot().clock(source.storage())
 
 
 def _iceberg_pending(
-    table: TableRef, output: str, storage_options: StorageOptions | None, *, since_ms: int
+    table: Table, output: str, storage_options: StorageOptions | None, *, since_ms: int
 ) -> tuple[Snapshot | None, list[Snapshot]]:
     """The snapshot of ``main`` the consumer resumes from (its watermark, else the last one before
     ``since_ms``; None: the table's creation) and those after it, oldest first."""
-    metadata = load_table(table, storage_options or StorageOptions()).metadata
+    metadata = table.iceberg_table().metadata
     head = metadata.current_snapshot()
     chain = list(metadata.ancestors(head.snapshot_id))[::-1] if head is not None else []
-    target = read_target(open_storage(output, storage_options), normalize(output))
-    through = target.txn_version(f"iceberg:{metadata.table_uuid}") if target.exists else None
+    through = _watermark(output, f"iceberg:{metadata.table_uuid}", storage_options)
     if through is None:
         before = [s for s in chain if s.timestamp_ms < since_ms]
         return (before[-1] if before else None), [s for s in chain if s.timestamp_ms >= since_ms]
     start = next((s for s in chain if s.sequence_number == through), None)
     if start is None:
         raise VersionNotFound(
-            f"{table}: {output} holds the changes up to sequence number {through}, whose snapshot is no longer "
+            f"{table.target}: {output} holds the changes up to sequence number {through}, whose snapshot is no longer "
             "on the ancestry of main (expired, or another branch); the consumer cannot resume"
         )
     return start, [s for s in chain if s.sequence_number > through]
 
 
 def pending_changes(
-    source: Target, output: str, *, since_ms: int, until_ms: int, storage_options: StorageOptions | None = None
+    source: Table | Target, output: str, *, since_ms: int, until_ms: int, storage_options: StorageOptions | None = None
 ) -> PendingRange | None:
     """The commits before ``until_ms`` that ``output`` does not hold yet (extraction starting at
-    ``since_ms``); None when there are none."""
-    if isinstance(source, IcebergTarget):
+    ``since_ms``); None when there are none. A handle's state is reused."""
+    handle = handle_of(source, storage_options or StorageOptions())
+    if isinstance(handle.target, IcebergTarget):
         # Here, not at the top: the changelog's module graph (compaction, scans, deletes) would
         # otherwise load with every VACUUM and expiry that asks this module for a retention.
         from lakeops.iceberg.maintenance.changelog import FROM_CREATION
 
-        start, after = _iceberg_pending(source.ref, output, storage_options, since_ms=since_ms)
+        start, after = _iceberg_pending(handle, output, storage_options, since_ms=since_ms)
         todo = [s for s in after if s.timestamp_ms < until_ms]
         if not todo:
             return None
@@ -175,9 +180,9 @@ def pending_changes(
             last=todo[-1].sequence_number,
             first_committed_ms=todo[0].timestamp_ms,
         )
-    location = _require_delta(source.location, storage_options, "change-feed ranges")
-    first = _first_needed(location, storage_options, output, since_ms)
-    clock = _clock(location, storage_options)
+    _require_delta(handle, storage_options, "change-feed ranges")
+    first = _first_needed(handle, storage_options, output, since_ms)
+    clock = _clock(handle)
     last = clock.latest_at_or_before(until_ms - 1)
     if first is None or last is None or last < first:
         return None
@@ -187,14 +192,15 @@ def pending_changes(
 
 
 def consumer_floor(
-    source: Target, output: str, *, since_ms: int, storage_options: StorageOptions | None = None
+    source: Table | Target, output: str, *, since_ms: int, storage_options: StorageOptions | None = None
 ) -> int | None:
     """The ``keep_from_version`` that keeps every version the consumer still reads readable (Delta:
     the version before the first it needs; Iceberg: the sequence number of the snapshot it resumes
-    from), or None when it needs nothing retained."""
-    if isinstance(source, IcebergTarget):
-        start, _ = _iceberg_pending(source.ref, output, storage_options, since_ms=since_ms)
+    from), or None when it needs nothing retained. A handle's state is reused."""
+    handle = handle_of(source, storage_options or StorageOptions())
+    if isinstance(handle.target, IcebergTarget):
+        start, _ = _iceberg_pending(handle, output, storage_options, since_ms=since_ms)
         return start.sequence_number if start is not None else 0
-    location = _require_delta(source.location, storage_options, "consumer-aware retention")
-    first = _first_needed(location, storage_options, output, since_ms)
+    _require_delta(handle, storage_options, "consumer-aware retention")
+    first = _first_needed(handle, storage_options, output, since_ms)
     return None if first is None else max(first - 1, 0)

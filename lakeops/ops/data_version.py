@@ -16,13 +16,13 @@ oldest commit still known stands for the data version.
 from __future__ import annotations
 
 from lakeops.delta.commit_file import CommitActions, parse_commit
-from lakeops.delta.log_segment import list_log, read_log_file
+from lakeops.delta.log_segment import read_log_file
 from lakeops.errors import NotATable, VersionNotFound
-from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
 from lakeops.icechunk.maintenance.versioned_packing import is_lakeops_compaction
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.versioned import VersionedRepository, format_version
+from lakeops.ops.table import Table, handle_of
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.storage import StorageOptions, open_storage
 
@@ -38,9 +38,9 @@ def _delta_changes_data(commit: CommitActions) -> bool:
     return changed or commit.metadata is not None or bool(commit.cdcs)
 
 
-def _delta(location: str, storage_options: StorageOptions) -> str:
-    storage = open_storage(location, storage_options)
-    commits = list_log(storage, location).commits
+def _delta(location: str, table: Table) -> str:
+    storage = table.storage()
+    commits = table.delta_listing().commits
     if not commits:
         raise NotATable(f"{location}: no Delta commit files in _delta_log")
     versions = sorted(commits, reverse=True)
@@ -50,8 +50,8 @@ def _delta(location: str, storage_options: StorageOptions) -> str:
     return str(versions[-1])
 
 
-def _iceberg(ref: TableRef, storage_options: StorageOptions) -> str:
-    metadata = load_table(ref, storage_options).metadata
+def _iceberg(table: Table) -> str:
+    metadata = table.iceberg_table().metadata
     head = metadata.current_snapshot()
     if head is None:
         return "empty"
@@ -88,14 +88,14 @@ def _versioned_icechunk(repo: VersionedRepository) -> str:
     return line[-1].id
 
 
-def data_version(target: Target, storage_options: StorageOptions | None = None) -> str:
-    """The id of the latest commit of ``target`` that changed its data (Delta version, Iceberg
-    snapshot id, Icechunk snapshot id of ``main``), as text."""
-    storage_options = storage_options or StorageOptions()
-    match target:
-        case IcebergTarget(ref=ref):
-            return _iceberg(ref, storage_options)
+def data_version(table: Table | Target, storage_options: StorageOptions | None = None) -> str:
+    """The id of the latest commit of ``table`` that changed its data (Delta version, Iceberg
+    snapshot id, Icechunk snapshot id of ``main``), as text; a handle's listing or metadata is reused."""
+    handle = handle_of(table, storage_options or StorageOptions())
+    match handle.target:
+        case IcebergTarget():
+            return _iceberg(handle)
         case IcechunkTarget(location=location):
-            return _icechunk(location, storage_options)
+            return _icechunk(location, handle.storage_options)
         case DeltaTarget(location=location):
-            return _delta(location, storage_options)
+            return _delta(location, handle)

@@ -1,13 +1,13 @@
 """Expiry, format-neutral: plan by detected format, commit, delete on an executor, report.
 
-Delta: log expiry (:mod:`lakeops.delta.maintenance.log_expiry`). Iceberg: snapshot expiry
-(:mod:`lakeops.iceberg.maintenance.expire`). Icechunk expiry lives in :mod:`lakeops.ops.icechunk`.
+Delta: log expiry (:mod:`lakeops.delta.maintenance.expiry`). Iceberg: snapshot expiry
+(:mod:`lakeops.iceberg.maintenance.expiry`). Icechunk expiry lives in :mod:`lakeops.ops.icechunk`.
 Both plans take the same two steps, which :func:`run` drives without asking which format a plan is:
 ``commit`` makes the deletions safe and returns them as batches (Iceberg: the new metadata is
 committed, and the batches are what the committed metadata no longer reaches, so an unknown commit
 outcome raises before anything is deleted; Delta: the checkpoint the plan keeps is re-checked and a
 ``_last_checkpoint`` that would dangle is repaired, and the expired log files are one batch, deleted
-oldest first), then the batches are deleted with :meth:`~lakeops.execution.Executor.delete`.
+oldest first), then the batches are deleted with :meth:`~lakeops.executors.Executor.delete`.
 
 The plans are not :class:`~lakeops.plan.MaintenancePlan`\\ s: a maintenance plan runs its units and
 then commits their results, where expiry commits first and its units, deletions, exist only once the
@@ -24,26 +24,19 @@ from rich.console import Console
 
 from lakeops.deletion import require_all_deleted
 from lakeops.errors import UnsupportedFeature
-from lakeops.execution import Executor
-from lakeops.ops.detect import detect_format
+from lakeops.executors import Executor
 from lakeops.ops.options import ExpiryOptions
 from lakeops.ops.report import Report, show_paths
-from lakeops.ops.target import (
-    DeltaTarget,
-    IcebergTarget,
-    IcechunkTarget,
-    refuse_options,
-    resolve_target,
-)
+from lakeops.ops.table import Table, as_table
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, refuse_options
 from lakeops.quarantine import new_run_id
-from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import normalize
+from lakeops.storage import StorageOptions
 from lakeops.units import parse_retention
 
 if TYPE_CHECKING:
-    from lakeops.delta.maintenance import log_expiry
-    from lakeops.delta.maintenance.log_expiry import ExpiryPlan
-    from lakeops.iceberg.maintenance.expire import ExpirePlan
+    from lakeops.delta.maintenance import expiry as log_expiry
+    from lakeops.delta.maintenance.expiry import ExpiryPlan
+    from lakeops.iceberg.maintenance.expiry import ExpirePlan
     from lakeops.ops.icechunk.expiry import IcechunkExpiryReport
 
     Plan = ExpiryPlan | ExpirePlan
@@ -119,7 +112,7 @@ _REPORTS: dict[str, type[ExpiryReport | SnapshotExpiryReport]] = {
 
 
 def execute(
-    table: str,
+    table: Table | str,
     options: ExpiryOptions,
     storage_options: StorageOptions,
     *,
@@ -130,7 +123,8 @@ def execute(
 ) -> ExpiryReport | SnapshotExpiryReport | IcechunkExpiryReport:
     """Plan, commit, delete on ``executor`` (``quarantine``: move into a new trash run instead), report;
     ``dry_run`` lists what would go. Icechunk snapshots are expired by :mod:`lakeops.ops.icechunk.expiry`."""
-    target = resolve_target(table, options, storage_options)
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     quarantine_run = new_run_id() if quarantine and not dry_run else None
     if isinstance(target, IcechunkTarget):
         refuse_options(str(target), options, "snapshot_id")
@@ -147,7 +141,7 @@ def execute(
             quarantine_run=quarantine_run,
         )
     started = time.monotonic()
-    planned = plan(table, options, storage_options, progress=progress)
+    planned = plan(handle, options, storage_options, progress=progress)
     progress.print(planned.describe())
     if dry_run:
         report = dry_run_report(planned, started)
@@ -165,7 +159,7 @@ def execute(
 
 
 def plan(
-    table: str,
+    table: Table | str,
     options: ExpiryOptions,
     storage_options: StorageOptions,
     *,
@@ -173,13 +167,13 @@ def plan(
     now_ms: int | None = None,
 ) -> Plan:
     """Apply the retention policy to the table as it is now (``now_ms`` pins the clock). Options of
-    another format are refused."""
-    target = resolve_target(table, options, storage_options)
+    another format are refused. The table's state is read through its handle."""
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     now = int(time.time() * 1000) if now_ms is None else now_ms
     match target:
         case IcebergTarget(ref=ref):
-            from lakeops.iceberg.maintenance import expire as snapshot_expiry
-            from lakeops.iceberg.table import load_table
+            from lakeops.iceberg.maintenance import expiry as snapshot_expiry
 
             retention = _retention(options)
             iceberg_options = snapshot_expiry.ExpireOptions(
@@ -190,12 +184,12 @@ def plan(
                 force=options.force,
             )
             progress.print(f"planning snapshot expiry of {ref} ...")
-            return snapshot_expiry.plan_expiry(load_table(ref, storage_options), iceberg_options, now_ms=now)
+            return snapshot_expiry.plan_expiry(handle.iceberg_table(), iceberg_options, now_ms=now)
         case DeltaTarget():
             refuse_options(str(target), options, "snapshot_id")
             retention = _retention(options)
-            progress.print(f"planning log expiry of {table} ...")
-            from lakeops.delta.maintenance import log_expiry
+            progress.print(f"planning log expiry of {handle} ...")
+            from lakeops.delta.maintenance import expiry as log_expiry
 
             delta_options = log_expiry.ExpiryOptions(
                 retention=retention,
@@ -203,7 +197,7 @@ def plan(
                 keep_from_version=options.keep_from_version,
                 retain_last=options.retain_last,
             )
-            return plan_log(table, delta_options, storage_options, now_ms=now)
+            return plan_log(handle, delta_options, storage_options, now_ms=now)
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk snapshots are expired by lakeops.ops.icechunk")
 
@@ -213,20 +207,19 @@ def _retention(options: ExpiryOptions) -> timedelta | None:
 
 
 def plan_log(
-    location: str, options: log_expiry.ExpiryOptions, storage_options: StorageOptions, *, now_ms: int | None = None
+    location: Table | str,
+    options: log_expiry.ExpiryOptions,
+    storage_options: StorageOptions,
+    *,
+    now_ms: int | None = None,
 ) -> ExpiryPlan:
-    """Delta: read the latest version and plan which log files go (``now_ms`` pins the clock)."""
-    from lakeops.delta.maintenance import log_expiry
-    from lakeops.delta.snapshot import load_snapshot
+    """Delta: read the latest version (the handle's) and plan which log files go (``now_ms`` pins the clock)."""
+    from lakeops.delta.maintenance import expiry as log_expiry
 
-    location = normalize(location)
-    storage = open_storage(location, storage_options)
-    fmt = detect_format(storage, location)
-    if fmt != "delta":
-        raise UnsupportedFeature(f"{location}: expiry of {fmt} tables is not available yet")
-    snapshot = load_snapshot(storage, location)
+    handle = as_table(location, CatalogOptions(), storage_options)
+    handle.target.require("delta", operation="expiry")
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    return log_expiry.plan_expiry(snapshot, storage, options, now_ms=now)
+    return log_expiry.plan_expiry(handle.delta_snapshot(), handle.storage(), options, now_ms=now)
 
 
 def _report(

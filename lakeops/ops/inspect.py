@@ -16,14 +16,14 @@ from lakeops.delta.features import (
     supported_operations,
 )
 from lakeops.delta.maintenance.defaults import table_target_file_size
-from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
-from lakeops.delta.snapshot import load_snapshot
+from lakeops.delta.properties import DELETED_FILE_RETENTION_DURATION
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, table_retention
 from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import UnsupportedFeature, UsageError
-from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.report import InspectionReport, TableState
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, resolve_target
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.ops.table import Table, as_table
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget
+from lakeops.storage import StorageOptions
 from lakeops.units import cutoff_ms
 
 if TYPE_CHECKING:
@@ -148,14 +148,11 @@ def _refused_operations(protocol: Protocol, table: str) -> dict[str, str]:
     return refused
 
 
-def _inspect_iceberg(
-    ref: TableRef, storage_options: StorageOptions, snapshot_id: int | None, timestamp: datetime | None
-) -> InspectReport:
+def _inspect_iceberg(handle: Table, snapshot_id: int | None, timestamp: datetime | None) -> InspectReport:
     from lakeops.iceberg.health import snapshot_at, table_health
-    from lakeops.iceberg.table import load_table
 
     started = time.monotonic()
-    table = load_table(ref, storage_options)
+    table = handle.iceberg_table()
     metadata = table.metadata
     snapshot = (
         metadata.snapshot_by_id(snapshot_id)
@@ -198,7 +195,7 @@ def _inspect_iceberg(
 
 
 def inspect_table(
-    location: str,
+    location: Table | str,
     storage_options: StorageOptions | None = None,
     *,
     version: int | None = None,
@@ -209,36 +206,35 @@ def inspect_table(
     """Summarise the latest version (or ``version``, or the one current at ``timestamp``): what each
     maintenance operation would act on. Small files are those compaction would consider (below
     ``delta.targetFileSize`` or 128 MiB); reclaimable tombstones are those VACUUM may delete (older
-    than ``delta.deletedFileRetentionDuration``); the checkpoint lag is what ``checkpoint`` fixes."""
+    than ``delta.deletedFileRetentionDuration``); the checkpoint lag is what ``checkpoint`` fixes.
+    ``location`` may be a handle (:class:`~lakeops.ops.table.Table`), whose state is then read once."""
     started = time.monotonic()
-    storage_options = storage_options or StorageOptions()
-    target = resolve_target(location, catalog or CatalogOptions(), storage_options)
+    handle = as_table(location, catalog or CatalogOptions(), storage_options or StorageOptions())
+    target = handle.target
     match target:
-        case IcechunkTarget(location=location):
+        case IcechunkTarget():
             if version is not None or snapshot_id is not None or timestamp is not None:
                 raise UsageError(f"{target}: Icechunk repositories are inspected at their branch tips only")
             from lakeops.ops.icechunk.inspect import inspect_repository  # each format's code when it is met
 
-            return inspect_repository(location, open_storage(location, storage_options), started)
-        case IcebergTarget(ref=ref):
+            return inspect_repository(handle.root, handle.storage(), started)
+        case IcebergTarget():
             if version is not None:
                 raise UsageError(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")
-            return _inspect_iceberg(ref, storage_options, snapshot_id, timestamp)
-        case DeltaTarget(location=location):
+            return _inspect_iceberg(handle, snapshot_id, timestamp)
+        case DeltaTarget():
             if snapshot_id is not None:
                 raise UsageError(f"{target}: --snapshot-id is for Iceberg tables; Delta tables have --version")
-            return _inspect_delta(location, storage_options, version, timestamp, started)
+            return _inspect_delta(handle, version, timestamp, started)
 
 
-def _inspect_delta(
-    location: str, storage_options: StorageOptions, version: int | None, timestamp: datetime | None, started: float
-) -> InspectReport:
-    storage = open_storage(location, storage_options)
-    snapshot = load_snapshot(storage, location, version=version, timestamp=timestamp)
+def _inspect_delta(handle: Table, version: int | None, timestamp: datetime | None, started: float) -> InspectReport:
+    location, storage = handle.root, handle.storage()
+    snapshot = handle.delta_snapshot_at(version=version, timestamp=timestamp)
     threshold = table_target_file_size(snapshot.metadata.configuration)
     files = list(snapshot.files.values())
     retention = table_retention(
-        snapshot.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
+        snapshot.metadata, location, DELETED_FILE_RETENTION_DURATION, DEFAULT_DELETED_FILE_RETENTION
     )
     now_ms = int(time.time() * 1000)
     horizon_ms = cutoff_ms(retention, now_ms)

@@ -1,4 +1,5 @@
-"""The options of each operation, every format's in one model per operation.
+"""The options of each operation, every format's in one model per operation (compaction's built from
+each format's own model, every field declared once).
 
 They live apart from the operations so that the command line (which builds its parser from them) and
 the Python API import pydantic and the options' defaults only, not the formats' code: ``lakeops
@@ -7,17 +8,19 @@ the Python API import pydantic and the options' defaults only, not the formats' 
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.changefeed.defaults import DEFAULT_UNIT_BYTES
-from lakeops.delta.maintenance.defaults import DEFAULT_DV_PURGE_RATIO, DEFAULT_PART_SIZE
-from lakeops.errors import InvalidArgument, UsageError
-from lakeops.iceberg.maintenance.defaults import DEFAULT_MAX_FILE_GROUP_SIZE, PrefixMismatchMode
-from lakeops.ops.target import CatalogOptions
-from lakeops.units import parse_duration
+from lakeops.compaction_options import RewritePiece
+from lakeops.delta.maintenance.defaults import DEFAULT_PART_SIZE
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
+from lakeops.errors import UsageError
+from lakeops.iceberg.maintenance.defaults import PrefixMismatchMode
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
+from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
+from lakeops.ops.target import CatalogOptions, refuse_options
 
 if TYPE_CHECKING:
     from lakeops.changefeed.cdf_export import ExportOptions
@@ -34,67 +37,28 @@ __all__ = [
     "RestoreOptions",
 ]
 
+FormatOptionsT = TypeVar("FormatOptionsT", bound=BaseModel)
 
-class CompactionOptions(CatalogOptions):
-    """Every format's compaction options; each format reads the ones it has.
 
-    Shared: ``target_file_size`` (None: table property, else the format's default), ``min_input_files``,
-    ``where`` (a partition predicate), ``partial_progress`` (commit every that many groups),
-    ``max_rewrite_bytes`` (rewrite only the first groups whose input bytes fit it: a piece of the
-    compaction, the rest left for the next run; :mod:`lakeops.ops.bounded`). Delta:
-    ``dv_purge_ratio``; ``zorder_by`` or ``sort_by`` (columns) rewrite every file of each partition in
-    Z-order or sorted (as ``OPTIMIZE ZORDER BY``). Iceberg (names as its ``rewrite_data_files``):
-    ``min_file_size``/``max_file_size`` (default 75%/180% of the target), ``delete_file_threshold``,
-    ``max_file_group_size``, ``sort`` (by the table's sort order), ``remove_dangling_deletes``,
-    ``manifest_threshold`` (more data manifests than this are read by the executor; None: 200). Retries of a
-    commit that lost a race: ``commit_retries`` and ``commit_timeout`` (a duration such as ``"10m"``);
-    None: Iceberg's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``, else 10 retries
-    within 30 minutes (Delta). Icechunk: ``branch``, whose tip is packed (``target_file_size`` and
-    ``min_input_files`` apply; the Iceberg-only options are refused).
-    """
+class CompactionOptions(
+    DeltaCompactionOptions, IcebergCompactionOptions, IcechunkPackingOptions, RewritePiece, CatalogOptions
+):
+    """Every format's compaction options, each field declared once: the shared ones
+    (:mod:`lakeops.compaction_options`: ``target_file_size``, ``min_input_files``, ``where``,
+    ``partial_progress``, ``commit_retries``, ``commit_timeout``, ``max_rewrite_bytes``) and each
+    format's (:class:`~lakeops.delta.maintenance.options.DeltaCompactionOptions`,
+    :class:`~lakeops.iceberg.maintenance.options.IcebergCompactionOptions`,
+    :class:`~lakeops.icechunk.maintenance.options.IcechunkPackingOptions`). :meth:`for_format` gives a
+    format's planner its model, refusing an option set that the table's format does not have: ignored,
+    it would silently do nothing."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    target_file_size: int | None = Field(default=None, gt=0)
-    min_input_files: int = Field(default=5, ge=1)
-    where: str | None = None
-    dv_purge_ratio: float = Field(default=DEFAULT_DV_PURGE_RATIO, ge=0.0, le=1.0)
-    min_file_size: int | None = Field(default=None, ge=0)
-    max_file_size: int | None = Field(default=None, gt=0)
-    delete_file_threshold: int | None = Field(default=None, ge=1)
-    max_file_group_size: int = Field(default=DEFAULT_MAX_FILE_GROUP_SIZE, gt=0)
-    sort: bool = False
-    partial_progress: int | None = Field(default=None, ge=1)
-    remove_dangling_deletes: bool = True
-    manifest_threshold: int | None = Field(default=None, ge=0)
-    commit_retries: int | None = Field(default=None, ge=0)
-    commit_timeout: timedelta | None = None
-    zorder_by: list[str] | None = None
-    sort_by: list[str] | None = None
-    branch: str = "main"
-    max_rewrite_bytes: int | None = Field(default=None, gt=0)
-
-    @field_validator("commit_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> object:
-        """``"10m"`` as the CLI and the registry write durations."""
-        if not isinstance(value, str):
-            return value
-        try:
-            return parse_duration(value)
-        except InvalidArgument as exc:
-            raise ValueError(str(exc)) from None
-
-    @field_validator("commit_timeout")
-    @classmethod
-    def _positive(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None and value <= timedelta(0):
-            raise ValueError(f"expected a positive duration, got {value}")
-        return value
-
-    def for_format(self, model: type[BaseModel]) -> Any:
-        """The subset a format's planner takes."""
-        return model.model_validate({k: v for k, v in self.model_dump().items() if k in model.model_fields})
+    def for_format(self, model: type[FormatOptionsT], table: str) -> FormatOptionsT:
+        """The options of ``model`` (a format's), after refusing every other compaction option that is set."""
+        own = {*model.model_fields, *RewritePiece.model_fields, *CatalogOptions.model_fields}
+        refuse_options(table, self, *(name for name in CompactionOptions.model_fields if name not in own))
+        return model.model_validate({name: getattr(self, name) for name in model.model_fields})
 
 
 class CheckpointOptions(CatalogOptions):

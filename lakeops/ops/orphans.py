@@ -1,11 +1,11 @@
 """Orphan-file removal, format-neutral: plan by detected format, re-check, delete on an executor, report.
 
-Delta: VACUUM (:mod:`lakeops.delta.maintenance.vacuum`); Iceberg
+Delta: VACUUM (:mod:`lakeops.delta.maintenance.orphans`); Iceberg
 (:mod:`lakeops.iceberg.maintenance.orphans`). Either location is listed here, or as one unit per
 second-level directory on the executor for large trees (:mod:`lakeops.listing`), then planned here.
 :func:`plan` does either; :func:`run` re-checks the plan against commits that landed since (a file
 a commit references again is kept) and deletes its batches with
-:meth:`~lakeops.execution.Executor.delete`. Both plans name their shared figures alike and give
+:meth:`~lakeops.executors.Executor.delete`. Both plans name their shared figures alike and give
 their own through ``report_fields()``, so nothing here asks which format a plan is.
 
 The plans are not :class:`~lakeops.plan.MaintenancePlan`\\ s: their units delete instead of writing,
@@ -26,26 +26,18 @@ from rich.console import Console
 
 from lakeops.deletion import BatchResult, delete_batch, require_all_deleted
 from lakeops.errors import UnsupportedFeature
-from lakeops.execution import Executor
-from lakeops.iceberg.table_ref import TableRef
+from lakeops.executors import Executor
 from lakeops.listing import DEFAULT_LISTING_THRESHOLD, UnitListing, list_tree, list_unit
-from lakeops.ops.detect import detect_format
 from lakeops.ops.options import OrphansOptions
 from lakeops.ops.report import Report, show_paths
-from lakeops.ops.target import (
-    DeltaTarget,
-    IcebergTarget,
-    IcechunkTarget,
-    refuse_options,
-    resolve_target,
-)
+from lakeops.ops.table import Table, as_table
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, refuse_options
 from lakeops.quarantine import new_run_id
-from lakeops.storage import FileInfo, Storage, StorageOptions, open_storage
-from lakeops.storage.uri import normalize
+from lakeops.storage import FileInfo, Storage, StorageOptions
 from lakeops.units import format_duration, format_size, instant, parse_retention
 
 if TYPE_CHECKING:
-    from lakeops.delta.maintenance.vacuum import VacuumOptions, VacuumPlan
+    from lakeops.delta.maintenance.orphans import VacuumOptions, VacuumPlan
     from lakeops.iceberg.maintenance.orphans import OrphanPlan
     from lakeops.ops.icechunk.orphans import IcechunkGcReport
 
@@ -127,7 +119,7 @@ _REPORTS: dict[str, type[OrphansReport | IcebergOrphansReport]] = {
 
 
 def execute(
-    table: str,
+    table: Table | str,
     options: OrphansOptions,
     storage_options: StorageOptions,
     *,
@@ -139,7 +131,8 @@ def execute(
     """List and plan (a large Iceberg tree listed on ``executor``), re-check, delete on ``executor``
     (``quarantine``: move into a new trash run instead), report; ``dry_run`` lists what would go.
     Icechunk repositories are garbage-collected by :mod:`lakeops.ops.icechunk.orphans`."""
-    target = resolve_target(table, options, storage_options)
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     quarantine_run = new_run_id() if quarantine and not dry_run else None
     if isinstance(target, IcechunkTarget):
         refuse_options(target.location, options, "prefix_mismatch_mode", "listing_threshold")
@@ -157,7 +150,7 @@ def execute(
             quarantine_run=quarantine_run,
         )
     started = time.monotonic()
-    planned = plan(table, options, storage_options, executor=executor, progress=progress)
+    planned = plan(handle, options, storage_options, executor=executor, progress=progress)
     progress.print(describe(planned))
     if dry_run:
         report = dry_run_report(planned, started)
@@ -174,7 +167,7 @@ def execute(
 
 
 def plan(
-    table: str,
+    table: Table | str,
     options: OrphansOptions,
     storage_options: StorageOptions,
     *,
@@ -183,14 +176,16 @@ def plan(
     now_ms: int | None = None,
 ) -> Plan:
     """List the table and choose the files to delete (``now_ms`` pins the clock); a large Iceberg tree
-    is listed by units on ``executor``. Options of another format are refused."""
-    target = resolve_target(table, options, storage_options)
+    is listed by units on ``executor``. Options of another format are refused. The table's state is
+    read through its handle."""
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     now = int(time.time() * 1000) if now_ms is None else now_ms
     match target:
         case IcebergTarget(ref=ref):
             refuse_options(str(target), options, "keep_from_version")
             progress.print(f"listing {ref} ...")
-            return _plan_iceberg(ref, options, storage_options, executor=executor, progress=progress, now_ms=now)
+            return _plan_iceberg(handle, options, executor=executor, progress=progress, now_ms=now)
         case DeltaTarget():
             refuse_options(str(target), options, "prefix_mismatch_mode")
             retention = parse_retention(options.older_than) if options.older_than is not None else None
@@ -198,14 +193,14 @@ def plan(
                 from lakeops.ops import consumers
 
                 retention = consumers.vacuum_retention(
-                    table, options.keep_from_version, retention, storage_options, now_ms=now
+                    handle, options.keep_from_version, retention, storage_options, now_ms=now
                 )
-            progress.print(f"listing {table} ...")
-            from lakeops.delta.maintenance.vacuum import VacuumOptions
+            progress.print(f"listing {handle} ...")
+            from lakeops.delta.maintenance.orphans import VacuumOptions
 
             vacuum_options = VacuumOptions(retention=retention, force_short_retention=options.force_short_retention)
             return plan_delta(
-                table,
+                handle,
                 vacuum_options,
                 storage_options,
                 now_ms=now,
@@ -218,7 +213,7 @@ def plan(
 
 
 def plan_delta(
-    location: str,
+    location: Table | str,
     options: VacuumOptions,
     storage_options: StorageOptions,
     *,
@@ -230,19 +225,17 @@ def plan_delta(
     """Delta VACUUM: read the latest version, list the table and plan the deletions (``now_ms`` pins
     the clock). With an ``executor``, a tree of more than ``listing_threshold`` second-level
     directories (None: :data:`~lakeops.listing.DEFAULT_LISTING_THRESHOLD`) is listed by units on it,
-    as Iceberg's orphan removal lists (:mod:`lakeops.listing`); else the driver lists it in one pass."""
-    from lakeops.delta.maintenance import vacuum
-    from lakeops.delta.snapshot import load_snapshot
+    as Iceberg's orphan removal lists (:mod:`lakeops.listing`); else the driver lists it in one pass.
+    The snapshot is the handle's."""
+    from lakeops.delta.maintenance import orphans as delta_orphans
 
-    location = normalize(location)
-    storage = open_storage(location, storage_options)
-    fmt = detect_format(storage, location)
-    if fmt != "delta":
-        raise UnsupportedFeature(f"{location}: removing orphan files of {fmt} tables is not available yet")
+    handle = as_table(location, CatalogOptions(), storage_options)
+    handle.target.require("delta", operation="removing orphan files")
+    location, storage = handle.root, handle.storage()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     if executor is None:
-        snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
-        return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now)
+        snapshot = handle.delta_snapshot("row_counts")  # VACUUM reads paths, not stats
+        return delta_orphans.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now)
     threshold = DEFAULT_LISTING_THRESHOLD if listing_threshold is None else listing_threshold
     # The listing and the log replay are independent reads, each waiting on storage or in pyarrow much of
     # the time: listed while the log is replayed (at 100,000 files, 0.9 s and 1.0 s on their own). Which
@@ -252,9 +245,9 @@ def plan_delta(
         listing = pool.submit(
             _list_on, executor, storage, location, storage_options, threshold, progress or Console(quiet=True)
         )
-        snapshot = load_snapshot(storage, location, row_counts_only=True)  # VACUUM reads paths, not stats
+        snapshot = handle.delta_snapshot("row_counts")  # VACUUM reads paths, not stats
         listed = listing.result()
-    return vacuum.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now, listed=listed)
+    return delta_orphans.plan_vacuum(snapshot, storage, options, storage_options, now_ms=now, listed=listed)
 
 
 def _list_on(
@@ -284,9 +277,8 @@ def _list_on(
 
 
 def _plan_iceberg(
-    ref: TableRef,
+    handle: Table,
     options: OrphansOptions,
-    storage_options: StorageOptions,
     *,
     executor: Executor,
     progress: Console,
@@ -295,7 +287,6 @@ def _plan_iceberg(
     """Load the current metadata, list the location (units of a large tree on ``executor``), plan."""
     from lakeops.iceberg.maintenance import orphans as iceberg_orphans
     from lakeops.iceberg.maintenance.orphans import OrphanOptions
-    from lakeops.iceberg.table import load_table
 
     given = {
         "older_than": parse_retention(options.older_than) if options.older_than is not None else None,
@@ -304,7 +295,7 @@ def _plan_iceberg(
         "listing_threshold": options.listing_threshold,
     }
     settings = OrphanOptions.model_validate({name: value for name, value in given.items() if value is not None})
-    listing = iceberg_orphans.plan_listing(load_table(ref, storage_options), settings)
+    listing = iceberg_orphans.plan_listing(handle.iceberg_table(), settings)
     listed: list[UnitListing] = []
     if listing.units:
         listed = executor.run_units(
@@ -312,7 +303,7 @@ def _plan_iceberg(
             iceberg_orphans.list_unit,
             UnitListing,
             label=f"listing {len(listing.units)} directories",
-            description=f"lakeops orphans {ref}: listing",
+            description=f"lakeops orphans {handle.target}: listing",
             progress=progress,
         )
     return iceberg_orphans.plan_orphans(listing, listed, settings, now_ms=now_ms)

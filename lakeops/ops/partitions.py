@@ -33,16 +33,16 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict
 
-from lakeops.delta.maintenance.compaction import CompactionOptions, effective_target_size
+from lakeops.delta.maintenance.compaction import effective_target_size
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
-from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
-from lakeops.iceberg.maintenance.compaction import IcebergCompactionOptions, size_bounds
+from lakeops.iceberg.maintenance.compaction import size_bounds
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.iceberg.manifest import FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionField
 from lakeops.iceberg.scan import plan_scan
-from lakeops.iceberg.table import TableRef, load_table
 from lakeops.iceberg.transforms import (
     HourTransform,
     IdentityTransform,
@@ -52,9 +52,10 @@ from lakeops.iceberg.transforms import (
     parse_transform,
 )
 from lakeops.iceberg.types import FixedType, IcebergType, PrimitiveType
+from lakeops.ops.table import Table, handle_of
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
 from lakeops.predicate import parse_predicate
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import StorageOptions
 
 __all__ = ["NULL_VALUE", "PartitionHealth", "partition_health", "partition_key", "partition_where"]
 
@@ -98,13 +99,15 @@ def _literal(value: Any) -> str:
     return str(value) if isinstance(value, int) else "'" + str(value).replace("'", "''") + "'"
 
 
-def partition_where(target: Target, key: str, *, storage_options: StorageOptions | None = None) -> str:
-    """The ``--where`` predicate selecting exactly partition ``key`` of ``target`` (Iceberg reads the
-    table's current spec, with ``storage_options``)."""
+def partition_where(table: Table | Target, key: str, *, storage_options: StorageOptions | None = None) -> str:
+    """The ``--where`` predicate selecting exactly partition ``key`` of ``table`` (Iceberg reads the
+    table's current spec, with ``storage_options``; a handle's loaded metadata is reused)."""
     segments = _segments(key)
+    handle = handle_of(table, storage_options or StorageOptions())
+    target = handle.target
     match target:
-        case IcebergTarget(ref=ref):
-            metadata = load_table(ref, storage_options or StorageOptions()).metadata
+        case IcebergTarget():
+            metadata = handle.iceberg_table().metadata
             segments_typed = _iceberg_literals(metadata, key, segments)
         case DeltaTarget():
             segments_typed = [(name, None if v is None else _literal(v)) for name, v in segments]
@@ -160,20 +163,21 @@ def _comparable(source: IcebergType) -> bool:
     )
 
 
-def partition_health(target: Target, storage_options: StorageOptions | None = None) -> list[PartitionHealth]:
-    """Every partition of the latest version with its file counts, sorted by key (module docs)."""
-    options = storage_options or StorageOptions()
-    match target:
+def partition_health(table: Table | Target, storage_options: StorageOptions | None = None) -> list[PartitionHealth]:
+    """Every partition of the latest version with its file counts, sorted by key (module docs); a
+    handle's state is reused."""
+    handle = handle_of(table, storage_options or StorageOptions())
+    match handle.target:
         case IcechunkTarget():
             return []
-        case IcebergTarget(ref=ref):
-            return _iceberg_health(ref, options)
+        case IcebergTarget():
+            return _iceberg_health(handle)
         case DeltaTarget(location=location):
-            return _delta_health(location, options)
+            return _delta_health(location, handle)
 
 
-def _delta_health(location: str, options: StorageOptions) -> list[PartitionHealth]:
-    snapshot = load_snapshot(open_storage(location, options), location)
+def _delta_health(location: str, handle: Table) -> list[PartitionHealth]:
+    snapshot = handle.delta_snapshot()
     if not snapshot.partition_columns:
         return []
     schema = parse_schema(snapshot.metadata.schema_string)
@@ -190,11 +194,13 @@ def _delta_health(location: str, options: StorageOptions) -> list[PartitionHealt
             (name, add.partition_values.get(physical, add.partition_values.get(name))) for name, physical in columns
         ]
         sizes[partition_key(values)].append(add.size)
-    return _health(sizes, effective_target_size(snapshot, CompactionOptions()), CompactionOptions().min_input_files)
+    return _health(
+        sizes, effective_target_size(snapshot, DeltaCompactionOptions()), DeltaCompactionOptions().min_input_files
+    )
 
 
-def _iceberg_health(ref: TableRef, options: StorageOptions) -> list[PartitionHealth]:
-    table = load_table(ref, options)
+def _iceberg_health(handle: Table) -> list[PartitionHealth]:
+    table = handle.iceberg_table()
     metadata = table.metadata
     spec = metadata.default_spec()
     if spec.is_unpartitioned:

@@ -1,8 +1,9 @@
 """The table an operation acts on: a location (its format detected), an Iceberg table in a SQL, Glue
 or REST catalog (``namespace.table`` with the catalog's options), or a name from the registry file.
 
-A registry name is turned into its entry's address once (:func:`resolve_name`, which every
-:mod:`lakeops.api` function calls before anything else); everything after that sees only addresses.
+A registry name is turned into its entry's address once (:func:`lookup_name`, which
+:func:`lakeops.ops.table.open_table` calls for every :mod:`lakeops.api` call before anything else);
+everything after that sees only addresses.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops import registry
 from lakeops.errors import InvalidArgument, NotATable, UnsupportedFeature, UsageError
 from lakeops.iceberg.table_ref import TableRef
 from lakeops.ops.detect import TableFormat, detect_format
+from lakeops.option_fields import option_flag
 from lakeops.registry import CatalogType
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
@@ -28,7 +30,9 @@ __all__ = [
     "IcechunkTarget",
     "Target",
     "refuse_options",
-    "resolve_name",
+    "ResolvedName",
+    "lookup_name",
+    "require_declared",
     "resolve_output",
     "resolve_target",
     "table_root",
@@ -57,7 +61,9 @@ class CatalogOptions(BaseModel):
     catalog_credential_env: str | None = None
     catalog_token_env: str | None = None
     catalog_prefix: str | None = None
-    catalog_vended_credentials: bool | None = None
+    catalog_vended_credentials: bool | None = Field(
+        default=None, json_schema_extra={"flag": "--catalog-no-vended-credentials"}
+    )
 
     @property
     def catalogued(self) -> bool:
@@ -91,6 +97,7 @@ class _TargetBase:
     format: ClassVar[TableFormat]
 
     def require(self, *formats: TableFormat, operation: str) -> None:
+        """Refuse ``operation`` on a table of a format it is not written for, naming both."""
         if self.format not in formats:
             raise UnsupportedFeature(f"{self}: {operation} of {self.format} tables is not available yet")
 
@@ -134,56 +141,71 @@ Target = DeltaTarget | IcebergTarget | IcechunkTarget
 
 
 def refuse_options(table: str, options: BaseModel, *names: str) -> None:
-    """Refuse options another format has but ``table``'s does not: set, they would be silently ignored."""
-    given = [name for name in names if getattr(options, name) is not None]
+    """Refuse options another format has but ``table``'s does not: set (other than their default), they
+    would be silently ignored."""
+    fields = type(options).model_fields
+    given = [name for name in names if getattr(options, name) != fields[name].get_default(call_default_factory=True)]
     if given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        flags = ", ".join(option_flag(name, fields[name]) for name in given)
         raise UsageError(f"{table}: {flags} does not apply to this table's format")
 
 
 #: The options only a REST catalog has.
 _REST_OPTIONS = tuple(f"catalog_{key}" for key in registry.REST_ONLY)
-#: The flags whose names are not their options' (a switch that turns a default off).
-_REST_FLAGS = {"catalog_vended_credentials": "--catalog-no-vended-credentials"}
 
 
 def _looks_like_name(table: str) -> bool:
     return "/" not in table and "://" not in table and not table.startswith(".")
 
 
-def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> tuple[str, CatalogOptions]:
+@dataclass(frozen=True)
+class ResolvedName:
+    """What a table name stands for: its ``address`` and ``catalog``, and for a registry entry
+    (``name``) at a location the format it declares (None: ``auto``, or not a registry entry)."""
+
+    address: str
+    catalog: CatalogOptions
+    name: str | None = None
+    declared: TableFormat | None = None
+
+
+def lookup_name(table: str, catalog: CatalogOptions) -> ResolvedName:
     """``table`` as an address: a bare name found in the registry file becomes its entry's location, or
     its catalog identifier with the entry's catalog; a location, or a name given with a catalog URI, is
     returned as given. Resolving once, up front, is what keeps a command from reading a name as a path
     in the working directory. A bare name that is neither a registry table nor a file here is refused,
-    naming the registry searched (or its absence) and its closest names."""
+    naming the registry searched (or its absence) and its closest names. Nothing is read: a registry
+    entry's declared format is checked (:func:`require_declared`) once the format is detected."""
     if catalog.catalog_type != "glue" and (catalog.catalog_region is not None or catalog.catalog_id is not None):
         raise UsageError(
             f"{table}: --catalog-region and --catalog-id apply to a Glue catalog only (--catalog-type glue)"
         )
     rest_only = [name for name in _REST_OPTIONS if getattr(catalog, name) is not None]
     if catalog.catalog_type != "rest" and rest_only:
-        flags = ", ".join(_REST_FLAGS.get(name, "--" + name.replace("_", "-")) for name in rest_only)
+        fields = CatalogOptions.model_fields
+        flags = ", ".join(option_flag(name, fields[name]) for name in rest_only)
         raise UsageError(f"{table}: {flags}: only a REST catalog takes them (--catalog-type rest)")
     if catalog.catalogued or not _looks_like_name(table):
-        return table, catalog
+        return ResolvedName(table, catalog)
     entry = registry.lookup(table)
     if entry is None:
         if os.path.lexists(table):
-            return table, catalog
+            return ResolvedName(table, catalog)
         raise NotATable(f"{table}: no file or directory {os.path.abspath(table)}, and {registry.why_unknown(table)}")
     if entry.catalog is not None:
         options = CatalogOptions.model_validate(entry.catalog.options())
         options.table_ref(str(entry.identifier)).check(f"{table}: catalog.uri in registry {registry.registry_path()}")
-        return str(entry.identifier), options
-    location = normalize(str(entry.location))
-    if entry.format != "auto":
-        found = detect_format(open_storage(location, storage_options), location)
-        if found != entry.format:
-            raise InvalidArgument(
-                f"registry table {table!r} is declared {entry.format} but {location} holds a {found} table"
-            )
-    return location, CatalogOptions()
+        return ResolvedName(str(entry.identifier), options)
+    declared = None if entry.format == "auto" else entry.format
+    return ResolvedName(normalize(str(entry.location)), CatalogOptions(), table, declared)
+
+
+def require_declared(name: ResolvedName, found: TableFormat) -> None:
+    """Refuse a registry table whose location holds another format than the one its entry declares."""
+    if name.declared is not None and found != name.declared:
+        raise InvalidArgument(
+            f"registry table {name.name!r} is declared {name.declared} but {name.address} holds a {found} table"
+        )
 
 
 def resolve_output(output: str) -> str:
@@ -201,7 +223,7 @@ def resolve_output(output: str) -> str:
 
 
 def resolve_target(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> Target:
-    """Where ``table`` (an address: see :func:`resolve_name`) is and which format it has. A catalog
+    """Where ``table`` (an address: see :func:`lookup_name`) is and which format it has. A catalog
     makes it a catalog identifier; anything else is a location. A catalog URI its client cannot use
     is refused here, where it is known who gave it."""
     if catalog.catalogued:

@@ -11,7 +11,7 @@ from rich.console import Console
 from lakeops import quarantine
 from lakeops.ops.options import PurgeOptions, RestoreOptions
 from lakeops.ops.report import Report
-from lakeops.ops.target import resolve_target, table_root
+from lakeops.ops.table import Table, as_table
 from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_retention
@@ -41,14 +41,15 @@ class PurgeReport(Report):
 
 
 def restore(
-    table: str, options: RestoreOptions, storage_options: StorageOptions, *, progress: Console
+    table: Table | str, options: RestoreOptions, storage_options: StorageOptions, *, progress: Console
 ) -> RestoreReport:
     """Put back every file quarantine run ``options.run_id`` moved to the table's trash. Nothing is
     restored if any of them exists again at its original path (the error names it)."""
-    target = resolve_target(table, options, storage_options)
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     progress.print(f"restoring quarantine run {options.run_id} of {target} ...")
     started = time.monotonic()
-    result = quarantine.restore(table_root(target, storage_options), options.run_id, storage_options)
+    result = quarantine.restore(handle.root, options.run_id, storage_options)
     return RestoreReport(
         format=target.format,
         table=str(target),
@@ -61,15 +62,16 @@ def restore(
 
 
 def purge(
-    table: str, options: PurgeOptions, storage_options: StorageOptions, *, dry_run: bool, progress: Console
+    table: Table | str, options: PurgeOptions, storage_options: StorageOptions, *, dry_run: bool, progress: Console
 ) -> PurgeReport:
     """Delete the table's quarantine runs older than ``options.older_than`` (``dry_run``: list them,
     deleting nothing); a run's age is its run id's timestamp (when it quarantined), not the files'
     modification times."""
-    target = resolve_target(table, options, storage_options)
+    handle = as_table(table, options, storage_options)
+    target = handle.target
     older_than = parse_retention(options.older_than) if options.older_than is not None else DEFAULT_PURGE_AFTER
     started = time.monotonic()
-    root = table_root(target, storage_options)
+    root = handle.root
     result = quarantine.purge(root, older_than, storage_options, dry_run=dry_run)
     report = PurgeReport(
         format=target.format,

@@ -51,12 +51,13 @@ from lakeops.delta.actions import Add
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import dv_absolute_path
 from lakeops.delta.log_segment import list_log, read_log_file
-from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, table_retention
+from lakeops.delta.properties import DELETED_FILE_RETENTION_DURATION
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, table_retention
 from lakeops.delta.scan import read_logical_file, read_snapshot
 from lakeops.delta.schema import column_mapping_mode, parse_schema
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import NotATable, NotFound, UnsupportedFeature, VersionNotFound
-from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, read_parquet
+from lakeops.iceberg.data_reader import read_parquet
 from lakeops.iceberg.deletes import (
     apply_equality_deletes,
     apply_position_deletes,
@@ -65,6 +66,7 @@ from lakeops.iceberg.deletes import (
 )
 from lakeops.iceberg.manifest import FileContent
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
+from lakeops.iceberg.properties import DEFAULT_NAME_MAPPING
 from lakeops.iceberg.reachability import reachable_files, snapshot_manifests
 from lakeops.iceberg.scan import FileScanTask, plan_scan
 from lakeops.iceberg.table import TableRef, load_table
@@ -192,7 +194,7 @@ def _iceberg_live_rows(storage: Storage, metadata: TableMetadata, snapshot: Snap
     positions: dict[tuple[str, int | None], dict[str, pa.Array]] = {}
     equality: dict[str, pa.Table] = {}
     rows = 0
-    name_mapping = metadata.properties.get(NAME_MAPPING_PROPERTY)  # ids for imported files' columns
+    name_mapping = metadata.properties.get(DEFAULT_NAME_MAPPING)  # ids for imported files' columns
     for task in scan.tasks:
         table = read_parquet(storage, task.file.path, schema, name_mapping=name_mapping)
         merged = _positions(storage, task, positions)
@@ -517,7 +519,7 @@ def _delta_referenced(storage: Storage, location: str) -> tuple[set[str], int]:
     listing = list_log(storage, location)
     latest = load_snapshot(storage, location, listing=listing)
     retention = table_retention(
-        latest.metadata, location, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
+        latest.metadata, location, DELETED_FILE_RETENTION_DURATION, DEFAULT_DELETED_FILE_RETENTION
     )
     cutoff = cutoff_ms(retention, int(time.time() * 1000))
     first = 0 if 0 in listing.commits else min(listing.checkpoints, default=latest.version)

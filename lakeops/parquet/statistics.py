@@ -281,7 +281,8 @@ def decode_int96(raw: bytes) -> int:
     """
     if len(raw) != 12:
         raise CorruptFile(f"INT96 value must be 12 bytes, got {len(raw)}")
-    nanos_of_day, julian_day = struct.unpack("<qi", raw)
+    nanos_of_day = int.from_bytes(raw[:8], "little", signed=True)
+    julian_day = int.from_bytes(raw[8:], "little", signed=True)
     return (julian_day - _JULIAN_DAY_OF_EPOCH) * _NANOS_PER_DAY + nanos_of_day
 
 

@@ -3,7 +3,8 @@
 Instead of running every operation on every table on a cron, decide which (table, operation,
 partition) needs maintenance most and spend a bounded number of core-minutes per window on it:
 
-- :mod:`lakeops.planning.models`: the plan's pydantic models (budget, observation, action, decision).
+- :mod:`lakeops.planning.models`: the plan's pydantic models (observation, action, decision; the budget is
+  the registry's, :class:`lakeops.registry.MaintenanceBudget`).
 - :mod:`lakeops.planning.benefit`: what each action would gain, in operator units, from a table's
   observation (inspect numbers and dry-run plans), without executing anything.
 - :mod:`lakeops.planning.cost`: what each action would cost, from the bytes and files of its plan and

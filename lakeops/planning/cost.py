@@ -24,7 +24,8 @@ from functools import partial
 from typing import Any
 
 from lakeops.audit import AuditRecord
-from lakeops.planning.models import COMMANDS, CostEstimate, MaintenanceBudget, metric_sum
+from lakeops.planning.models import COMMANDS, CostEstimate, metric_sum
+from lakeops.registry import MaintenanceBudget
 
 __all__ = [
     "ALPHA",

@@ -1,16 +1,15 @@
-"""The maintenance plan's models: the registry's budget, what a table's observation says each
-operation would do, and the planner's decisions with their reasons."""
+"""The maintenance plan's models: what a table's observation says each operation would do, and the
+planner's decisions with their reasons (the budget they are made within is the registry's
+:class:`lakeops.registry.MaintenanceBudget`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from lakeops.errors import LakeopsError
 from lakeops.ops.report import Report
-from lakeops.units import parse_duration
 
 __all__ = [
     "COMMANDS",
@@ -19,7 +18,6 @@ __all__ = [
     "CompactionWork",
     "CostEstimate",
     "Decision",
-    "MaintenanceBudget",
     "MaintenancePlan",
     "Operation",
     "TableObservation",
@@ -41,34 +39,6 @@ COMMANDS: dict[str, str] = {
 def metric_sum(metrics: Mapping[str, Any], *names: str) -> int:
     """The sum of a report's numeric metrics ``names`` (those a format's report lacks count 0)."""
     return sum(int(metrics.get(name) or 0) for name in names)
-
-
-class MaintenanceBudget(BaseModel):
-    """The registry's ``maintenance_budget``: ``core_minutes`` to spend per window, the window
-    opening at each tick of the ``window`` cron (UTC) and lasting ``length``; ``cores_per_run``: the
-    cores one run occupies (a run's core-minutes are its wall minutes times that)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    window: str = "0 1 * * *"
-    core_minutes: float = Field(gt=0)
-    length: str = "4h"
-    cores_per_run: float = Field(default=1.0, gt=0)
-
-    @field_validator("length")
-    @classmethod
-    def _duration(cls, text: str) -> str:
-        try:
-            seconds = parse_duration(text).total_seconds()
-        except LakeopsError as exc:  # as a ValueError, pydantic reports it with the key
-            raise ValueError(str(exc)) from None
-        if seconds <= 0:
-            raise ValueError(f"{text!r} is not a positive duration")
-        return text
-
-    @property
-    def length_minutes(self) -> float:
-        return parse_duration(self.length).total_seconds() / 60
 
 
 class CompactionWork(BaseModel):

@@ -39,8 +39,9 @@ from collections.abc import Iterable, Mapping
 
 from lakeops.planning.benefit import candidates
 from lakeops.planning.cost import CostModel
-from lakeops.planning.models import Decision, MaintenanceBudget, MaintenancePlan, TableObservation
+from lakeops.planning.models import Decision, MaintenancePlan, TableObservation
 from lakeops.planning.split import first_piece
+from lakeops.registry import MaintenanceBudget
 from lakeops.units import format_size
 
 __all__ = ["AGING", "SEVERITY_SHARE", "next_deferrals", "plan"]

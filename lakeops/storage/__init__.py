@@ -5,7 +5,8 @@ location (:mod:`lakeops.storage.confined`): every delete, move and write through
 the root, symlinks resolved. Open a table's storage at the table's root. Connection settings
 travel as :class:`StorageOptions`, a small JSON-serialisable model the driver ships to Spark
 executors inside a plan; secrets are deliberately not part of it and come from each process's
-standard AWS credential chain (docs/architecture.md, "Storage").
+standard AWS credential chain, or are keys an Iceberg REST catalog vended for a table, lent to this
+process's clients (:mod:`lakeops.storage.s3_leases`; docs/architecture.md, "Storage").
 """
 
 from __future__ import annotations

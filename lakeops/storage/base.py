@@ -70,7 +70,9 @@ class Storage(Protocol):
 
         Of several callers holding the same token exactly one succeeds; the others get
         :class:`~lakeops.errors.Superseded`, as does a caller whose object was replaced or deleted
-        since. Any other :class:`~lakeops.errors.StorageError` leaves the outcome unknown.
+        since. No other version is ever replaced, whoever wrote it, writers outside lakeops included;
+        but one of them may replace the new version at once, so a commit reads its outcome back. Any
+        other :class:`~lakeops.errors.StorageError` leaves the outcome unknown.
         """
         ...
 

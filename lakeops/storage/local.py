@@ -5,6 +5,13 @@ directories are not objects (reading one is :class:`~lakeops.errors.NotFound`), 
 flat, recursive, path-sorted stream, and writes are all-or-nothing. Atomicity comes from the
 POSIX primitives: ``os.replace`` for :meth:`LocalStorage.write` and ``os.link`` (which fails if
 the target exists) for :meth:`LocalStorage.put_if_absent`.
+
+A file system has no compare-and-swap, and the other writers of a table take no lock (the icechunk
+package replaces ``ref.json`` by renaming a staged file over it), so :meth:`LocalStorage.replace_if_match`
+never writes over a name at all: it moves the current version aside, compares it, and links the new one
+in only where nothing is (its docstring says why that holds). While it compares, for microseconds, the
+name is absent; a process killed then leaves the version at the claim name (``.<name>.lakeops-claim``),
+and the next lakeops access to the file or its directory puts it back (:meth:`LocalStorage._restore`).
 """
 
 from __future__ import annotations
@@ -15,19 +22,22 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from stat import S_ISREG
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, Superseded
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 
-__all__ = ["TMP_SUFFIX", "LocalStorage", "is_abandoned_temp"]
+__all__ = ["CLAIM_SUFFIX", "TMP_SUFFIX", "LocalStorage", "is_abandoned_temp"]
 
 #: Suffix of the hidden temporary file a write is staged in (``.<name>.<random>.lakeops-tmp``).
 TMP_SUFFIX = ".lakeops-tmp"
+#: Suffix of the name a compare-and-swap holds the version it replaces under (``.<name>.lakeops-claim``).
+CLAIM_SUFFIX = ".lakeops-claim"
 _COPY_BUFFER = 1 << 20  # bytes a local copy holds in memory at a time
+_T = TypeVar("_T")
 
 
 def is_abandoned_temp(path: str) -> bool:
@@ -54,7 +64,74 @@ def _local(path: str) -> str:
     percent signs only the table format knows how to read (:func:`lakeops.storage.uri.storage_location`)."""
     if uri.scheme(path) != uri.LOCAL:
         raise InvalidArgument(f"local storage cannot handle {path!r}: not a local path or file:// URI")
-    return uri.storage_location(path)
+    local = uri.storage_location(path)
+    if "\x00" in local:  # a bare ValueError from every os call otherwise
+        raise InvalidArgument(f"{path!r}: a file name cannot hold a NUL character")
+    return local
+
+
+def _claim(local: str) -> str:
+    directory, name = os.path.split(local)
+    return os.path.join(directory, f".{name}{CLAIM_SUFFIX}")
+
+
+def _claimed(name: str) -> str | None:
+    """The file name whose claim ``name`` is, else None."""
+    if name.startswith(".") and name.endswith(CLAIM_SUFFIX) and len(name) > len(CLAIM_SUFFIX) + 1:
+        return name[1 : -len(CLAIM_SUFFIX)]
+    return None
+
+
+@contextlib.contextmanager
+def _swapping(directory: str) -> Iterator[None]:
+    """An exclusive ``flock`` of ``directory``: one lakeops compare-and-swap or restore in it at a time.
+    The kernel drops the lock with its holder, so a claim found under it belongs to a killed swap."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError as exc:
+        raise NotFound(f"cannot lock directory {directory!r}: no such directory") from exc
+    except OSError as exc:
+        raise StorageError(f"cannot lock directory {directory!r}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _put_back(claim: str, local: str) -> None:
+    """Link the version at ``claim`` back to ``local``, and drop the claim name. ``link`` fails if a
+    writer created ``local`` meanwhile: that version stands (it was staged from a read made before the
+    claim was taken, so it builds on the claimed one, or raced it anyway), and the claimed one is kept
+    as an abandoned temporary file, which cleanup removes past its age floor."""
+    try:
+        os.link(claim, local)
+    except FileExistsError:
+        directory, name = os.path.split(local)
+        os.rename(claim, os.path.join(directory, f".{name}.{os.urandom(6).hex()}{TMP_SUFFIX}"))
+    else:
+        os.unlink(claim)
+
+
+def _hashes_to(path: str, token: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest() == token
+    except OSError as exc:
+        raise StorageError(f"cannot read {path!r}: {exc.strerror or exc}") from exc
+
+
+def _linked(source: str, target: str) -> bool:
+    """``os.link``; False if something is at ``target``."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create {target!r}: {exc.strerror or exc} (compare-and-swap needs hard-link support)"
+        ) from exc
+    return True
 
 
 def _fsync_dir(directory: str) -> None:
@@ -85,10 +162,24 @@ class LocalStorage:
             return iter(())
         return self._walk(root)
 
+    def _entries(self, directory: str) -> Sequence[os.DirEntry[str]]:
+        """The directory's entries. Where a swap holds a file at its claim name, they are read again
+        once the swap is over (under its lock, so no other swap is half done), a killed swap's file
+        put back first."""
+        with os.scandir(directory) as it:
+            entries = list(it)
+        claimed = [name for name in map(_claimed, (entry.name for entry in entries)) if name is not None]
+        if not claimed:
+            return entries
+        with _swapping(directory):
+            for name in claimed:
+                self._restore(os.path.join(directory, name))
+            with os.scandir(directory) as it:
+                return list(it)
+
     def _walk(self, directory: str) -> Iterator[FileInfo]:
         try:
-            with os.scandir(directory) as it:
-                entries = list(it)
+            entries = self._entries(directory)
         except FileNotFoundError:
             return  # removed while listing, as an S3 prefix can empty concurrently
         except OSError as exc:
@@ -120,7 +211,10 @@ class LocalStorage:
 
     def read(self, path: str) -> bytes:
         """The whole file; :class:`~lakeops.errors.NotFound` also for a directory (not an object)."""
-        local = _local(path)
+        return self._again(_local(path), self._read)
+
+    @staticmethod
+    def _read(local: str) -> bytes:
         try:
             with open(local, "rb") as f:
                 return f.read()
@@ -129,11 +223,44 @@ class LocalStorage:
         except OSError as exc:
             raise StorageError(f"cannot read {local!r}: {exc.strerror or exc}") from exc
 
+    def _again(self, local: str, attempt: Callable[[str], _T]) -> _T:
+        """``attempt(local)``, and once more after a miss: the file may have been held aside by a swap."""
+        try:
+            return attempt(local)
+        except NotFound:
+            self._settle(local)
+        return attempt(local)
+
+    def _settle(self, local: str) -> None:
+        """After ``local`` was found missing: if a swap holds it at its claim name, wait for the swap to
+        end, or put back the version a killed one left there. One ``lstat`` when there is no claim."""
+        if os.path.lexists(_claim(local)):
+            with _swapping(os.path.dirname(local)):
+                self._restore(local)
+
+    @staticmethod
+    def _restore(local: str) -> None:
+        """Under :func:`_swapping`: put back the version a killed swap left at ``local``'s claim name."""
+        claim = _claim(local)
+        if not os.path.lexists(claim):
+            return
+        try:
+            _put_back(claim, local)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot restore {local!r} from {claim!r}, where a killed compare-and-swap left it: "
+                f"{exc.strerror or exc}"
+            ) from exc
+        _fsync_dir(os.path.dirname(local))
+
     def read_range(self, path: str, start: int, length: int) -> bytes:
         """``length`` bytes from ``start``; short (possibly empty) only at the end of the file."""
         if start < 0 or length < 0:
             raise InvalidArgument(f"cannot read {path!r}: negative range start={start} length={length}")
-        local = _local(path)
+        return self._again(_local(path), lambda local: self._read_range(local, start, length))
+
+    @staticmethod
+    def _read_range(local: str, start: int, length: int) -> bytes:
         try:
             with open(local, "rb") as f:
                 f.seek(start)
@@ -200,27 +327,59 @@ class LocalStorage:
         return data, hashlib.sha256(data).hexdigest()
 
     def replace_if_match(self, path: str, data: bytes, token: str) -> None:
-        """Under an exclusive ``flock`` of the current file: check that the name still refers to the
-        locked file and that its content hashes to ``token``, then ``os.replace`` the new bytes in.
+        """Replace the file only if it still hashes to ``token``, without ever writing over a version
+        this call did not compare, even against writers that take no lock and rename over the file.
 
-        A writer that locked the file a winner replaced finds the name pointing elsewhere once it
-        gets the lock, and loses (:class:`~lakeops.errors.Superseded`)."""
+        Under :func:`_swapping` (one lakeops swap per directory): stage the new bytes; ``rename`` the
+        current file to its claim name, which takes exactly the version there at that instant out of
+        every other writer's reach; compare it with ``token``; on a match ``link`` the staged file to the
+        name, which fails if another writer created the name since (its rename into the absent name,
+        from a read it made before the claim), and that version then stands. On a mismatch or a failed
+        link the claimed version goes back by ``link`` too (:func:`_put_back`), and the caller gets
+        :class:`~lakeops.errors.Superseded`. A writer can still rename over the new version once it is
+        in, from a read it made before: that overwrites lakeops' write, not the reverse, and the caller
+        reads the outcome back. Readers other than lakeops see the name absent for the few
+        microseconds between the claim and the link (the icechunk package then fails that read, or that
+        commit with a conflict); lakeops' own readers wait for the swap, and the next lakeops access
+        undoes a killed one (:meth:`_restore`)."""
         local = _local(path)
+        staged = self._write_temp(local, data)
         try:
-            current = open(local, "rb")  # noqa: SIM115 -- closed below, after the replace
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-            raise Superseded(f"cannot replace {local!r}: it no longer exists") from exc
+            with _swapping(os.path.dirname(local)):
+                self._restore(local)
+                placed = self._swap(local, staged, token)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(staged)
+        _fsync_dir(os.path.dirname(local))
+        if not placed:
+            raise Superseded(f"cannot replace {local!r}: it changed since it was read")
+
+    @staticmethod
+    def _swap(local: str, staged: str, token: str) -> bool:
+        """The claim, compare and link of :meth:`replace_if_match`: whether ``staged`` is now at ``local``."""
+        claim = _claim(local)
+        try:
+            os.rename(local, claim)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
         except OSError as exc:
             raise StorageError(f"cannot replace {local!r}: {exc.strerror or exc}") from exc
-        with current:
-            fcntl.flock(current.fileno(), fcntl.LOCK_EX)
+        placed = False
+        try:
+            placed = _hashes_to(claim, token) and _linked(staged, local)
+        finally:
             try:
-                same_file = os.path.samestat(os.fstat(current.fileno()), os.stat(local))
-            except FileNotFoundError:
-                same_file = False
-            if not same_file or hashlib.sha256(current.read()).hexdigest() != token:
-                raise Superseded(f"cannot replace {local!r}: it changed since it was read")
-            self.write(local, data)
+                if placed:
+                    os.unlink(claim)
+                else:
+                    _put_back(claim, local)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot finish replacing {local!r}: {exc.strerror or exc}; the version it held is at "
+                    f"{claim!r}, which the next lakeops access puts back unless a newer version is there"
+                ) from exc
+        return placed
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Hard-link a complete temporary file to the target; ``link`` refuses an existing target.
@@ -319,7 +478,10 @@ class LocalStorage:
 
     def stat(self, path: str) -> FileInfo:
         """Size and mtime of a regular file; :class:`~lakeops.errors.NotFound` for anything else."""
-        local = _local(path)
+        return self._again(_local(path), self._stat)
+
+    @staticmethod
+    def _stat(local: str) -> FileInfo:
         try:
             st = os.stat(local)
         except (FileNotFoundError, NotADirectoryError) as exc:
@@ -332,4 +494,8 @@ class LocalStorage:
 
     def exists(self, path: str) -> bool:
         """Whether a regular file is at ``path`` (directories do not count, as on S3)."""
-        return os.path.isfile(_local(path))
+        local = _local(path)
+        if os.path.isfile(local):
+            return True
+        self._settle(local)
+        return os.path.isfile(local)

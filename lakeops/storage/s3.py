@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import boto3
 from botocore.client import BaseClient
@@ -35,6 +36,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, StorageError, Superseded
+from lakeops.redaction import register_secrets
 from lakeops.storage import uri
 from lakeops.storage.base import FileInfo
 from lakeops.storage.s3_leases import Lease, S3Keys, VendedS3, lease_for, leased_keys
@@ -114,14 +116,23 @@ def _read_timeout() -> float:
 
 def _endpoint(endpoint_url: str | None) -> str | None:
     """``endpoint_url``, else ``$AWS_ENDPOINT_URL_S3`` / ``$AWS_ENDPOINT_URL`` (checked here, naming the
-    variable), else None (AWS)."""
-    endpoint = endpoint_url
+    variable), else None (AWS). A password in its user info is registered as a secret."""
     variable = next((name for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if os.environ.get(name)), None)
-    if not endpoint and variable is not None:
-        endpoint = os.environ[variable]
-        if problem := uri.endpoint_problem(endpoint):
-            raise InvalidArgument(f"${variable} {endpoint!r} {problem}")
-    return endpoint or None
+    endpoint = endpoint_url or (os.environ[variable] if variable is not None else None)
+    if not endpoint:
+        return None
+    _register_password(endpoint)
+    if not endpoint_url and (problem := uri.endpoint_problem(endpoint)):
+        raise InvalidArgument(f"${variable} {endpoint!r} {problem}")
+    return endpoint
+
+
+def _register_password(endpoint: str) -> None:
+    """Mask the password of an endpoint's user info by value, as written and percent-decoded (RFC 3986,
+    as botocore reads it)."""
+    with contextlib.suppress(ValueError):  # not a URL at all: uri.endpoint_problem says why
+        password = urlsplit(endpoint).password
+        register_secrets(password, unquote(password) if password else None)
 
 
 def _resolve(

@@ -10,21 +10,21 @@ prefix"); a path under no lease keeps the storage's own identity (the AWS chain,
 one endpoint are served concurrently in one process. Leases made inside a :func:`lease_scope` (one
 per :mod:`lakeops.api` call) end with it; a lease made outside any scope lasts as long as the process.
 Nothing here reaches ``os.environ``, a :class:`~lakeops.storage.StorageOptions`, a plan or a Spark
-executor, and no repr shows a secret; botocore's DEBUG records of each request (its headers and
-canonical request, which carry the session token) have the secrets of live leases masked.
+executor, and no repr shows a secret; every key is registered with the redaction layer when it is made
+(:class:`S3Keys`), so botocore's DEBUG records of each request (its headers and canonical request,
+which carry the session token), or a message that quotes one, have it masked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from lakeops.redaction import MASK
+from lakeops.redaction import register_secrets
 from lakeops.storage import uri
 
 __all__ = ["Lease", "S3Keys", "VendedS3", "lease_for", "lease_scope", "leased_keys", "lend"]
@@ -34,11 +34,15 @@ __all__ = ["Lease", "S3Keys", "VendedS3", "lease_for", "lease_scope", "leased_ke
 class S3Keys:
     """An access key pair (with a session token for temporary credentials) lent to this process's S3
     clients; the secrets never show in a repr, so a client-cache key or a traceback's locals cannot
-    print them."""
+    print them, and are masked by value wherever else they appear. The key id is not secret (it names
+    the principal), and on S3-compatible stores people choose it, often a word their bucket names share."""
 
     access_key_id: str = field(repr=False)
     secret_access_key: str = field(repr=False)
     session_token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        register_secrets(self.secret_access_key, self.session_token)
 
 
 @dataclass(frozen=True)
@@ -156,29 +160,3 @@ def leased_keys() -> set[S3Keys]:
     """The keys some live lease holds now (clients built for others can go)."""
     with _lock:
         return {held.credentials.keys for leases in _leases.values() for held in leases}
-
-
-class _MaskLentSecrets(logging.Filter):
-    """Masks the secrets and session tokens of live leases in a log record (botocore writes a request's
-    headers and canonical request, session token included, at DEBUG)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        with _lock:
-            secrets = {
-                secret
-                for leases in _leases.values()
-                for held in leases
-                for secret in (held.credentials.keys.secret_access_key, held.credentials.keys.session_token)
-                if secret
-            }
-        text = record.getMessage()
-        masked = text
-        for secret in secrets:
-            masked = masked.replace(secret, MASK)
-        if masked != text:
-            record.msg, record.args = masked, None
-        return True
-
-
-for _name in ("botocore.endpoint", "botocore.auth"):  # the loggers that print what a request sends
-    logging.getLogger(_name).addFilter(_MaskLentSecrets())

@@ -57,6 +57,7 @@ __all__ = [
     "require_within",
     "scheme",
     "storage_location",
+    "unquote_utf8",
 ]
 
 LOCAL = "file"
@@ -135,10 +136,7 @@ def _normalize_local(location: str, *, literal: bool) -> str:
             rest = sep + tail
         if not rest.startswith("/"):
             raise InvalidArgument(f"file URI {location!r} is not absolute")
-        try:
-            path = rest if literal else unquote(rest, errors="strict")
-        except UnicodeDecodeError as exc:
-            raise InvalidArgument(f"file URI {location!r} has percent-escapes that are not UTF-8") from exc
+        path = rest if literal else unquote_utf8(rest, f"file URI {location!r}")
     # abspath joins the working directory and resolves "." and ".." lexically; normpath keeps a
     # leading "//" (POSIX allows it to be special), which we fold into "/".
     result = os.path.abspath(path)
@@ -172,19 +170,34 @@ def join(base: str, *relative: str) -> str:
     return normalize(result)
 
 
+def unquote_utf8(text: str, what: str) -> str:
+    """``text`` percent-decoded, its escapes read as UTF-8 (RFC 3986, "Percent-Encoding"). Escapes that are
+    no UTF-8 (``%FF``) are refused, naming ``what``: readers disagree on them (delta-rs refuses them, Java
+    decodes U+FFFD), and ``unquote``'s replacement names a file other than the one the bytes spell, so
+    that file would look unreferenced to VACUUM."""
+    try:
+        return unquote(text, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"{what} has percent-escapes that are not UTF-8") from exc
+
+
 def resolve(base: str, path: str) -> str:
     """The location of a path a Delta action names (a URI): a relative one percent-decoded and joined
-    to ``base``, an absolute one decoded exactly once (``file:`` URIs decode themselves)."""
+    to ``base``, an absolute one decoded exactly once (``file:`` URIs decode themselves). A path that
+    cannot be decoded is refused naming ``base`` (:func:`unquote_utf8`)."""
     if path.startswith("file:"):
-        return normalize(path)
+        try:
+            return normalize(path)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{base}: the action path {exc}") from exc
     if "://" in path or path.startswith("/"):
-        return normalize(unquote(path))
+        return normalize(unquote_utf8(path, f"{base}: the action path {path!r}"))
     if _PLAIN_RELATIVE.fullmatch(path) and _absolute(base):
         # Nothing to decode or collapse (most paths, once per file of a table): the root, normalised
         # once per root, and the path as written.
         root = _normalized_root(base)
         return f"{root}/{path}" if root != "/" else f"/{path}"
-    return join(base, *(unquote(part) for part in path.split("/")))
+    return join(base, *(unquote_utf8(part, f"{base}: the action path {path!r}") for part in path.split("/")))
 
 
 #: A relative path of ordinary segments: no percent-escape, empty, ``.`` or ``..`` segment, or colon.

@@ -14,7 +14,8 @@ from bench.harness import run
 from bench.report import END, START
 from spark_jobs.operations import DRIVER_MAX_BYTES_ENV
 
-pytestmark = pytest.mark.spark  # ours runs on a local Spark session
+# ours runs on a local Spark session; long: CI runs it as its own stage (make test-long)
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")

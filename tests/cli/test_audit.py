@@ -1,6 +1,7 @@
 """The audit hook every run passes (``lakeops.audit.audited``, around every ``lakeops.api`` call): a successful
 and a failed run, from the CLI and from ``run_operation`` (Dagster's entry), each leave one record under the table
-root with who/what/when, the plan and the outcome, and no secrets; read-only runs and dry runs leave none."""
+root with who/what/when, the plan and the outcome, and no secrets; read-only runs and dry runs leave none. A
+``lakeops cdc`` run is recorded under its output, naming the source and the range."""
 
 from __future__ import annotations
 
@@ -66,6 +67,34 @@ def test_success_and_failure_records(
     assert "delta.deletedFileRetentionDuration" in failed.error["message"]
     assert ok.run_id != failed.run_id
     assert all("s3cr3t" not in raw for raw in _raw_records(location))
+
+
+def test_cdc_runs_are_recorded_under_their_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LAKEOPS_ACTOR", "oncall@example.com")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-do-not-log")
+    source, output = tmp_path / "t", tmp_path / "changes"
+    _table(source)
+
+    assert lakeops(["cdc", str(source), "--from", "0", "--output", str(output), "--dry-run"]) == 0
+    assert not output.exists()
+    capsys.readouterr()
+    assert lakeops(["cdc", str(source), "--from", "1", "--output", str(output), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert lakeops(["cdc", str(source), "--from", "0", "--to", "7", "--output", str(output)]) == 1
+    capsys.readouterr()
+
+    ok, failed = audit.read_records(str(output))
+    for record in (ok, failed):
+        assert (record.command, record.table_root, record.who.actor) == ("cdc", str(output), "oncall@example.com")
+        assert (record.source, record.source_root) == (str(source), str(source))
+    assert ok.status == "succeeded" and ok.options["from_version"] == "1"  # as given
+    assert (ok.plan["from_version"], ok.plan["to_version"]) == (report["from_version"], report["to_version"]) == (1, 2)
+    assert ok.metrics["rows_written"] == report["rows_written"] == 2
+    assert failed.status == "failed" and failed.error is not None and failed.error["type"] == "VersionNotFound"
+    assert len(_raw_records(output)) == 2 and all("s3cr3t" not in raw for raw in _raw_records(output))
+    assert not (source / "_lakeops_audit").exists()
 
 
 def test_unresolvable_table_warns_and_keeps_the_outcome(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from lakeops_cli import run_json
 
 from spark_jobs.cli import main as lakeops
@@ -123,6 +123,26 @@ def test_a_commit_file_named_beyond_a_long_is_named(tmp_path: Path, capsys: pyte
     (log / "99999999999999999999.json").write_bytes((log / f"{2:020d}.json").read_bytes())
     err = _error(capsys, "inspect", location)
     assert "CorruptFile" in err and "99999999999999999999.json" in err
+
+
+def test_a_table_at_the_largest_version_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log whose latest commit is version 2^63-1: compaction committed version 2^63, a file no reader
+    lists, and every command then refused the table (issue 34, nearby). No next version exists."""
+    location = _table(tmp_path / "t")
+    DeltaTable(location).create_checkpoint()
+    log = tmp_path / "t" / "_delta_log"
+    (log / f"{2:020d}.checkpoint.parquet").rename(log / f"{2**63 - 2:020d}.checkpoint.parquet")
+    (log / f"{2:020d}.json").rename(log / f"{2**63 - 1:020d}.json")  # the state is the checkpoint's
+    for leftover in (f"{0:020d}.json", f"{1:020d}.json", "_last_checkpoint"):
+        (log / leftover).unlink()
+    files = sorted(p for p in (tmp_path / "t").rglob("*") if "_lakeops_audit" not in p.parts)
+    for command in ("compact", "--min-input-files", "2"), ("compact", "--min-input-files", "2", "--dry-run"):
+        err = _error(capsys, command[0], location, *command[1:])
+        assert f"ProtocolError: {location}: version {2**63 - 1} is the largest long" in err
+    assert sorted(p for p in (tmp_path / "t").rglob("*") if "_lakeops_audit" not in p.parts) == files
+    assert run_json(capsys, "inspect", location)["version"] == 2**63 - 1  # reading it still works
 
 
 @pytest.mark.parametrize("value", ["interval 99999999999999999999 days", "interval nan days", "interval inf weeks"])

@@ -71,3 +71,22 @@ def test_malformed_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     path.write_text(json.dumps(document))
     err = _fails(capsys, table, tmp_path)
     assert "bucket[sixteen]" in err
+
+
+@pytest.mark.parametrize("command", ["compact", "checkpoint"])
+@pytest.mark.parametrize("last", [2**63 - 1, 2**63])
+def test_a_last_sequence_number_no_snapshot_can_follow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, last: int
+) -> None:
+    """ "Sequence Numbers": a new snapshot's is one past ``last-sequence-number``, a long. At the largest
+    one, compaction and the manifest rewrite ended in ``OverflowError`` from the Avro writer, after writing
+    data files (issue 34, nearby); they are refused when they plan, naming the table and the field."""
+    table = small_file_table(tmp_path, appends=3, rows=5)
+    _edit_metadata(table, {"last-sequence-number": last})
+    before = _fingerprint(tmp_path)
+
+    options = ["--min-input-files", "2"] if command == "compact" else []
+    assert lakeops([command, table.identifier, "--catalog-uri", table.catalog_uri, *options]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"ProtocolError: {table.table.location()}: last-sequence-number is {last}:" in err, err
+    assert _fingerprint(tmp_path) == before

@@ -16,9 +16,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from glue_tables import glue_table
 from icechunk_repos import LINE, build_history
 from lakeops_cli import run_json
 from pyiceberg_tables import PyIcebergTable, batch, small_file_table
+from registry_samples import REFUSED
 
 from lakeops import api
 from lakeops.audit import read_records
@@ -192,3 +194,50 @@ def test_a_consumer_watermark_blocks_expiry_until_the_consumer_catches_up(
     )
     assert decisions["cdc"]["chosen"] and decisions["cdc"]["benefit"]["cdc_versions_closed"] == 8
     assert "8 commits the CDC output does not hold yet" in decisions["cdc"]["reason"]
+
+
+@pytest.mark.parametrize(("text", "named"), list(REFUSED.values()), ids=list(REFUSED))
+def test_a_registry_the_dagster_loader_refuses_is_a_usage_error_naming_the_file_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, named: str
+) -> None:
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(text)
+
+    assert lakeops(["plan-maintenance", "--registry", str(registry), "--budget", "120m"]) == 2
+    err = capsys.readouterr().err
+    assert f"RegistryError: {registry}: " in err and named in " ".join(err.split()), err
+    assert "observing" not in err  # refused before any table is read
+
+
+@pytest.mark.s3
+def test_a_table_of_a_glue_catalog_is_observed_through_its_catalog(
+    glue_endpoint: str, s3_bucket: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The planner read an entry's catalog as a SQL one (its uri and name only): a Glue table was
+    unreadable. It now takes the entry's whole address, as the assets do."""
+    table = glue_table(glue_endpoint, s3_bucket)
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(
+        f"tables:\n  - name: events\n    identifier: {table.identifier}\n"
+        f"    catalog: {{type: glue, endpoint_url: '{table.catalog_uri}'}}\n"
+    )
+
+    plan = run_json(
+        capsys, "plan-maintenance", "--registry", str(registry), "--budget", "120m", "--endpoint-url", glue_endpoint
+    )
+
+    assert plan["unreadable"] == {}
+    assert {d["action"]["table"] for d in plan["decisions"]} == {"events"}
+
+
+def test_a_registry_that_is_not_utf8_is_a_usage_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_bytes(b"tables:\n  - {name: ev\xff, location: /t}\n")
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+    for argv in (["plan-maintenance", "--registry", str(registry), "--budget", "1"], ["inspect", "events"]):
+        assert lakeops(argv) == 2
+        assert f"RegistryError: registry {registry}: not UTF-8 text (byte 21: invalid start byte)" in " ".join(
+            capsys.readouterr().err.split()
+        )

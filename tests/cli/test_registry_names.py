@@ -196,10 +196,8 @@ def test_a_name_without_a_registry_says_there_is_none(
     )
     monkeypatch.setenv("LAKEOPS_REGISTRY", str(tmp_path / "missing.yaml"))
     code, _, err = _run(capsys, "orphans", "events")
-    assert code == 1
-    assert (
-        err == f"error: InvalidArgument: registry {tmp_path / 'missing.yaml'} (from $LAKEOPS_REGISTRY) does not exist"
-    )
+    assert code == 2  # a registry problem is a usage error, as for plan-maintenance
+    assert err == f"error: RegistryError: registry {tmp_path / 'missing.yaml'} (from $LAKEOPS_REGISTRY) does not exist"
 
 
 def test_a_path_in_the_working_directory_is_still_a_table(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from icechunk_repos import build_history
 from lakeops_cli import run_json
 from pyiceberg_tables import small_file_table
@@ -46,24 +46,29 @@ def _human(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return captured.out + captured.err
 
 
-def _delta_table(tmp_path: Path, folder: bytes) -> tuple[str, bytes]:
-    """A Delta table in ``tmp_path/folder`` (its name possibly not UTF-8) holding an untracked ``\\xff.parquet``."""
+def _delta_table(tmp_path: Path, folder: bytes, *, checkpoint: bool = False) -> tuple[str, bytes]:
+    """A Delta table in ``tmp_path/folder`` (its name possibly not UTF-8) holding an untracked ``\\xff.parquet``;
+    with ``checkpoint``, its live files are read from a checkpoint (Arrow rows, not objects)."""
     staging = tmp_path / "staging"
     for version in range(2):
         write_deltalake(str(staging), pa.table({"id": [version]}), mode="append")
+    if checkpoint:
+        DeltaTable(str(staging)).create_checkpoint()
     root = os.fsencode(tmp_path) + b"/" + folder
     os.rename(os.fsencode(staging), root)
     return os.fsdecode(root), _odd_file(root, b"\xff.parquet")
 
 
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["log", "checkpoint"])
 @pytest.mark.parametrize("folder", [b"events", b"ev\xfents"])
 def test_delta_orphans_report_and_record_names_that_are_not_utf8(
-    folder: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    folder: bytes, checkpoint: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    table, odd = _delta_table(tmp_path, folder)
+    table, odd = _delta_table(tmp_path, folder, checkpoint=checkpoint)
 
-    report = run_json(capsys, "orphans", table, "--dry-run")
-    assert [os.fsencode(p) for p in report["paths"]] == [odd]
+    for listing in ([], ["--listing-threshold", "0"]):  # 0: every directory listed by a plan unit
+        report = run_json(capsys, "orphans", table, "--dry-run", *listing)
+        assert [os.fsencode(p) for p in report["paths"]] == [odd]
     assert report["table"] == table
     assert "\\udcff.parquet" in _human(capsys, "orphans", table, "--dry-run")
     assert "inspect" in _human(capsys, "inspect", table)
@@ -76,6 +81,8 @@ def test_delta_orphans_report_and_record_names_that_are_not_utf8(
     assert os.fsencode(entry.path) == b"\xff.parquet"
     run_json(capsys, "restore", table, report["quarantine_run"])
     assert Path(os.fsdecode(odd)).read_bytes() == b"x"
+    os.rename(table, tmp_path / "peer")  # delta-rs opens only UTF-8 locations
+    assert sorted(DeltaTable(str(tmp_path / "peer")).to_pyarrow_table().column("id").to_pylist()) == [0, 1]
 
 
 def test_iceberg_orphans_list_names_that_are_not_utf8_on_the_driver_and_in_plan_units(

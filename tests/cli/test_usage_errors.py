@@ -122,4 +122,4 @@ def test_usage_errors_exit_2(
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2, err
     assert message in err and "Traceback" not in err
-    assert _files(Path(tables["delta"]).parent) == before and not list(tmp_path.iterdir())
+    assert _files(Path(tables["delta"]).parent) == before and not _files(tmp_path)

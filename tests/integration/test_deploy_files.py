@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
+import runpy
 import shlex
 import stat
 import subprocess
@@ -18,15 +19,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from lakeops.registry import RegisteredTable
 from spark_jobs.session import REDACTION_REGEX
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -263,11 +261,17 @@ def test_the_image_installs_exactly_the_locked_packages() -> None:
 def test_the_lock_pins_every_dependency_within_pyprojects_bounds() -> None:
     locked = _lock()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    generator = runpy.run_path(str(DEPLOY / "lock.py"))  # what `make lock` resolves
+    extras = project["project"]["optional-dependencies"]
+    # The image runs Spark, Spark Connect and Dagster on PostgreSQL with the Kubernetes run launcher.
+    assert set(generator["PROJECT_EXTRAS"]) == {"spark", "connect", "dagster"}
     wanted = [Requirement(r) for r in project["project"]["dependencies"]]
-    wanted += [Requirement(r) for r in ("dagster-postgres", "dagster-k8s", "psycopg2-binary")]
+    wanted += [Requirement(r) for extra in generator["PROJECT_EXTRAS"] for r in extras[extra]]
+    wanted += [Requirement(r) for r in generator["BESIDE"]]
     wanted += [Requirement(r) for r in project["build-system"]["requires"]]
+    assert {"dagster-postgres", "dagster-k8s", "psycopg2-binary"} <= {canonicalize_name(r.name) for r in wanted}
     # The Spark Connect client production runs use (the `connect` extra): pyspark's own `connect` extra.
-    (connect,) = [Requirement(r) for r in project["project"]["optional-dependencies"]["connect"]]
+    (connect,) = [Requirement(r) for r in extras["connect"]]
     wanted += [
         Requirement(raw)
         for raw in importlib.metadata.requires("pyspark") or []

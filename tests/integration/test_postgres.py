@@ -23,11 +23,9 @@ from lakeops_cli import run_json
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg_tables import NAMESPACE, SCHEMA, batch, rows_of
 
+from lakeops.registry import parse_registry
 from orchestration.pools import register_pools
-from orchestration.registry import parse_registry
 from spark_jobs.session import stop_session
-
-pytestmark = pytest.mark.integration
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -83,8 +81,8 @@ def test_the_production_instance_stores_everything_in_postgres(instance: dg.Dags
 def test_a_generated_maintenance_asset_runs_end_to_end_on_the_postgres_instance(
     instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
+    from lakeops.registry import parse_registry
     from orchestration.assets import maintenance_assets, operation_key, table_asset
-    from orchestration.registry import parse_registry
     from orchestration.resources import SparkResource, StorageResource
 
     location = tmp_path / "events"

@@ -27,7 +27,7 @@ from lakeops.storage import open_storage
 from lakeops.storage.s3 import clear_client_cache
 from spark_jobs.session import stop_session
 
-pytestmark = [pytest.mark.integration, pytest.mark.s3]
+pytestmark = pytest.mark.s3
 
 
 @pytest.fixture(scope="module")

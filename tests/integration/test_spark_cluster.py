@@ -30,8 +30,6 @@ from lakeops.storage import open_storage
 from lakeops.storage.s3 import S3Keys, clear_client_cache, using_keys
 from spark_jobs.session import build_session, stop_session
 
-pytestmark = pytest.mark.integration
-
 #: Report fields that differ between two copies of a table by nature, not by what was done: names, ids,
 #: times, and byte counts (writers embed times, so equal data need not mean equal sizes).
 _VOLATILE = {"duration_s", "table", "output", "committed_version", "commit_attempts"}

@@ -30,8 +30,6 @@ from pyiceberg_tables import rows_of, small_file_table
 
 from spark_jobs.session import stop_session
 
-pytestmark = pytest.mark.integration
-
 
 @dataclass(frozen=True)
 class ConnectServer:

@@ -45,7 +45,7 @@ from spark_jobs.operations import SparkSettings
 from spark_jobs.preflight import table_of
 from spark_jobs.session import build_session, stop_session
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 KEY_ID = "LKOPSENTINELKEYID0042"  # not AKIA-shaped: only the setting's name can get it redacted
 SECRET = "sentinel-secret-91c4e7-do-not-print"

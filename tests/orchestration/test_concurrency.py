@@ -12,10 +12,13 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
 from orchestration import ui
 from orchestration.ui import PROJECT, dagster_dev
+
+pytestmark = pytest.mark.long  # minutes of work: CI runs it as its own stage (make test-long)
 
 LAUNCH = """
 mutation($runs: [ExecutionParams!]!) {

@@ -9,10 +9,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from registry_samples import SAMPLE
+from registry_samples import REFUSED, SAMPLE
 
+from lakeops.registry import RegistryError, parse_registry
 from orchestration.definitions import build_definitions
-from orchestration.registry import RegistryError, parse_registry
+from spark_jobs.cli import main as lakeops
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,3 +108,19 @@ def test_the_shipped_instance_runs_one_maintenance_run_per_table_at_a_time(tmp_p
         if key.path[1] not in ("table", "overview")
     }
     assert pools_by_table == {"events": {"lakeops_events"}, "orders": {"lakeops_orders"}}
+
+
+@pytest.mark.parametrize(("text", "named"), list(REFUSED.values()), ids=list(REFUSED))
+def test_the_code_location_and_plan_maintenance_refuse_a_registry_with_one_message(
+    text: str, named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One validation (:func:`lakeops.registry.load_registry`) for both readers of the whole file."""
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(text)
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+    with pytest.raises(RegistryError) as refused:
+        importlib.reload(importlib.import_module("orchestration.definitions"))
+    assert str(refused.value).startswith(f"{registry}: ") and named in str(refused.value)
+
+    assert lakeops(["plan-maintenance", "--registry", str(registry), "--budget", "1"]) == 2
+    assert f"RegistryError: {refused.value}" in " ".join(capsys.readouterr().err.split())

@@ -9,15 +9,12 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.icechunk.repository import Repository
 from orchestration import demo
-
-pytestmark = pytest.mark.orchestration
 
 DAY = timedelta(days=1)
 

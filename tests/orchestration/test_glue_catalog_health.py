@@ -9,11 +9,11 @@ import pytest
 from glue_tables import glue_table
 from pyiceberg_tables import PyIcebergTable
 
+from lakeops.registry import parse_registry
 from orchestration.maintenance import inspect
-from orchestration.registry import parse_registry
 from orchestration.resources import StorageResource
 
-pytestmark = [pytest.mark.s3, pytest.mark.orchestration]
+pytestmark = pytest.mark.s3
 
 
 @pytest.fixture

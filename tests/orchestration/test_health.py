@@ -17,10 +17,10 @@ from dagster._core.definitions.freshness_evaluator import TimeWindowFreshnessPol
 from dagster._core.test_utils import BasicLoadingContext, freeze_time
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from lakeops.registry import Registry, parse_registry
 from orchestration.assets import operation_key, run_request, table_key
 from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY, last_successes
-from orchestration.registry import Registry, parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 #: Observations read tables without Spark; the maintenance assets beside them declare it.

@@ -15,10 +15,10 @@ from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.ops.data_version import data_version
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.target import IcechunkTarget
+from lakeops.registry import parse_registry
 from lakeops.storage import open_storage
 from orchestration.assets import operation_key, table_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 FIXTURE = TESTDATA / "modern" / "icechunk" / "split-repo-v2"

@@ -2,7 +2,8 @@
 in its window it requests the chosen runs in rank order and records the plan on
 ``lakeops/maintenance_plan``; once the window is over it records each action's predicted against
 actual cost and benefit, from the tables' audit records (the runs here go through ``lakeops.api``,
-as an asset's run does, without starting Spark), with the prediction error as a number."""
+as an asset's run does, without starting Spark), with the prediction error as a number; a CDC run,
+recorded under its change table, counts as its source's."""
 
 from __future__ import annotations
 
@@ -15,15 +16,13 @@ import pytest
 from deltalake import write_deltalake
 
 from lakeops import api
-from lakeops.ops.options import CheckpointOptions, CompactionOptions
+from lakeops.ops.options import CdcOptions, CheckpointOptions, CompactionOptions
 from lakeops.planning.models import Action, Benefit, CostEstimate, Decision
+from lakeops.registry import RegistryError, parse_registry
 from orchestration.assets import MAX_REWRITE_BYTES_TAG
 from orchestration.definitions import build_definitions
 from orchestration.planning import PLAN_KEY, PlannerCursor, _request, evaluate_planner
-from orchestration.registry import RegistryError, parse_registry
 from orchestration.resources import StorageResource
-
-pytestmark = pytest.mark.orchestration
 
 
 def _append(path: Path, commits: int) -> None:
@@ -123,6 +122,44 @@ def test_plan_then_review_after_the_window(tmp_path: Path) -> None:
     (decision,) = plan_cursor.chosen
     assert decision.action.key == "quiet:compaction" and decision.deferred_windows == 1
     assert decision.cost.basis == "cluster" and decision.cost.seconds < 5
+
+
+def test_the_review_counts_the_cdc_runs_of_the_window(tmp_path: Path) -> None:
+    """The planner requests the CDC of a table with a consumer; the run (recorded under the change
+    table, not the source) is matched to that action in the review."""
+    source, output = tmp_path / "events", tmp_path / "events_changes"
+    for i in range(4):
+        rows = pa.table({"id": pa.array([i], pa.int64())})
+        write_deltalake(str(source), rows, mode="append", configuration={"delta.enableChangeDataFeed": "true"})
+    registry = parse_registry(
+        f"""
+maintenance_budget: {{window: "0 1 * * *", core_minutes: 30, length: 2h}}
+tables:
+  - name: events
+    location: {source}
+    cdc: {{enabled: true, output: {output}, start_date: 2020-01-01}}
+"""
+    )
+    budget = registry.maintenance_budget
+    assert budget is not None
+    instance = dg.DagsterInstance.ephemeral()
+    opened = datetime.now(UTC).replace(hour=1, minute=5, second=0, microsecond=0) - timedelta(days=1)
+
+    planned = evaluate_planner(registry, budget, _context(None, instance), StorageResource(), opened)
+    cursor = PlannerCursor.model_validate_json(planned.cursor or "")
+    assert "events:cdc" in [d.action.key for d in cursor.chosen]
+    assert [dg.AssetKey(["events", "cdc"])] in [r.asset_selection for r in planned.run_requests or []]
+
+    report = api.cdc(str(source), CdcOptions(from_version=0, output=str(output)))
+    assert not (source / "_lakeops_audit").exists() and (output / "_lakeops_audit").is_dir()
+
+    after = opened + timedelta(hours=3)
+    reviewed = evaluate_planner(registry, budget, _context(planned.cursor, instance), StorageResource(), after)
+    (event,) = reviewed.asset_events or []
+    assert isinstance(event, dg.AssetMaterialization) and event.metadata["kind"].value == "review"
+    summary = event.metadata["summary"].value
+    assert isinstance(summary, str) and "| `events:cdc` | succeeded |" in summary
+    assert event.metadata["actual_points"].value == 2 * report.versions_extracted == 8  # the one run: 2 a version
 
 
 def test_a_budget_window_that_is_no_cron_stops_the_load(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from registry_samples import SAMPLE
 
+from lakeops.registry import parse_registry
 from orchestration.pools import pools_sensor, register_pools
-from orchestration.registry import parse_registry
 from orchestration.ui import PROJECT
 
 REGISTRY = parse_registry(SAMPLE)

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from lakeops.ops import compaction
+from lakeops.registry import parse_registry
 from lakeops.storage.s3 import clear_client_cache
-from orchestration import maintenance
 from orchestration.assets import operation_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 pytestmark = pytest.mark.s3
@@ -63,13 +63,13 @@ def test_keys_only_in_the_resource_maintain_an_s3_table_and_leave_the_environmen
     location = table_without_env_keys
     before = dict(os.environ)
     during: list[dict[str, str]] = []
-    real_run = maintenance.run_operation
+    real_run = compaction.execute
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         during.append(dict(os.environ))
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(maintenance, "run_operation", watched)
+    monkeypatch.setattr(compaction, "execute", watched)
     storage = StorageResource(endpoint_url=s3_server.endpoint_url, access_key_id=KEY_ID, secret_access_key=SECRET)
 
     result = _compact(location, storage)
@@ -100,3 +100,12 @@ def test_without_the_resource_keys_the_run_cannot_reach_s3(table_without_env_key
     assert failure is not None and failure.error is not None
     assert "cannot list 's3://" in failure.error.to_string()
     assert "/events/_delta_log/': Unable to locate credentials" in failure.error.to_string()
+
+
+def test_the_registry_sets_where_dagster_runs_units() -> None:
+    registry = parse_registry("spark: {master: 'local[2]', executor: driver}\ntables: []\n")
+    spark = build_definitions(registry).resources["spark"]
+    assert isinstance(spark, SparkResource)
+    assert (spark.master, spark.executor) == ("local[2]", "driver")
+    assert type(spark.run_executor()).__name__ == "ThreadExecutor"
+    assert SparkResource(executor="spark").settings().driver_max_bytes == 0  # every plan on Spark

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from lakeops.registry import parse_registry
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.resources import StorageResource
 
 

@@ -13,10 +13,10 @@ from icechunk_repos import build_history
 
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.writer import ChangeSet, commit
+from lakeops.registry import Registry, parse_registry
 from lakeops.storage import open_storage
 from orchestration.assets import table_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import Registry, parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(), "storage": StorageResource()}

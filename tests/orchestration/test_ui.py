@@ -15,10 +15,12 @@ import yaml
 from deltalake import write_deltalake
 from registry_samples import SAMPLE
 
+from lakeops.registry import parse_registry
 from orchestration import ui
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.ui import PROJECT, dagster_dev, served
+
+pytestmark = pytest.mark.long  # minutes of work: CI runs it as its own stage (make test-long)
 
 
 def test_dagster_dev_serves_the_generated_definitions(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ and on that function's Nth matching call the process does ``os.kill(os.getpid(),
 ``finally``, no ``atexit``, exactly what an OOM killer or a lost node does to a driver. Production
 code has no hooks: the wrapper patches, in its own process only,
 
-- ``storage``: :class:`~lakeops.storage.local.LocalStorage` ``put_if_absent``/``write`` of a path
-  matching a regex, ``before`` the call, ``mid`` (the complete temporary file is on disk, the link or
-  rename is not done) or ``after`` it: data and manifest writes, the Delta commit file, Iceberg
-  metadata files, Icechunk branch files, ``_last_checkpoint``;
+- ``storage``: :class:`~lakeops.storage.local.LocalStorage` ``put_if_absent``/``write``/
+  ``replace_if_match`` of a path matching a regex, ``before`` the call, ``mid`` (the complete
+  temporary file is on disk, the link or rename is not done) or ``after`` it: data and manifest
+  writes, the Delta commit file, Iceberg metadata files, Icechunk branch files, ``_last_checkpoint``;
 - ``units``: after :meth:`~spark_jobs.operations.SparkSettings.run_units` returned (the tasks wrote
   their files and the results reached the driver, nothing is committed yet);
 - ``swap``: after the SQL catalog's pointer update (:meth:`lakeops.iceberg.sql_catalog.SqlCatalog.swap`)
@@ -339,14 +339,14 @@ def install(spec: dict[str, Any]) -> _Marker:
     def storage_method(name: str) -> None:
         original = getattr(storage_cls, name)
 
-        def patched(self: Any, path: str, data: bytes) -> None:
+        def patched(self: Any, path: str, data: bytes, *args: Any) -> None:
             when = marker.hit("storage", path)
             if when == "before":
                 _die()
             if when == "mid":
                 self._write_temp(local._local(path), data)  # the complete temporary file, never linked
                 _die()
-            original(self, path, data)
+            original(self, path, data, *args)
             marker.done("storage", path)
             if when == "after":
                 _die()
@@ -355,6 +355,7 @@ def install(spec: dict[str, Any]) -> _Marker:
 
     storage_method("put_if_absent")
     storage_method("write")
+    storage_method("replace_if_match")
 
     def reading(name: str) -> None:
         original = getattr(storage_cls, name)

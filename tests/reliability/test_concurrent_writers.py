@@ -62,6 +62,8 @@ from lakeops.storage import StorageOptions
 from lakeops.storage.uri import normalize
 from spark_jobs.operations import run_operation
 
+pytestmark = pytest.mark.long  # minutes of work: CI runs it as its own stage (make test-long)
+
 SECONDS = float(os.environ.get("LAKEOPS_WRITERS_SECONDS", "10"))
 #: Orphan age floor: longer than a slow writer holds its uncommitted file (HOLD_S).
 ORPHAN_FLOOR = "3s"

@@ -55,6 +55,8 @@ from lakeops.icechunk.repository import Repository
 from lakeops.storage import open_storage
 from spark_jobs.cli import main as lakeops
 
+pytestmark = pytest.mark.long  # minutes of work: CI runs it as its own stage (make test-long)
+
 LONG_AGO = time.time() - 60 * 86400
 _LOG_FILE = re.compile(r"^(\d{20}\.(json|crc|checkpoint(\.\d{10}\.\d{10})?\.parquet)|_last_checkpoint)$")
 _OWN_DIRS = ("_lakeops_audit", "_lakeops_trash")

@@ -30,7 +30,7 @@ from lakeops.delta.checkpoint_reader import read_checkpoint_part, read_checkpoin
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.deletion_vectors import read_deletion_vector
 from lakeops.delta.last_checkpoint import parse_last_checkpoint
-from lakeops.delta.maintenance.vacuum import VacuumOptions, plan_vacuum
+from lakeops.delta.maintenance.orphans import VacuumOptions, plan_vacuum
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import LakeopsError
 from lakeops.storage import LocalStorage, StorageOptions

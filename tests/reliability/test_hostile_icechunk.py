@@ -31,7 +31,7 @@ from reliability.hostile import (
 )
 
 from lakeops.errors import LakeopsError
-from lakeops.icechunk.maintenance.gc import plan_gc
+from lakeops.icechunk.maintenance.orphans import plan_gc
 from lakeops.icechunk.manifest import decode_manifest
 from lakeops.icechunk.refs import parse_ref
 from lakeops.icechunk.snapshot import decode_snapshot

@@ -1,4 +1,5 @@
-"""Credentials never leak (issue 10, "Secrets"; issue 19, secrets inside URIs: see the second half).
+"""Credentials never leak (issue 10, "Secrets"; issue 19, secrets inside URIs: see the second half;
+issue 34, every credential lakeops obtains masked by value: the last part).
 
 Operations run against the moto S3 endpoint with sentinel values in ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` (moto accepts any): ``lakeops`` commands with
@@ -14,13 +15,15 @@ and the catalog database. No Spark session starts: each operation here runs on t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import dagster as dg
 import pyarrow as pa
@@ -34,16 +37,17 @@ from reliability.hostile import EXAMPLES, FUZZ
 from sqlalchemy.engine import make_url
 
 from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.iceberg.sql_catalog import sql_engine
 from lakeops.redaction import mask_data, mask_text
+from lakeops.registry import parse_registry
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage import s3 as s3_module
-from lakeops.storage.s3 import S3Storage, clear_client_cache
+from lakeops.storage.s3 import S3Keys, S3Storage, clear_client_cache
 from orchestration.assets import operation_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.resources import SparkResource, StorageResource
 from spark_jobs.cli import main as lakeops
-from spark_jobs.operations import run_operation
+from spark_jobs.operations import SparkSettings, run_operation
 
 SENTINELS = {
     "AWS_ACCESS_KEY_ID": "AKIASENTINELKEY4242",
@@ -487,3 +491,28 @@ def test_dagster_runs_with_secret_uris_log_no_secret(
     for i, text in enumerate(texts):
         _no_mark(f"Dagster event {i}", text)
     _no_mark("the audit records", _all_text(tmp_path / "audit") if (tmp_path / "audit").exists() else "")
+
+
+# -- secrets masked by value (issue 34) -------------------------------------------------------------
+
+
+def test_every_credential_lakeops_obtains_is_masked_by_value(s3_server: Any) -> None:
+    """Each place a secret enters lakeops registers it: afterwards the value is masked in any text,
+    however it got there (the REST client's token, credential and vended keys: ``tests/unit/iceberg``)."""
+    secret = {name: f"{name}-{uuid.uuid4().hex}" for name in ("lent", "session", "endpoint", "sql", "conf", "connect")}
+    S3Keys("lent-key-id", secret["lent"], secret["session"])  # as a REST catalog's vended keys are made
+    open_storage("s3://lakeops-bucket/t", StorageOptions(endpoint_url=f"http://key:{secret['endpoint']}@127.0.0.1:1"))
+    with contextlib.suppress(LakeopsError):  # the URI need not work: it is registered before it is tried
+        sql_engine(f"postgresql+psycopg2://lakeops:{quote(secret['sql'], safe='')}@127.0.0.1:1/catalog")
+    SparkSettings(
+        master=f"sc://spark.example:15002/;user_id=lakeops;token={secret['connect']}",
+        conf={"spark.hadoop.fs.s3a.secret.key": secret["conf"], "spark.hadoop.fs.s3a.access.key": "visible-key-id"},
+    )
+    dagster_secret = f"dagster-{uuid.uuid4().hex}"
+    with StorageResource(
+        endpoint_url=s3_server.endpoint_url, access_key_id="k", secret_access_key=dagster_secret
+    ).credentials():
+        pass
+
+    echoed = mask_text(" ".join([*secret.values(), dagster_secret, "visible-key-id lent-key-id"]))
+    assert echoed == " ".join(["***"] * (len(secret) + 1) + ["visible-key-id lent-key-id"])  # key ids are no secrets

@@ -1,26 +1,17 @@
 """One local Spark session for the whole test run: the JVM start-up is paid once.
 
-Every test under ``tests/spark`` gets the ``spark`` marker, so ``-m "not spark"`` skips them all.
+Every test under ``tests/spark`` gets the ``spark`` marker (``tests/conftest.py``), so ``-m "not spark"``
+skips them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.session import build_session, stop_session
-
-_HERE = Path(__file__).parent
-
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session")

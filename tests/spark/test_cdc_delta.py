@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from lakeops_testdata import TESTDATA
+from refused_runs import failed_run_records
 
 from lakeops.storage import open_storage, relative_to
 from spark_jobs.cli import main as lakeops
@@ -76,9 +77,9 @@ def _copy(name: str, tmp_path: Path) -> str:
 
 
 def _fingerprint(root: Path) -> dict[str, str]:
-    if not root.exists():
-        return {}
-    return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    """The output's files and their hashes but its audit records (a run, failed or not, leaves one)."""
+    files = (p for p in root.rglob("*") if p.is_file() and "_lakeops_audit" not in p.parts)
+    return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest() for p in files}
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ def test_a_range_whose_commits_expired_is_refused(
     source, out = _copy("checkpoint-cdf-table", tmp_path), tmp_path / "changes"
     err = _fails(capsys, out, source, "--from", "0", "--output", str(out))
     assert "VersionNotFound" in err and "00000000000000000000.json has expired" in err
-    assert not out.exists()
+    assert failed_run_records(out) == 1  # the refused run's record, no change table
 
 
 def test_a_from_that_is_not_a_version_is_refused_for_delta(
@@ -230,7 +231,7 @@ def test_a_from_that_is_not_a_version_is_refused_for_delta(
     assert "UsageError" in err and "--from 'main' is not a table version" in err and source in err
     err = _fails(capsys, out, source, "--from", "0", "--to", "-1", "--output", str(out), status=2)
     assert "--to '-1' is not a table version" in err
-    assert not out.exists()
+    assert failed_run_records(out) == 2  # the refused runs' records, no change table
 
 
 def test_an_unwritable_output_is_refused_before_any_work(tmp_path: Path) -> None:

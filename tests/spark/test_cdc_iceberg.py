@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, load
 from lakeops_cli import run_json
 from pyiceberg_tables import PyIcebergTable, batch, replay_changes, small_file_table
+from refused_runs import failed_run_records
 
 from lakeops.iceberg.table import TableRef
 from spark_jobs.cli import main as lakeops
@@ -136,4 +137,4 @@ def test_reruns_and_backfills_never_duplicate_and_expired_ranges_are_refused(
         ]
     )
     assert code != 0 and "has expired" in capsys.readouterr().err
-    assert not (tmp_path / "other").exists()
+    assert failed_run_records(tmp_path / "other") == 1  # the refused run's record, no change table

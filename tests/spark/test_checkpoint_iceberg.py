@@ -21,7 +21,7 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import checkpoint
 from lakeops.ops.checkpoint import CheckpointOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.runner import run_units
+from spark_jobs.spark_tasks import run_units
 
 STORAGE = StorageOptions()
 

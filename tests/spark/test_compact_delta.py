@@ -22,7 +22,7 @@ from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
 from spark_jobs.cli import main as lakeops
-from spark_jobs.runner import run_units
+from spark_jobs.spark_tasks import run_units
 
 
 def _batch(start: int, n: int, day: str) -> pa.Table:

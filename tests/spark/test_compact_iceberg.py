@@ -29,7 +29,7 @@ from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import SparkSettings
-from spark_jobs.runner import run_units
+from spark_jobs.spark_tasks import run_units
 
 
 def _compact(capsys: pytest.CaptureFixture[str], table: PyIcebergTable, *extra: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 from pydantic import BaseModel
 from pyiceberg_tables import small_file_table
 
-from lakeops.execution import TaskFailed, run_on_driver
+from lakeops.executors import TaskFailed, run_on_driver
 from spark_jobs.cli import main as lakeops
 from spark_jobs.operations import SparkSettings
 

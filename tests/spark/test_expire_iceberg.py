@@ -12,7 +12,7 @@ from lakeops_cli import run_json
 from pyiceberg.table import Table
 from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 
-from lakeops.iceberg.maintenance import expire
+from lakeops.iceberg.maintenance import expiry as expire
 from lakeops.iceberg.reachability import reachable_files
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.storage import StorageOptions, open_storage

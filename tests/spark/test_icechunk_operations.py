@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from icechunk_repos import create_tag
 from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
 
@@ -94,7 +95,7 @@ def _build(storage: Storage, root: str, commits: int = 10) -> None:
             changes.set_chunk("/line", (rng.randrange(40),), rng.randbytes(3))
         result = commit(storage, root, changes, message=f"batch {k}")
         if k == commits // 2:
-            refs.create_tag(storage, root, "half", result.snapshot_id)
+            create_tag(storage, root, "half", result.snapshot_id)
     refs.create_next_branch_file(storage, root, "side", result.snapshot_id, None)
 
 

@@ -14,10 +14,10 @@ from deltalake import DeltaTable, write_deltalake
 from icechunk_repos import build_history, contents
 from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
 
+from lakeops.registry import parse_registry
 from lakeops.storage import LocalStorage
 from orchestration.assets import MAINTENANCE, operation_key, table_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}

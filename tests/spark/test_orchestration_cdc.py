@@ -21,9 +21,9 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg_tables import batch, small_file_table
 
+from lakeops.registry import TableEntry, parse_registry
 from orchestration.assets import operation_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import TableEntry, parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}

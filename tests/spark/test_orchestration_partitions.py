@@ -13,9 +13,9 @@ import dagster as dg
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from lakeops.registry import parse_registry
 from orchestration.assets import operation_key, partitions_name
 from orchestration.definitions import build_definitions
-from orchestration.registry import parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 DAYS = [date(2026, 11, 1), date(2026, 11, 2), date(2026, 11, 3)]

@@ -19,10 +19,10 @@ from icechunk_repos import build_history
 from pyiceberg_tables import small_file_table
 
 from lakeops.icechunk.repository import Repository
+from lakeops.registry import TableEntry, parse_registry
 from lakeops.storage import LocalStorage
 from orchestration.assets import MAINTENANCE, operation_key, table_key
 from orchestration.definitions import build_definitions
-from orchestration.registry import TableEntry, parse_registry
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}

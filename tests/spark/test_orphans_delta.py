@@ -20,12 +20,12 @@ from lakeops_testdata import TESTDATA
 from rich.console import Console
 
 from lakeops.deletion import delete_batch
-from lakeops.delta.maintenance.vacuum import VacuumOptions
+from lakeops.delta.maintenance.orphans import VacuumOptions
 from lakeops.ops import orphans
 from lakeops.storage import StorageOptions, open_storage
 from spark_jobs.cli import main as lakeops
 from spark_jobs.operations import SparkSettings
-from spark_jobs.runner import run_units
+from spark_jobs.spark_tasks import run_units
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD = 1_500_000_000.0  # July 2017: older than any retention
@@ -192,3 +192,30 @@ def test_listing_on_spark_tasks_plans_as_the_driver_does(spark: Any, tmp_path: P
     assert sum(r.files for r in results) == len(on_driver.candidates) == 7
     assert not untracked.exists()
     assert DeltaTable(str(root)).to_pyarrow_table().sort_by("id").equals(expected)
+
+
+def test_a_table_whose_root_is_not_utf8_is_listed_on_spark(tmp_path: Path) -> None:
+    """The Spark job's label names the table; a root that is not UTF-8 holds lone surrogates, which Py4J
+    could not send (a UnicodeEncodeError traceback, found by the long-budget hostile-names search). The
+    command runs in its own process, where ``$LAKEOPS_DRIVER_MAX_UNITS=0`` puts every plan on Spark."""
+    location = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(location), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    DeltaTable(str(location)).create_checkpoint()  # its adds are Arrow rows: the listing is planned in units
+    root = os.fsencode(tmp_path) + b"/\xff"
+    os.rename(location, os.fsdecode(root))
+    os.makedirs(root + b"/sub/sub")
+    with open(root + b"/sub/sub/\xfe", "wb") as out:
+        out.write(b"x")
+    os.utime(root + b"/sub/sub/\xfe", (0, 0))
+
+    argv = ["orphans", os.fsdecode(root), "--listing-threshold", "0", "--json"]
+    code = "import sys; from spark_jobs.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "LAKEOPS_DRIVER_MAX_UNITS": "0"}
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
+    assert b"on Spark" in result.stderr
+    assert json.loads(result.stdout)["deleted_untracked_files"] == 1
+    assert not os.path.exists(root + b"/sub/sub/\xfe")
+    os.rename(root, tmp_path / "peer")  # delta-rs opens only UTF-8 locations
+    assert sorted(DeltaTable(str(tmp_path / "peer")).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2]

@@ -1,4 +1,4 @@
-"""Plan units on Spark (spark_jobs.runner) and the session that runs them (spark_jobs.session).
+"""Plan units on Spark (spark_jobs.spark_tasks) and the session that runs them (spark_jobs.session).
 
 The tasks and models below live in this test module, which pytest imports with
 ``--import-mode=importlib``: Spark workers cannot import it by name. Registering the module with
@@ -20,11 +20,11 @@ from pyspark import TaskContext, cloudpickle
 from pyspark.sql import SparkSession
 
 from lakeops.errors import CorruptFile, InvalidArgument, LakeopsError
-from lakeops.execution import TaskFailed
-from spark_jobs import runner
+from lakeops.executors import TaskFailed
 from spark_jobs import session as session_module
-from spark_jobs.runner import run_units
+from spark_jobs import spark_tasks as runner
 from spark_jobs.session import build_session, is_local_master
+from spark_jobs.spark_tasks import run_units
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from lakeops.audit import Actor, AuditRecord
 from lakeops.planning.benefit import RATES, candidates
 from lakeops.planning.cost import OVERHEAD_S, CostModel, RunSample, prediction_error, samples_from_records
-from lakeops.planning.models import CompactionWork, Decision, MaintenanceBudget, TableObservation
+from lakeops.planning.models import CompactionWork, Decision, TableObservation
 from lakeops.planning.planner import SEVERITY_SHARE, next_deferrals, plan
 from lakeops.planning.split import split
+from lakeops.registry import MaintenanceBudget
 
 MIB = 1 << 20
 BUDGET = MaintenanceBudget(core_minutes=2.0)

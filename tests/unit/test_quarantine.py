@@ -177,6 +177,8 @@ def test_run_ids_sort_by_time_and_purge_deletes_only_old_runs(tmp_path: Path) ->
     assert json.loads((tmp_path / "t" / "_lakeops_trash" / recent / "_manifest-00000.jsonl").read_text().split()[0])
     with pytest.raises(InvalidArgument, match="negative"):
         quarantine.purge(root, timedelta(days=-1), options)
+    forever = quarantine.purge(root, timedelta(days=739_951), options, now=now)  # before year 1: none that old
+    assert forever.runs == [] and (tmp_path / "t" / "_lakeops_trash" / recent).exists()
 
 
 def test_a_retried_batch_finishes_the_moves_of_the_failed_attempt(tmp_path: Path) -> None:

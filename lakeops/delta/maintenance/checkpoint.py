@@ -34,7 +34,8 @@ it is never split into parts (multi-part checkpoints are forbidden there) and ne
 tombstones left out as "Checkpoints" asks) follow the transactions in every checkpoint.
 
 Atomicity: each part is one atomic object write. ``_last_checkpoint`` is written only after every
-part exists, and never moved back to an older version. An interrupted run leaves at most an
+part exists, never moved back to an older version, and only replaced as this run read it (a compare-
+and-swap: a pointer another writer moved meanwhile is read again). An interrupted run leaves at most an
 incomplete part set, which readers skip; a rerun rewrites the same names with the same content.
 """
 
@@ -79,14 +80,19 @@ from lakeops.delta.log_segment import (
     segment_for_version,
 )
 from lakeops.delta.maintenance.defaults import DEFAULT_PART_SIZE
-from lakeops.delta.retention import (
-    DEFAULT_DELETED_FILE_RETENTION,
-    DELETED_FILE_RETENTION_PROPERTY,
-    SET_TRANSACTION_RETENTION_PROPERTY,
-    table_retention,
-)
+from lakeops.delta.properties import DELETED_FILE_RETENTION_DURATION, SET_TRANSACTION_RETENTION_DURATION
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, table_retention
 from lakeops.delta.snapshot import DeltaSnapshot, Replay, load_snapshot
-from lakeops.errors import CorruptFile, InvalidArgument, NotFound, ProtocolError, VersionNotFound
+from lakeops.errors import (
+    AlreadyExists,
+    CommitConflict,
+    CorruptFile,
+    InvalidArgument,
+    NotFound,
+    ProtocolError,
+    Superseded,
+    VersionNotFound,
+)
 from lakeops.plan import CommitOutcome, MaintenancePlan
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import join
@@ -361,12 +367,12 @@ def plan_checkpoint(
     metadata = snapshot.metadata
     config = metadata.configuration
     tombstone_retention = table_retention(
-        snapshot.metadata, table, DELETED_FILE_RETENTION_PROPERTY, DEFAULT_DELETED_FILE_RETENTION
+        snapshot.metadata, table, DELETED_FILE_RETENTION_DURATION, DEFAULT_DELETED_FILE_RETENTION
     )
     tombstone_cutoff = cutoff_ms(tombstone_retention, now_ms)
     txn_cutoff = (
-        cutoff_ms(table_retention(snapshot.metadata, table, SET_TRANSACTION_RETENTION_PROPERTY, ""), now_ms)
-        if SET_TRANSACTION_RETENTION_PROPERTY in config
+        cutoff_ms(table_retention(snapshot.metadata, table, SET_TRANSACTION_RETENTION_DURATION, ""), now_ms)
+        if SET_TRANSACTION_RETENTION_DURATION in config
         else None
     )
     files = snapshot.files
@@ -521,9 +527,18 @@ def _plan_whole(
 def _write(storage: Storage, part: CheckpointPart, actions: list[CheckpointAction], started: float) -> PartWritten:
     """Encode and store one part; refuses to write a part whose content differs from the plan's count."""
     counts = Counter(map(type, actions))
-    with bulk_load():
-        encoded = encode_actions(actions, schema_from_text(part.arrow_schema))
-    return _store(storage, part, checkpoint_bytes(encoded), len(actions), counts[Add], counts[Remove], started)
+    encoded = _encoded(part, lambda: checkpoint_bytes(encode_actions(actions, schema_from_text(part.arrow_schema))))
+    return _store(storage, part, encoded, len(actions), counts[Add], counts[Remove], started)
+
+
+def _encoded(part: CheckpointPart, encode: Callable[[], bytes]) -> bytes:
+    """``encode()``, the part's bytes; an action its schema cannot hold (a field outside its type, such
+    as a ``long`` past 2^63-1 another writer recorded) is refused naming the part's file."""
+    try:
+        with bulk_load():
+            return encode()
+    except ProtocolError as exc:
+        raise ProtocolError(f"{part.location}: {exc}") from exc
 
 
 def _store(
@@ -590,8 +605,7 @@ def _write_rows(part: CheckpointPart, rows: CheckpointRows, start: int, end: int
     """Store positions ``[start, end)`` of ``rows`` as ``part``."""
     started = time.monotonic()
     storage = open_storage(part.table_root, part.storage)
-    with bulk_load():
-        payload = rows.parquet(start, end, schema_from_text(part.arrow_schema))
+    payload = _encoded(part, lambda: rows.parquet(start, end, schema_from_text(part.arrow_schema)))
     return _store(storage, part, payload, end - start, *rows.counts(start, end), started)
 
 
@@ -659,12 +673,37 @@ def _replay_part(storage: Storage, segment: LogSegment, part: CheckpointPart) ->
 # --- finalize: driver ------------------------------------------------------------------------------
 
 
-def _current_pointer(storage: Storage, location: str) -> LastCheckpoint | None:
-    """The pointer as it is now; a missing or corrupt one is replaced, so both read as None."""
-    try:
-        return parse_last_checkpoint(storage.read(location), location)
-    except (NotFound, CorruptFile):
-        return None
+#: Conditional replaces of ``_last_checkpoint`` tried while other writers keep moving it.
+_POINTER_ATTEMPTS = 10
+
+
+def _point(storage: Storage, location: str, pointer: LastCheckpoint) -> bool:
+    """Make ``_last_checkpoint`` name ``pointer``, unless it names a newer checkpoint already (readers
+    must not move backwards). Only a pointer this run read is replaced (compare-and-swap; created if
+    absent), so one another writer moved meanwhile is read again first; a missing or corrupt one is
+    replaced. Whether ``pointer`` was written."""
+    payload = render_last_checkpoint(pointer)
+    for _ in range(_POINTER_ATTEMPTS):
+        try:
+            raw, token = storage.read_versioned(location)
+        except NotFound:
+            try:
+                storage.put_if_absent(location, payload)
+                return True
+            except AlreadyExists:
+                continue  # another writer created it first: read theirs
+        try:
+            current: LastCheckpoint | None = parse_last_checkpoint(raw, location)
+        except CorruptFile:
+            current = None
+        if current is not None and current.version > pointer.version:
+            return False
+        try:
+            storage.replace_if_match(location, payload, token)
+            return True
+        except Superseded:
+            continue
+    raise CommitConflict(f"{location}: other writers kept moving it; the checkpoint's parts are complete, retry")
 
 
 def finalize_checkpoint(
@@ -681,10 +720,6 @@ def finalize_checkpoint(
     for part in plan.parts:
         if not storage.exists(part.location):
             raise NotFound(f"{part.location}: checkpoint part {part.part} of {part.parts} is missing after writing")
-    location = join(plan.table_root, LOG_DIR, LAST_CHECKPOINT)
-    current = _current_pointer(storage, location)
-    if current is not None and current.version > plan.version:
-        return None
     pointer = LastCheckpoint(
         version=plan.version,
         size=sum(w.actions for w in written),
@@ -692,5 +727,4 @@ def finalize_checkpoint(
         sizeInBytes=sum(w.bytes for w in written),
         numOfAddFiles=sum(w.add_files for w in written),
     )
-    storage.write(location, render_last_checkpoint(pointer))
-    return pointer
+    return pointer if _point(storage, join(plan.table_root, LOG_DIR, LAST_CHECKPOINT), pointer) else None

@@ -48,13 +48,13 @@ from lakeops.delta.features import check_writable, enabled_features
 from lakeops.delta.live_files import LiveFiles
 from lakeops.delta.maintenance.compaction_rows import PartitionKey, SourceRows, locations, partitions
 from lakeops.delta.maintenance.defaults import (
-    DEFAULT_DV_PURGE_RATIO,
     table_target_file_size,
 )
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.delta.partitions import parse_partition_value
+from lakeops.delta.properties import COLUMN_MAPPING_MODE
 from lakeops.delta.scan import read_logical_file
 from lakeops.delta.schema import (
-    COLUMN_MAPPING_MODE_KEY,
     ColumnMappingMode,
     StructType,
     column_mapping_mode,
@@ -80,35 +80,6 @@ DEFAULT_COMMIT_TIMEOUT = timedelta(minutes=30)
 ORDER_TAG = "lakeops.ordering"
 
 
-class CompactionOptions(BaseModel):
-    """What the user asked for; ``None`` means "table property, else default"."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    target_file_size: int | None = Field(default=None, gt=0)
-    min_input_files: int = Field(default=5, ge=1)
-    where: str | None = None
-    dv_purge_ratio: float = Field(default=DEFAULT_DV_PURGE_RATIO, ge=0.0, le=1.0)
-    commit_retries: int | None = Field(default=None, ge=0)
-    commit_timeout: timedelta | None = None
-    zorder_by: list[str] | None = None
-    sort_by: list[str] | None = None
-    #: Commit every that many groups (Iceberg's ``partial-progress.enabled``/``max-commits`` idea):
-    #: each batch is its own ``OPTIMIZE`` version, so a commit holds a bounded number of removes.
-    partial_progress: int | None = Field(default=None, ge=1)
-
-    @property
-    def ordering(self) -> Ordering | None:
-        """The row order asked for, if any (``zorder_by`` and ``sort_by`` exclude each other)."""
-        if self.zorder_by is not None and self.sort_by is not None:
-            raise InvalidArgument("--zorder-by and --sort-by exclude each other: choose one row order")
-        if self.zorder_by is not None:
-            return Ordering(curve="zorder", columns=self.zorder_by)
-        if self.sort_by is not None:
-            return Ordering(curve="linear", columns=self.sort_by)
-        return None
-
-
 class Ordering(BaseModel):
     """Rows of each rewritten partition written in ``curve`` order of ``columns``
     (:mod:`lakeops.ordering`); ``run`` tags the files of one ordered rewrite, so a partition whose
@@ -132,6 +103,17 @@ class Ordering(BaseModel):
         except ValueError:
             return False
         return isinstance(found, dict) and (found.get("curve"), found.get("columns")) == (self.curve, self.columns)
+
+
+def requested_ordering(options: DeltaCompactionOptions) -> Ordering | None:
+    """The row order ``options`` ask for, if any (``zorder_by`` and ``sort_by`` exclude each other)."""
+    if options.zorder_by is not None and options.sort_by is not None:
+        raise InvalidArgument("--zorder-by and --sort-by exclude each other: choose one row order")
+    if options.zorder_by is not None:
+        return Ordering(curve="zorder", columns=options.zorder_by)
+    if options.sort_by is not None:
+        return Ordering(curve="linear", columns=options.sort_by)
+    return None
 
 
 class SourceFile(BaseModel):
@@ -270,13 +252,17 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         return sum(g.bytes for g in self.groups)
 
     @property
+    def version_noun(self) -> str:
+        return "versions"
+
+    @property
     def snapshot_id(self) -> None:
-        """Delta versions have no snapshot ids (Iceberg's plan has)."""
+        """:class:`~lakeops.plan.RewritePlan`: a Delta version has no id but its number."""
         return None
 
     @property
     def dangling_deletes(self) -> list[str]:
-        """Delta has no delete files to drop (Iceberg's plan has)."""
+        """:class:`~lakeops.plan.RewritePlan`: Delta has no delete files (deletion vectors go with their file)."""
         return []
 
     def table_label(self) -> str:
@@ -314,7 +300,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         return open_storage(self.table_root, storage_options).delete_many(paths) if paths else 0
 
 
-def effective_target_size(snapshot: DeltaSnapshot, options: CompactionOptions) -> int:
+def effective_target_size(snapshot: DeltaSnapshot, options: DeltaCompactionOptions) -> int:
     if options.target_file_size is not None:
         return options.target_file_size
     return table_target_file_size(snapshot.metadata.configuration)
@@ -390,7 +376,7 @@ def _first_path(objects: list[SourceFile], rows: list[SourceRows], table_root: s
 
 
 def plan_compaction(
-    snapshot: DeltaSnapshot, options: CompactionOptions, storage_options: StorageOptions
+    snapshot: DeltaSnapshot, options: DeltaCompactionOptions, storage_options: StorageOptions
 ) -> CompactionPlan:
     """Choose the bins to rewrite: per partition, files below the target size (and files whose DV
     hides more than ``dv_purge_ratio`` of their rows), packed into bins of at most the target size;
@@ -398,6 +384,7 @@ def plan_compaction(
     alone gains nothing) or purges such a deletion vector."""
     table = snapshot.table_root
     check_writable(snapshot.protocol, table, "compact")
+    snapshot.require_next_commit()
     target = effective_target_size(snapshot, options)
     predicate = parse_predicate(options.where) if options.where else None
     if predicate is not None:
@@ -405,11 +392,11 @@ def plan_compaction(
     mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
     schema = parse_schema(snapshot.metadata.schema_string)
     clustered = "clustering" in enabled_features(snapshot.protocol)
-    ordering = _clustering_order(snapshot, schema, mode, options) if clustered else options.ordering
+    ordering = _clustering_order(snapshot, schema, mode, options) if clustered else requested_ordering(options)
     if ordering is not None:
         _require_orderable(schema, snapshot.partition_columns, ordering, table)
         ordering = ordering.model_copy(update={"run": uuid.uuid4().hex})
-    tracking = row_tracking.RowTracking.of(snapshot.protocol, snapshot.metadata, table)
+    tracking = row_tracking.RowTracking.for_rewrite(snapshot.protocol, snapshot.metadata, table)
 
     # Arrow rows are planned as columns unless a row order or clustering needs each file's tags.
     files = snapshot.files
@@ -505,11 +492,11 @@ def plan_compaction(
 
 
 def _clustering_order(
-    snapshot: DeltaSnapshot, schema: StructType, mode: ColumnMappingMode, options: CompactionOptions
+    snapshot: DeltaSnapshot, schema: StructType, mode: ColumnMappingMode, options: DeltaCompactionOptions
 ) -> Ordering | None:
     """A clustered table is compacted along the Hilbert curve of its clustering columns (bin-packed when it has
     none); a user's own order is refused, as Delta refuses ``OPTIMIZE ZORDER BY`` on such a table."""
-    asked = options.ordering
+    asked = requested_ordering(options)
     if asked is not None:
         flag = "--zorder-by" if asked.curve == "zorder" else "--sort-by"
         raise UnsupportedFeature(
@@ -692,10 +679,11 @@ class _OptimizeCommit:
         self.kept = list(self.groups)
         self._group_of = {f.add["path"]: g.group_id for g in self.groups for f in g.files}
         mark = self.plan.row_id_high_water_mark
+        rows = sum(w.rows for g in self.groups for w in self.results[g.group_id].written)
         self._row_ids = (
             None
             if mark is None
-            else row_tracking.RowIdAssignment(self.plan.table_root, mark, self.plan.read_version + 1)
+            else row_tracking.RowIdAssignment(self.plan.table_root, mark, self.plan.read_version + 1, rows)
         )
 
     def _removes(self) -> list[Remove]:
@@ -757,7 +745,7 @@ class _OptimizeCommit:
             return f"version {winner.version} changed the table schema"
         if new.partition_columns != group.partition_columns:
             return f"version {winner.version} changed the partition columns"
-        if new.configuration.get(COLUMN_MAPPING_MODE_KEY) != group.configuration.get(COLUMN_MAPPING_MODE_KEY):
+        if new.configuration.get(COLUMN_MAPPING_MODE) != group.configuration.get(COLUMN_MAPPING_MODE):
             return f"version {winner.version} changed the column mapping mode"
         changed = [k for k in row_tracking.PROPERTIES if new.configuration.get(k) != group.configuration.get(k)]
         if changed:

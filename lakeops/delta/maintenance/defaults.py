@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lakeops.delta.properties import TARGET_FILE_SIZE
 from lakeops.units import parse_size
 
 __all__ = ["DEFAULT_DV_PURGE_RATIO", "DEFAULT_PART_SIZE", "DEFAULT_TARGET_FILE_SIZE", "table_target_file_size"]
@@ -21,5 +22,5 @@ DEFAULT_PART_SIZE = 1_000_000
 
 def table_target_file_size(configuration: Mapping[str, str]) -> int:
     """The table's ``delta.targetFileSize``, else :data:`DEFAULT_TARGET_FILE_SIZE`."""
-    prop = configuration.get("delta.targetFileSize")
+    prop = configuration.get(TARGET_FILE_SIZE)
     return parse_size(prop) if prop else DEFAULT_TARGET_FILE_SIZE

@@ -77,11 +77,12 @@ from lakeops.delta.schema import LONG, STRING, TIMESTAMP, StructField, from_arro
 from lakeops.delta.schema import StructType as DeltaStruct
 from lakeops.errors import InvalidArgument, NotFound, UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.arrow_schema import to_arrow_schema as iceberg_arrow_schema
-from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
+from lakeops.iceberg.data_reader import iter_parquet
 from lakeops.iceberg.deletes import apply_equality_deletes, read_equality_deletes
 from lakeops.iceberg.maintenance.compaction import DeleteRef, extra_read_fields
 from lakeops.iceberg.manifest import FileContent, manifests_of
 from lakeops.iceberg.metadata import Snapshot, TableMetadata
+from lakeops.iceberg.properties import DEFAULT_NAME_MAPPING
 from lakeops.iceberg.scan import DeleteIndex, LiveFile, read_live_files
 from lakeops.iceberg.table import IcebergTable, TableRef
 from lakeops.iceberg.types import NestedField, Schema, StructType
@@ -543,7 +544,7 @@ def plan_changelog(table: IcebergTable, options: ChangelogOptions, storage_optio
                     output_schema=out_metadata.schema_string,
                     deletes=refs,
                     files=files,
-                    name_mapping=metadata.properties.get(NAME_MAPPING_PROPERTY),
+                    name_mapping=metadata.properties.get(DEFAULT_NAME_MAPPING),
                 )
             )
     equality_ids = {i for u in units for d in u.deletes for i in d.equality_ids}

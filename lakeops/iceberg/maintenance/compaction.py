@@ -37,11 +37,11 @@ from urllib.parse import quote_plus
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from lakeops.errors import CommitConflict, InvalidArgument, UnsupportedFeature
 from lakeops.iceberg.commit import RetryPolicy, commit_change
-from lakeops.iceberg.data_reader import NAME_MAPPING_PROPERTY, iter_parquet
+from lakeops.iceberg.data_reader import iter_parquet
 from lakeops.iceberg.data_writer import ParquetDataWriter, WrittenFile
 from lakeops.iceberg.deletes import (
     apply_equality_deletes,
@@ -49,10 +49,11 @@ from lakeops.iceberg.deletes import (
     read_equality_deletes,
     read_position_deletes,
 )
-from lakeops.iceberg.maintenance.defaults import DEFAULT_MAX_FILE_GROUP_SIZE
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.iceberg.manifest import DataFile, DeletionVectorRef, FileContent
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec, SortOrder
+from lakeops.iceberg.properties import DEFAULT_NAME_MAPPING, WRITE_DATA_PATH, WRITE_TARGET_FILE_SIZE_BYTES
 from lakeops.iceberg.row_lineage import LINEAGE_FIELDS, inherit
 from lakeops.iceberg.scan import (
     FileScanTask,
@@ -78,7 +79,6 @@ from lakeops.storage.uri import normalize
 __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
     "CompactionPlan",
-    "IcebergCompactionOptions",
     "RewriteGroup",
     "RewriteResult",
     "commit_groups",
@@ -93,29 +93,6 @@ __all__ = [
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 #: Rows a task reads at a time: its memory is bounded by this, not by the size of its group.
 READ_BATCH_ROWS = 131_072
-
-
-class IcebergCompactionOptions(BaseModel):
-    """The bin-pack options (names as the reference implementation's ``rewrite_data_files``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    target_file_size: int | None = Field(default=None, gt=0)
-    min_file_size: int | None = Field(default=None, ge=0)
-    max_file_size: int | None = Field(default=None, gt=0)
-    min_input_files: int = Field(default=5, ge=1)
-    delete_file_threshold: int | None = Field(default=None, ge=1)
-    max_file_group_size: int = Field(default=DEFAULT_MAX_FILE_GROUP_SIZE, gt=0)
-    where: str | None = None
-    sort: bool = False
-    remove_dangling_deletes: bool = True
-    #: None: the table's ``commit.retry.num-retries`` / ``commit.retry.total-timeout-ms``.
-    commit_retries: int | None = Field(default=None, ge=0)
-    commit_timeout: timedelta | None = None
-    #: Commit every that many groups (None: one commit).
-    partial_progress: int | None = Field(default=None, ge=1)
-    #: More data manifests than this are read by the executor (None: ``DEFAULT_MANIFEST_THRESHOLD``).
-    manifest_threshold: int | None = Field(default=None, ge=0)
 
 
 class DeleteRef(BaseModel):
@@ -260,6 +237,10 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
         """The sequence number of the snapshot planned from."""
         return self.sequence_number
 
+    @property
+    def version_noun(self) -> str:
+        return "snapshots"
+
     def table_label(self) -> str:
         return self.table_name
 
@@ -301,7 +282,7 @@ class CompactionPlan(BaseModel, MaintenancePlan[RewriteGroup, RewriteResult]):
 
 def size_bounds(metadata: TableMetadata, options: IcebergCompactionOptions) -> tuple[int, int, int]:
     """``(target, low, high)``: the target file size and the bounds outside which a file is rewritten."""
-    target = options.target_file_size or metadata.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+    target = options.target_file_size or metadata.int_property(WRITE_TARGET_FILE_SIZE_BYTES, DEFAULT_TARGET_FILE_SIZE)
     low = options.min_file_size if options.min_file_size is not None else int(target * 0.75)
     high = options.max_file_size or int(target * 1.8)
     if not low <= target <= high:
@@ -389,6 +370,7 @@ def plan_compaction(
     plans in memory bounded by its work, not its size."""
     metadata = table.metadata
     metadata.check_writable("compact")
+    metadata.next_sequence_number()  # refused now, before any file is written, if there is none
     target, low, high = size_bounds(metadata, options)
     partition_filter = PartitionFilter(parse_predicate(options.where), metadata) if options.where else None
     snapshot = metadata.current_snapshot()
@@ -398,7 +380,7 @@ def plan_compaction(
     schemas = metadata.schemas_newest_first()
     schema = metadata.current_schema()
     sort_order = metadata.default_sort_order() if options.sort else None
-    data_dir = metadata.properties.get("write.data.path") or f"{metadata.location.rstrip('/')}/data"
+    data_dir = metadata.properties.get(WRITE_DATA_PATH) or f"{metadata.location.rstrip('/')}/data"
 
     by_partition: dict[tuple[int, tuple[Any, ...]], list[FileScanTask]] = defaultdict(list)
     candidates = skipped = 0
@@ -554,7 +536,7 @@ def _live_batches(
             ids = list(delete.equality_ids)
             equality[i] = (ids, read_equality_deletes(storage, delete.path, ids, projection))
     names = [f.name for f in schema.fields]
-    name_mapping = group.properties.get(NAME_MAPPING_PROPERTY)  # ids for imported files' columns
+    name_mapping = group.properties.get(DEFAULT_NAME_MAPPING)  # ids for imported files' columns
     for source in group.files:
         file_positions = [positions[i].get(source.path) for i in source.deletes if i in positions]
         merged = _merge_positions([p for p in file_positions if p is not None])

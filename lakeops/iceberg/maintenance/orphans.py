@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakeops.arrays import lookup_array
 from lakeops.deletion import Candidate, DeleteBatch, deleted_by_kind, make_batches
 from lakeops.errors import InvalidArgument, NotFound, UnsafeOperation
 from lakeops.iceberg.catalog import METADATA_DIR, VERSION_HINT
@@ -157,16 +158,6 @@ def _plain_below(prefixes: Sequence[str], paths: pa.Array) -> tuple[pa.Array, li
     return pa.concat_arrays(below), paths.to_pylist()
 
 
-def _utf8(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class ReferencedFiles:
     """What the table's metadata reaches. ``paths``: normalised locations sharing the table location's
@@ -229,23 +220,23 @@ class ReferencedFiles:
         if not normalized or not self.below.num_chunks:
             return [False] * len(normalized)
         prefix = self._prefix
-        # A name that is not UTF-8 (kept as surrogate escapes) is no manifest's path: Avro strings are UTF-8.
-        asked = pa.array(
-            [p[len(prefix) :] if p.startswith(prefix) and _utf8(p) else None for p in normalized], pa.string()
-        )
+        # A name that is not UTF-8 is a null there: no manifest's path (Avro strings are UTF-8).
+        asked = lookup_array([p[len(prefix) :] if p.startswith(prefix) else None for p in normalized])
         hits = [chunk.filter(pc.is_in(chunk, value_set=asked)) for chunk in self.below.chunks]
         found = pa.concat_arrays(hits) if hits else pa.array([], pa.string())
-        return pc.fill_null(pc.is_in(asked, value_set=found), False).to_pylist()
+        flags: list[bool] = pc.fill_null(pc.is_in(asked, value_set=found), False).to_pylist()
+        return flags
 
     def count(self) -> int:
         """How many distinct files are referenced."""
         prefix = self._prefix
         if not self.below.num_chunks:
             return len(self.paths) + len(self.foreign)
-        relative = pa.array([p[len(prefix) :] for p in self.paths if p.startswith(prefix) and _utf8(p)], pa.string())
+        relative = lookup_array([p[len(prefix) :] for p in self.paths if p.startswith(prefix)])
         shared = pa.chunked_array([c.filter(pc.is_in(c, value_set=relative)) for c in self.below.chunks], pa.string())
-        overlap = pc.count_distinct(shared).as_py()  # files also referenced in another spelling
-        return len(self.paths) + len(self.foreign) + pc.count_distinct(self.below).as_py() - overlap
+        overlap: int = pc.count_distinct(shared).as_py()  # files also referenced in another spelling
+        below: int = pc.count_distinct(self.below).as_py()
+        return len(self.paths) + len(self.foreign) + below - overlap
 
     def references(self, paths: Sequence[str]) -> list[bool]:
         """Whether each listed path is referenced by its own scheme and authority."""

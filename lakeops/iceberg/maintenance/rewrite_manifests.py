@@ -49,11 +49,13 @@ from lakeops.iceberg.manifest import EntryStatus, ManifestEntry, manifests_of, r
 from lakeops.iceberg.manifest_list import ManifestContent, ManifestFile, write_manifest_list
 from lakeops.iceberg.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 from lakeops.iceberg.partitioning import PartitionSpec
+from lakeops.iceberg.properties import MANIFEST_TARGET_SIZE_BYTES
 from lakeops.iceberg.scan import LiveFile, read_live_files
 from lakeops.iceberg.snapshot_update import (
     add_snapshot,
     assign_row_ids,
     inside_location,
+    landed_snapshot,
     metadata_dir,
     new_snapshot_id,
     summarize_changes,
@@ -84,7 +86,6 @@ __all__ = [
 
 #: ``commit.manifest.target-size-bytes`` default.
 DEFAULT_TARGET_MANIFEST_SIZE = 8 * 1024 * 1024
-TARGET_SIZE_PROPERTY = "commit.manifest.target-size-bytes"
 
 
 class RewriteManifestsOptions(BaseModel):
@@ -313,9 +314,11 @@ def cluster(
 
 
 def _target_size(metadata: TableMetadata, options: RewriteManifestsOptions) -> int:
-    target = options.target_manifest_size or metadata.int_property(TARGET_SIZE_PROPERTY, DEFAULT_TARGET_MANIFEST_SIZE)
+    target = options.target_manifest_size or metadata.int_property(
+        MANIFEST_TARGET_SIZE_BYTES, DEFAULT_TARGET_MANIFEST_SIZE
+    )
     if target <= 0:
-        raise InvalidArgument(f"{metadata.location}: {TARGET_SIZE_PROPERTY} must be positive, not {target}")
+        raise InvalidArgument(f"{metadata.location}: {MANIFEST_TARGET_SIZE_BYTES} must be positive, not {target}")
     return target
 
 
@@ -324,6 +327,7 @@ def plan_rewrite_manifests(
 ) -> RewriteManifestsPlan:
     """Read the current snapshot's manifests and choose which to merge into which new manifests."""
     table.metadata.check_writable("checkpoint")
+    table.metadata.next_sequence_number()  # refused now, before any manifest is written, if there is none
     metadata, snapshot = table.metadata, table.metadata.current_snapshot()
     target = _target_size(metadata, options)
     manifests = manifests_of(table.storage, snapshot) if snapshot is not None else []
@@ -469,7 +473,7 @@ class RewriteManifests:
         if any(s.snapshot_id == self.snapshot_id for s in base.snapshots):
             self.snapshot_id = new_snapshot_id(base)
         added = [m.model_copy(update={"added_snapshot_id": self.snapshot_id}) for m in self.added]
-        sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
+        sequence_number = base.next_sequence_number()
         manifests, lineage = assign_row_ids(base, current.storage, [*added, *kept])
         manifest_list = f"{metadata_dir(base)}/snap-{self.snapshot_id}-{len(self._written)}-{self._commit_id}.avro"
         self._written.append(manifest_list)
@@ -504,9 +508,10 @@ class RewriteManifests:
         return add_snapshot(base, snapshot, self.branch)
 
     def abandon(self, committed: TableMetadata | None) -> None:
-        """Delete the manifest lists ``committed`` does not use, and the new manifests unless it does."""
-        head = committed.snapshot_for_ref(self.branch) if committed is not None else None
-        used = head.manifest_list if head is not None and head.manifest_list in self._written else None
+        """Delete the manifest lists ``committed`` (the table read back) does not use, and the new
+        manifests unless it does; our snapshot is found by its manifest list, wherever it is."""
+        landed = landed_snapshot(committed, self._written)
+        used = landed.manifest_list if landed is not None else None
         doomed = [p for p in self._written if p != used]
         if used is None:
             doomed += [m.manifest_path for m in self.added]

@@ -24,7 +24,7 @@ snapshot id, its parent's id, its depth (``total_parents``, the number of ancest
 T's ancestry (F must be an ancestor of T), in depth order, written by an executor's tasks
 (:func:`extract_unit`, a few consecutive snapshots per task) as Parquet files of a Delta table and
 committed once with :mod:`lakeops.delta.writer` (:class:`DiffPlan` is a
-:class:`~lakeops.plan.MaintenancePlan`, which :mod:`lakeops.ops.run` drives). Idempotency follows
+:class:`~lakeops.plan.MaintenancePlan`, which :mod:`lakeops.ops.batches` drives). Idempotency follows
 :mod:`lakeops.changefeed.cdf_export` ("Transaction Identifiers"): ``txn.appId`` is
 ``icechunk:<id of the repository's initial snapshot>`` (the root of every ancestry, so stable for
 the repository), ``txn.version`` the depth of the last snapshot extracted, and the output records

@@ -4,7 +4,7 @@ Spec basis: a branch is a sequence of files, "the latest sequence always appears
 and Updating Branches"), and readers only ever open the first one ("Read from Repository" > "From
 Branch"); tags are immutable and "cannot be deleted" ("Tags"). Every older sequence file is history:
 it names a snapshot that was the branch head once. Snapshots carry no expiry marker in this format,
-so what retains a snapshot is a ref file naming it (see :mod:`.gc`); expiry removes ref files.
+so what retains a snapshot is a ref file naming it (see :mod:`.orphans`); expiry removes ref files.
 
 Rules (``cutoff = now - retention``, ages by the object store's modification time, see
 :mod:`.retention`):

@@ -6,7 +6,7 @@ Files"); a commit writes chunks, manifests, a snapshot, then the next branch fil
 put-if-absent ("Write New Snapshot").
 
 plan (driver) → :func:`pack_unit` per bin (a task of any executor) → :func:`commit_packing` (driver);
-:class:`PackingPlan` is a :class:`~lakeops.plan.MaintenancePlan`, which :mod:`lakeops.ops.run` drives:
+:class:`PackingPlan` is a :class:`~lakeops.plan.MaintenancePlan`, which :mod:`lakeops.ops.batches` drives:
 
 * **Plan**, pinned to the branch tip (sequence and snapshot): for every array, its native chunks
   whose chunk *object* is smaller than the target file size and referenced by this array only
@@ -42,7 +42,7 @@ from lakeops.errors import CommitConflict, InvalidArgument, NotFound, VersionNot
 from lakeops.icechunk import refs
 from lakeops.icechunk.ids import new_id
 from lakeops.icechunk.maintenance.expiry import require_repository
-from lakeops.icechunk.maintenance.gc import list_kind
+from lakeops.icechunk.maintenance.orphans import list_kind
 from lakeops.icechunk.manifest import ChunkIndices, ChunkRef
 from lakeops.icechunk.repository import CHUNKS_DIR, Repository
 from lakeops.icechunk.writer import ChangeSet, CommitResult, commit

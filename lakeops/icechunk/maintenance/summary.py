@@ -10,11 +10,11 @@ from pydantic import BaseModel
 
 from lakeops.errors import VersionNotFound
 from lakeops.icechunk.maintenance.expiry import plan_expiry
-from lakeops.icechunk.maintenance.gc import list_objects, plan_gc, scan_directory
+from lakeops.icechunk.maintenance.orphans import list_objects, plan_gc, scan_directory
 from lakeops.icechunk.maintenance.packing import plan_packing
 from lakeops.icechunk.maintenance.retention import DEFAULT_RETENTION
 from lakeops.icechunk.maintenance.versioned_expiry import expirable
-from lakeops.icechunk.maintenance.versioned_gc import KINDS, plan_versioned_gc
+from lakeops.icechunk.maintenance.versioned_orphans import KINDS, plan_versioned_gc
 from lakeops.icechunk.maintenance.versioned_packing import plan_versioned_packing
 from lakeops.icechunk.manifest import ChunkRef, InlineChunk, VirtualChunkRef
 from lakeops.icechunk.repository import Repository
@@ -122,7 +122,7 @@ def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", no
     """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
 
     Expirable snapshots, packable and reclaimable objects are what :mod:`.versioned_expiry`,
-    :mod:`.versioned_packing` and :mod:`.versioned_gc` would act on now with the default settings."""
+    :mod:`.versioned_packing` and :mod:`.versioned_orphans` would act on now with the default settings."""
     repo = VersionedRepository(storage, root)
     info = repo.info
     tip = info.branches.get(branch)

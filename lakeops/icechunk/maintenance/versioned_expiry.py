@@ -17,7 +17,7 @@ icechunk 1.x package on format 1 copies. With ``cutoff = now - retention`` (:mod
   another line skipped (a tag on an old commit) stays, with its own history shortened.
 * Branches and tags are never deleted (the package's ``delete_expired_branches``/``_tags`` are off),
   and expiry deletes no file: it only shortens histories. The next ``lakeops orphans``
-  (:mod:`.versioned_gc`) deletes the snapshots, manifests and chunks no history reaches any more.
+  (:mod:`.versioned_orphans`) deletes the snapshots, manifests and chunks no history reaches any more.
   ``--quarantine`` therefore moves nothing here: the files leave through that collection, whose own
   ``--quarantine`` moves them into the trash.
 

@@ -59,10 +59,11 @@ from lakeops.icechunk.maintenance.packing import (
 from lakeops.icechunk.manifest import ChunkIndices
 from lakeops.icechunk.manifest import ChunkRef as PackedRef
 from lakeops.icechunk.objects import Snapshot
+from lakeops.icechunk.refs import parse_ref
 from lakeops.icechunk.repo_info import RepoDocument
-from lakeops.icechunk.repo_update import replace_branch_ref, update_repo
+from lakeops.icechunk.repo_update import branch_ref_path, replace_branch_ref, update_repo
 from lakeops.icechunk.repository import MANIFESTS_DIR, SNAPSHOTS_DIR
-from lakeops.icechunk.versioned import TRANSACTIONS_DIR, VersionedRepository
+from lakeops.icechunk.versioned import TRANSACTIONS_DIR, VersionedRepository, format_version
 from lakeops.plan import CommitOutcome
 from lakeops.storage import Storage, StorageOptions, join, open_storage
 
@@ -145,6 +146,29 @@ def _tip(repo: VersionedRepository, branch: str) -> str:
     tip = repo.info.branches.get(branch)
     if tip is None:
         raise VersionNotFound(f"{repo.info.source}: branch {branch!r} does not exist")
+    return tip
+
+
+def _current_tip(repo: VersionedRepository, plan: VersionedPackingPlan) -> str:
+    """The branch's tip as a commit attempt starts. Format 1: its ``ref.json`` alone, not the refs of
+    the repository, which walk every ancestor (a branch under a steady writer would move meanwhile);
+    format 2: the repo object. :class:`~lakeops.errors.CommitConflict` if the branch or the plan's spec
+    version is gone."""
+    if plan.spec_version == 1 and format_version(repo.storage, repo.root) == 1:
+        path = branch_ref_path(repo.root, plan.branch)
+        try:
+            return parse_ref(repo.storage.read(path), path)
+        except NotFound as exc:
+            raise CommitConflict(f"{path}: branch {plan.branch!r} does not exist any more; compaction aborted") from exc
+    try:
+        tip = _tip(repo, plan.branch)
+    except VersionNotFound as exc:
+        raise CommitConflict(f"{exc} any more; compaction aborted") from exc
+    if repo.info.spec_version != plan.spec_version:
+        raise CommitConflict(
+            f"{plan.table_root}: the repository moved from spec version {plan.spec_version} to "
+            f"{repo.info.spec_version} since the plan; compaction aborted"
+        )
     return tip
 
 
@@ -330,15 +354,7 @@ def commit_versioned_packing(
     message = commit_message(plan, results)
     for attempt in range(1, _ATTEMPTS + 1):
         repo = VersionedRepository(storage, plan.table_root)
-        try:
-            tip = _tip(repo, plan.branch)
-        except VersionNotFound as exc:
-            raise CommitConflict(f"{exc} any more; compaction aborted") from exc
-        if repo.info.spec_version != plan.spec_version:
-            raise CommitConflict(
-                f"{plan.table_root}: the repository moved from spec version {plan.spec_version} to "
-                f"{repo.info.spec_version} since the plan; compaction aborted"
-            )
+        tip = _current_tip(repo, plan)
         if tip != plan.base_snapshot:
             check_packable(plan, f"snapshot {tip}", partial(_current_refs, repo, tip))
         record = _read(storage, join(repo.root, SNAPSHOTS_DIR, tip), FileType.SNAPSHOT, fbs.SNAPSHOT)

@@ -2,9 +2,8 @@
 collection), ``compaction`` (chunk packing), ``cdc`` (snapshot diffs) and ``inspect``; ``repository``
 says which kind of repository a run meets.
 
-Seed-format repositories (docs/architecture.md, "Specifications") and Icechunk format 1 and 2
-repositories are maintained by :mod:`lakeops.icechunk.maintenance` (formats 1 and 2: expiry,
-garbage collection, change capture and ``inspect``; compaction refuses them by name). Each module
-plans, runs the plan on the caller's :class:`~lakeops.execution.Executor` where it has units
-(:mod:`lakeops.ops.run`), and reports.
+Every operation runs on seed-format repositories and on Icechunk format 1 and 2 repositories
+(docs/architecture.md, "Specifications"), by the rules of :mod:`lakeops.icechunk.maintenance` (its
+``versioned_*`` modules for formats 1 and 2). Each module plans, runs the plan on the caller's
+:class:`~lakeops.executors.Executor` where it has units (:mod:`lakeops.ops.batches`), and reports.
 """

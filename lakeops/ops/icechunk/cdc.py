@@ -10,11 +10,11 @@ from collections import Counter
 from rich.console import Console
 
 from lakeops.delta.writer import require_writable_location
-from lakeops.execution import Executor
+from lakeops.executors import Executor
 from lakeops.icechunk.maintenance import diff
 from lakeops.icechunk.maintenance.diff import DiffOptions, DiffPlan
+from lakeops.ops.batches import run_batches
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.run import run_batches
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 

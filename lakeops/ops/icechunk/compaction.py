@@ -9,13 +9,13 @@ import time
 
 from rich.console import Console
 
-from lakeops.execution import Executor
+from lakeops.executors import Executor
 from lakeops.icechunk.maintenance import packing, versioned_packing
 from lakeops.icechunk.maintenance.packing import PackingPlan
 from lakeops.icechunk.versioned import format_version
+from lakeops.ops.batches import run_batches
 from lakeops.ops.bounded import first_groups
 from lakeops.ops.report import Report, version_text
-from lakeops.ops.run import run_batches
 from lakeops.storage import Storage, StorageOptions, open_storage
 from lakeops.storage.uri import normalize
 from lakeops.units import format_size
@@ -114,7 +114,7 @@ def run(
     description: str,
     started: float | None = None,
 ) -> IcechunkCompactionReport:
-    """Pack the plan's bins on ``executor`` and commit the branch (:mod:`lakeops.ops.run`: on a definite
+    """Pack the plan's bins on ``executor`` and commit the branch (:mod:`lakeops.ops.batches`: on a definite
     conflict the new chunk files are deleted and the error raised; on any other failure nothing is
     deleted, ``orphans`` removes them past its floor). A plan without bins commits nothing."""
     started = time.monotonic() if started is None else started

@@ -1,7 +1,7 @@
 """Icechunk garbage collection (``lakeops orphans REPO``): objects no retained snapshot reaches, listed
 and re-checked on the driver and deleted in batches on the caller's executor: seed format
-(:mod:`lakeops.icechunk.maintenance.gc`), Icechunk format 1 and 2
-(:mod:`lakeops.icechunk.maintenance.versioned_gc`)."""
+(:mod:`lakeops.icechunk.maintenance.orphans`), Icechunk format 1 and 2
+(:mod:`lakeops.icechunk.maintenance.versioned_orphans`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from datetime import timedelta
 from rich.console import Console
 
 from lakeops.deletion import BatchResult, DeleteBatch
-from lakeops.execution import Executor
-from lakeops.icechunk.maintenance import gc
-from lakeops.icechunk.maintenance.gc import GcPlan
-from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan, plan_versioned_gc
+from lakeops.executors import Executor
+from lakeops.icechunk.maintenance import orphans as repository_orphans
+from lakeops.icechunk.maintenance.orphans import GcPlan
+from lakeops.icechunk.maintenance.versioned_orphans import VersionedGcPlan, plan_versioned_gc
 from lakeops.icechunk.versioned import format_version
 from lakeops.ops.icechunk.repository import removal_fields
 from lakeops.ops.report import Report
@@ -58,11 +58,11 @@ def plan(
     *,
     retention: timedelta | None,
     force: bool,
-    batch_size: int = gc.DEFAULT_BATCH_SIZE,
+    batch_size: int = repository_orphans.DEFAULT_BATCH_SIZE,
     now_ms: int,
 ) -> Plan:
     """The garbage collection of any kind of repository (``retention`` None: the default window)."""
-    planner = gc.plan_gc if format_version(storage, location) is None else plan_versioned_gc
+    planner = repository_orphans.plan_gc if format_version(storage, location) is None else plan_versioned_gc
     return planner(
         storage, location, storage_options, retention=retention, force=force, now_ms=now_ms, batch_size=batch_size
     )

@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from lakeops.icechunk.maintenance.expiry import IcechunkExpiryPlan
-from lakeops.icechunk.maintenance.gc import GcPlan
+from lakeops.icechunk.maintenance.orphans import GcPlan
 from lakeops.icechunk.maintenance.versioned_expiry import VersionedExpiryPlan
-from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan
+from lakeops.icechunk.maintenance.versioned_orphans import VersionedGcPlan
 from lakeops.units import format_duration, instant
 
 __all__ = ["RemovalPlan", "removal_fields"]

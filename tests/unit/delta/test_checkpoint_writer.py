@@ -34,6 +34,7 @@ from lakeops.delta.maintenance.checkpoint import (
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import UnsupportedFeature
 from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage.local import LocalStorage
 
 NOW_MS = 1_800_000_000_000
 DAY_MS = 86_400_000
@@ -440,6 +441,35 @@ def test_an_older_version_never_moves_the_pointer_back(tmp_path: Path) -> None:
     listing = list_log(open_storage(root), root)
     assert set(listing.checkpoints) == {2, 5}
     assert listing.last_checkpoint is not None and listing.last_checkpoint.version == 5
+
+
+def test_a_pointer_another_writer_moves_meanwhile_is_read_again_not_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer points ``_last_checkpoint`` at version 5 between lakeops' read of it (none yet)
+    and lakeops' write for version 2: the write is conditional, fails, and the pointer read again is
+    newer, so it stays at 5 ("Last Checkpoint File": readers start from it)."""
+    root = _table(tmp_path)
+    latest = _plan(root)
+    finalize_checkpoint(latest, write_parts_on_driver(latest), StorageOptions())
+    pointer = Path(root) / "_delta_log" / "_last_checkpoint"
+    theirs = pointer.read_bytes()
+    pointer.unlink()
+    older = _plan(root, version=2)
+    written = write_parts_on_driver(older)
+    real = LocalStorage.read_versioned
+
+    def racing(self: LocalStorage, path: str) -> tuple[bytes, str]:
+        try:
+            return real(self, path)
+        finally:
+            if path.endswith("_last_checkpoint") and not pointer.exists():
+                pointer.write_bytes(theirs)  # the other writer, just after our read
+
+    monkeypatch.setattr(LocalStorage, "read_versioned", racing)
+    assert finalize_checkpoint(older, written, StorageOptions()) is None
+    assert pointer.read_bytes() == theirs
+    assert parse_last_checkpoint(theirs, str(pointer)).version == 5
 
 
 def test_unsupported_writer_feature_is_refused_by_name(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeops.delta.maintenance.compaction import CompactionOptions, plan_compaction, rewrite_group
+from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument
 from lakeops.storage import StorageOptions, open_storage
@@ -31,7 +32,7 @@ def _table(tmp_path: Path, appends: int, *, partitioned: bool = True) -> str:
 
 def _plan(location: str, **options: object):  # type: ignore[no-untyped-def]
     snapshot = load_snapshot(open_storage(location), location)
-    return plan_compaction(snapshot, CompactionOptions.model_validate(options), StorageOptions())
+    return plan_compaction(snapshot, DeltaCompactionOptions.model_validate(options), StorageOptions())
 
 
 def test_bins_respect_partitions_and_min_input_files(tmp_path: Path) -> None:

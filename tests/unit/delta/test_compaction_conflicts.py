@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakeops.delta.maintenance.compaction import CompactionOptions, RewriteResult, plan_compaction, rewrite_group
+from lakeops.delta.maintenance.compaction import RewriteResult, plan_compaction, rewrite_group
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import CommitConflict
@@ -37,7 +38,7 @@ def _table(tmp_path: Path) -> str:
 
 def _rewrite(location: str) -> tuple[Any, list[RewriteResult]]:
     snapshot = load_snapshot(open_storage(location), location)
-    plan = plan_compaction(snapshot, CompactionOptions(min_input_files=2), StorageOptions())
+    plan = plan_compaction(snapshot, DeltaCompactionOptions(min_input_files=2), StorageOptions())
     assert [g.partition_values["day"] for g in plan.groups] == list(DAYS)
     return plan, [rewrite_group(g) for g in plan.groups]
 

@@ -16,16 +16,20 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakeops import api
+from lakeops.delta.commit import commit
 from lakeops.delta.snapshot import load_snapshot
+from lakeops.errors import ProtocolError
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
-from lakeops.ops.consumers import pending_changes
+from lakeops.ops.consumers import extracted_through, pending_changes
 from lakeops.ops.expiry import ExpiryOptions
 from lakeops.ops.target import DeltaTarget
 from lakeops.storage import open_storage
+from spark_jobs.cli import main as lakeops
 
 DAY_MS = 86_400_000
 ENABLED_AT = 3
@@ -203,3 +207,89 @@ def test_change_feed_ranges_are_dated_like_the_change_rows(tmp_path: Path) -> No
     assert pending is not None and (pending.first, pending.last, pending.first_committed_ms) == (4, 5, icts[1])
     none_yet = pending_changes(DeltaTarget(location=location), output, since_ms=now - 15 * DAY_MS, until_ms=icts[1])
     assert none_yet is None  # version 4 is committed at icts[1], not before it
+
+
+LONG_MAX = 2**63 - 1
+
+
+def _table_files(location: str) -> list[Path]:
+    return sorted(p for p in Path(location).rglob("*") if "_lakeops_audit" not in p.parts)
+
+
+@pytest.mark.parametrize(
+    ("previous", "error"),
+    [
+        (LONG_MAX, f"ProtocolError: {{log}}: commitInfo.inCommitTimestamp is {LONG_MAX}"),  # +1 is no long
+        (2**63, "CorruptFile: {log}: line 1: invalid commitInfo action: inCommitTimestamp 9223372036854775808"),
+        ("abc", "CorruptFile: {log}: line 1: invalid commitInfo action: Input should be a valid integer"),
+        (1.5, "CorruptFile: {log}: line 1: invalid commitInfo action: Input should be a valid integer"),
+        (1e30, "CorruptFile: {log}: line 1: invalid commitInfo action:"),
+    ],
+    ids=["long max", "past long", "text", "fraction", "huge float"],
+)
+def test_a_previous_in_commit_timestamp_no_commit_can_follow_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], previous: object, error: str
+) -> None:
+    """ "Writer Requirements for In-Commit Timestamps": ours is at least one past the previous commit's,
+    a ``long``. After 2^63-1 none is: that was a pydantic ValidationError, which the command line took for
+    a bad option (exit 2, naming no file; issue 34). A bad table exits 1 and names the commit file."""
+    now = int(time.time() * 1000)
+    location, _ = _ict_table(tmp_path, now)
+    _commit(location, 6, [{"commitInfo": {"inCommitTimestamp": previous, "timestamp": now, "operation": "WRITE"}}])
+    files = _table_files(location)
+
+    assert lakeops(["compact", location, "--min-input-files", "2"]) == 1
+    message = " ".join(capsys.readouterr().err.split())
+    assert error.format(log=Path(location) / "_delta_log" / f"{6:020}.json") in message, message
+    assert _table_files(location) == files  # no data file, no version 7
+    assert sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 10, 11, 20, 21, 101, 102]
+
+
+@pytest.mark.parametrize("previous", [-5, -(2**63), LONG_MAX - 1])
+def test_any_other_previous_in_commit_timestamp_is_followed(tmp_path: Path, previous: int) -> None:
+    now = int(time.time() * 1000)
+    location, _ = _ict_table(tmp_path, now)
+    _commit(location, 6, [{"commitInfo": {"inCommitTimestamp": previous, "timestamp": now, "operation": "WRITE"}}])
+
+    assert api.compact(location, CompactionOptions(min_input_files=2)).committed_version == 7
+
+    ict = _ict(location, 7)
+    assert ict is not None and ict > previous and ict >= now  # the later of now and one past the previous
+    assert sorted(DeltaTable(location).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 10, 11, 20, 21, 101, 102]
+
+
+def test_a_winner_whose_in_commit_timestamp_no_commit_can_follow_stops_the_rebase(tmp_path: Path) -> None:
+    """The same limit met on a version that landed first: the rebase refuses, naming the winner's file."""
+    location, _ = _ict_table(tmp_path, int(time.time() * 1000))
+    storage = open_storage(location)
+    winner = Path(location) / "_delta_log" / f"{6:020}.json"
+    winner.write_text(json.dumps({"commitInfo": {"inCommitTimestamp": LONG_MAX, "operation": "WRITE"}}) + "\n")
+
+    with pytest.raises(ProtocolError, match=rf"{winner}: commitInfo.inCommitTimestamp is {LONG_MAX}"):
+        commit(
+            storage,
+            location,
+            read_version=5,
+            actions=[],
+            operation="TEST",
+            operation_parameters={},
+            conflict_rule=lambda _: None,
+            backoff_s=0,
+            in_commit_timestamps=True,
+        )
+    assert not (Path(location) / "_delta_log" / f"{7:020}.json").exists()
+
+
+def test_a_change_table_no_commit_can_follow_still_tells_its_watermark(tmp_path: Path) -> None:
+    """Only a writer needs a next commit: the source's expiry reads how far a change table has extracted
+    it (its ``txn``), even from a change table whose last in-commit timestamp is the largest long."""
+    source = str(tmp_path / "source")
+    write_deltalake(source, pa.table({"id": pa.array([1], pa.int64())}))
+    source_id = DeltaTable(source).metadata().id
+    now = int(time.time() * 1000)
+    output, _ = _ict_table(tmp_path, now)
+    commit = {"commitInfo": {"inCommitTimestamp": LONG_MAX, "timestamp": now, "operation": "WRITE"}}
+    _commit(output, 6, [commit, {"txn": {"appId": source_id, "version": 0}}])
+
+    assert extracted_through(source, output) == 0
+    assert extracted_through(source, str(tmp_path / "absent")) is None

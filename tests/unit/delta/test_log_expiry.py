@@ -19,7 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakeops_testdata import TESTDATA
 
 from lakeops.delta.last_checkpoint import parse_last_checkpoint
-from lakeops.delta.maintenance.log_expiry import (
+from lakeops.delta.maintenance.expiry import (
     ExpiryOptions,
     ExpiryPlan,
     commit_expiry,

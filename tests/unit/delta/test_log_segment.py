@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeops.delta.commit_file import parse_commit
+from lakeops.delta.commit_time import CommitClock
 from lakeops.delta.log_segment import (
     checkpoint_file_names,
     commit_timestamps,
     list_log,
     segment_for_version,
-    version_at_timestamp,
 )
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import CorruptFile, NotATable, VersionNotFound
@@ -320,9 +320,10 @@ def test_time_travel_to_the_exact_commit_millisecond(tmp_path: Path, ms: int) ->
     write_table(tmp_path, 2)
     _set_mtime_ms(tmp_path / "_delta_log" / f"{0:020d}.json", ms - 10)
     _set_mtime_ms(tmp_path / "_delta_log" / f"{1:020d}.json", ms)
-    listing = list_log(open_storage(str(tmp_path)), str(tmp_path))
-    assert version_at_timestamp(listing, str(tmp_path), _at(ms)) == 1
-    assert version_at_timestamp(listing, str(tmp_path), _at(ms) - timedelta(microseconds=1)) == 0
+    storage = open_storage(str(tmp_path))
+    clock = CommitClock(storage, list_log(storage, str(tmp_path)), enablement=None)  # commits dated by their files
+    assert clock.version_at(str(tmp_path), _at(ms)) == 1
+    assert clock.version_at(str(tmp_path), _at(ms) - timedelta(microseconds=1)) == 0
     assert _load(tmp_path, timestamp=_at(ms)).version == 1
 
 

@@ -22,9 +22,11 @@ from deltalake import DeltaTable, write_deltalake
 from pyroaring import BitMap64
 
 from lakeops import api
+from lakeops.delta.actions import Metadata, Protocol
 from lakeops.delta.deletion_vectors import inline_dv_descriptor
-from lakeops.delta.maintenance.compaction import CompactionOptions as DeltaCompactionOptions
 from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
+from lakeops.delta.maintenance.options import DeltaCompactionOptions
+from lakeops.delta.row_tracking import RowTracking
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import DataFileWriter, append_files, read_target
@@ -33,6 +35,7 @@ from lakeops.ops import compaction
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
+from spark_jobs.cli import main as lakeops
 
 ROW_ID = "_row-id-col-test"
 ROW_VERSION = "_row-commit-version-col-test"
@@ -338,3 +341,137 @@ def test_enabled_without_materialised_column_names_is_refused(tmp_path: Path) ->
     with pytest.raises(ProtocolError, match="materializedRowIdColumnName or .* is not set"):
         api.compact(location, CompactionOptions(min_input_files=2))
     assert len(log_commits(location)) == 4
+
+
+_ROW_ID_PROPERTY = "delta.rowTracking.materializedRowIdColumnName"
+_VERSION_PROPERTY = "delta.rowTracking.materializedRowCommitVersionColumnName"
+
+
+@pytest.mark.parametrize(
+    ("configuration", "named"),
+    [
+        ({_ROW_ID_PROPERTY: "id"}, [f"{_ROW_ID_PROPERTY}='id'", "column 'id'"]),
+        ({_VERSION_PROPERTY: "id"}, [f"{_VERSION_PROPERTY}='id'", "column 'id'"]),
+        ({_ROW_ID_PROPERTY: "ID"}, [f"{_ROW_ID_PROPERTY}='ID'", "column 'id'"]),  # Delta names ignore case
+        ({_VERSION_PROPERTY: ROW_ID}, [f"{_ROW_ID_PROPERTY}={ROW_ID!r}", f"{_VERSION_PROPERTY}={ROW_ID!r}"]),
+    ],
+    ids=["row id is a column", "commit version is a column", "row id is a column but for case", "both one name"],
+)
+def test_materialised_columns_that_are_not_unique_are_refused_naming_the_property(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], configuration: dict[str, str], named: list[str]
+) -> None:
+    """ "Writer Requirements for Row Tracking": "The assigned column names must be unique. They must not be
+    equal to the name of any other column in the table's schema." Compaction wrote a data file holding the
+    column twice: ``KeyError: Field "id" exists 2 times in schema`` (issue 34)."""
+    location = _tracked_table(tmp_path, {**TRACKING, **configuration})
+
+    def table_files() -> list[Path]:
+        return sorted(p for p in Path(location).rglob("*") if "_lakeops_audit" not in p.parts)
+
+    files = table_files()
+
+    for dry_run in (["--dry-run"], []):
+        assert lakeops(["compact", location, "--min-input-files", "2", *dry_run]) == 1
+        error = capsys.readouterr().err
+        assert "ProtocolError" in error and location in error, error
+        assert all(fragment in error for fragment in named), error
+        assert "Writer Requirements for Row Tracking" in error
+    with pytest.raises(ProtocolError, match="must be unique"):
+        api.compact(location, CompactionOptions(min_input_files=2))
+    assert table_files() == files  # nothing written, nothing committed
+    assert _ids(location) == list(range(12))
+
+    # An append writes no materialised column: it numbers its rows and lands.
+    storage = open_storage(location)
+    target = read_target(storage, location)
+    assert target.metadata is not None
+    writer = DataFileWriter(parse_schema(target.metadata.schema_string))
+    writer.write(pa.table({"id": pa.array([50], pa.int64())}))
+    written = writer.finish(storage, location)
+    assert written is not None
+    result = append_files(storage, target, metadata=target.metadata, files=[written], txn=None, operation_parameters={})
+    assert result.version == 4 and _ids(location) == [*range(12), 50]
+
+
+def test_a_materialised_column_equal_to_a_physical_column_name_is_refused() -> None:
+    """With column mapping the data files name columns by their physical names, which the hidden columns
+    must differ from too ("Writer Requirements for Row Tracking")."""
+    field = {"name": "id", "type": "long", "nullable": True, "metadata": {"delta.columnMapping.physicalName": "col-7"}}
+    metadata = Metadata(
+        id="t",
+        schemaString=json.dumps({"type": "struct", "fields": [field]}),
+        configuration={**TRACKING, "delta.columnMapping.mode": "name", _VERSION_PROPERTY: "col-7"},
+    )
+    protocol = Protocol(
+        minReaderVersion=3,
+        minWriterVersion=7,
+        readerFeatures=["columnMapping"],
+        writerFeatures=["columnMapping", "domainMetadata", "rowTracking"],
+    )
+    with pytest.raises(ProtocolError, match=rf"/t: table property {_VERSION_PROPERTY}='col-7' .* column 'id'"):
+        RowTracking.for_rewrite(protocol, metadata, "/t")
+    mapped_off = metadata.model_copy(update={"configuration": {**metadata.configuration, _VERSION_PROPERTY: "id"}})
+    with pytest.raises(ProtocolError, match="column 'id'"):
+        RowTracking.for_rewrite(protocol, mapped_off, "/t")  # the logical name is refused as well
+    unmapped = metadata.model_copy(
+        update={"schema_string": json.dumps({"type": "struct", "fields": [{**field, "metadata": {}}]})}
+    )
+    with pytest.raises(ProtocolError, match=r"^/t: column 'id' has no delta.columnMapping.physicalName"):
+        RowTracking.for_rewrite(protocol, unmapped, "/t")  # a column mapping without its physical name
+
+
+LONG_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("mark", "error"),
+    [
+        (LONG_MAX, "ProtocolError: {table}: domain delta.rowTracking's rowIdHighWaterMark is 9223372036854775807:"),
+        (LONG_MAX - 5, "ProtocolError: {table}: domain delta.rowTracking's rowIdHighWaterMark is 9223372036854775802:"),
+        (2**63, "CorruptFile: {table}: domain delta.rowTracking rowIdHighWaterMark 9223372036854775808 is not a long"),
+        (True, "CorruptFile: {table}: domain delta.rowTracking rowIdHighWaterMark True is not an integer"),
+    ],
+    ids=["long max", "too few left", "past long", "boolean"],
+)
+def test_a_high_water_mark_no_new_row_id_fits_above_is_refused_naming_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mark: object, error: str
+) -> None:
+    """Fresh row ids are longs above the mark ("Writer Requirements for Row Tracking"); compaction wrote
+    ``baseRowId`` 2^63 into the log, then ``checkpoint`` failed naming nothing (issue 34, nearby)."""
+    location = _tracked_table(tmp_path, TRACKING)
+    commit_next(location, _mark(mark))  # type: ignore[arg-type]
+    commits = len(log_commits(location))
+
+    assert lakeops(["compact", location, "--min-input-files", "2"]) == 1  # 12 rows to number
+    assert error.format(table=location) in " ".join(capsys.readouterr().err.split())
+    assert len(log_commits(location)) == commits and _ids(location) == list(range(12))
+
+
+def test_an_append_whose_rows_pass_the_largest_row_id_is_refused_before_it_commits(tmp_path: Path) -> None:
+    location = _tracked_table(tmp_path, TRACKING)
+    commit_next(location, _mark(LONG_MAX - 2))
+    storage = open_storage(location)
+    target = read_target(storage, location)
+    assert target.metadata is not None
+    writer = DataFileWriter(parse_schema(target.metadata.schema_string))
+    writer.write(pa.table({"id": pa.array([50, 51, 52], pa.int64())}))
+    written = writer.finish(storage, location)
+    assert written is not None
+
+    with pytest.raises(ProtocolError, match=f"rowIdHighWaterMark is {LONG_MAX - 2}: 3 more row ids"):
+        append_files(storage, target, metadata=target.metadata, files=[written], txn=None, operation_parameters={})
+    assert len(log_commits(location)) == 5 and _ids(location) == list(range(12))
+
+
+def test_a_checkpoint_of_a_value_its_schema_cannot_hold_names_the_checkpoint_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another writer's ``baseRowId`` of 2^63 (no long): the checkpoint was refused naming no table."""
+    location = _tracked_table(tmp_path, TRACKING)
+    (path, add), *_ = live_adds(location).items()
+    commit_next(location, {"add": {**add, "dataChange": False, "baseRowId": 2**63}})
+
+    assert lakeops(["checkpoint", location]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"ProtocolError: {location}/_delta_log/{4:020}.checkpoint.parquet: cannot encode checkpoint actions" in err
+    assert not list((Path(location) / "_delta_log").glob("*.checkpoint.parquet"))

@@ -127,7 +127,7 @@ def test_vacuum_from_arrow_rows_deletes_exactly_the_unreferenced(tmp_path: Path)
 
 @pytest.mark.parametrize("chunk", [1, 3])
 def test_vacuum_settles_the_listing_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    from lakeops.delta.maintenance import vacuum
+    from lakeops.delta.maintenance import orphans as vacuum
 
     monkeypatch.setattr(vacuum, "LISTED_CHUNK", chunk)
     _table(tmp_path, [_add(p) for p in _files(1_000)])
@@ -164,7 +164,8 @@ def _group_view(plan: object) -> list[tuple[object, ...]]:
 
 @pytest.mark.parametrize("where", [None, "day = 'b'"])
 def test_compaction_plan_from_arrow_rows_equals_the_object_route(tmp_path: Path, where: str | None) -> None:
-    from lakeops.delta.maintenance.compaction import CompactionOptions, plan_compaction
+    from lakeops.delta.maintenance.compaction import plan_compaction
+    from lakeops.delta.maintenance.options import DeltaCompactionOptions
     from lakeops.storage import StorageOptions
 
     # 1,200 files in three partitions, sizes 1..40 KB, every 97th above the 256 KB target; a later
@@ -175,7 +176,7 @@ def test_compaction_plan_from_arrow_rows_equals_the_object_route(tmp_path: Path,
     _table(tmp_path, rows, objects)
     snapshot = load_snapshot(open_storage(str(tmp_path)), str(tmp_path), row_counts_only=True)
     assert isinstance(snapshot.files, LiveFiles) and len(snapshot.files.columns) == 1
-    options = CompactionOptions(target_file_size=256_000, min_input_files=3, where=where)
+    options = DeltaCompactionOptions(target_file_size=256_000, min_input_files=3, where=where)
 
     arrow = plan_compaction(snapshot, options, StorageOptions())
     reference = plan_compaction(
@@ -192,7 +193,7 @@ def test_compaction_plan_from_arrow_rows_equals_the_object_route(tmp_path: Path,
     mixed = [g for g in arrow.groups if any("%20" in f.add["path"] for f in g.files)]
     assert mixed or where is not None
     # A task receives every file as an object: the group's payload holds them all.
-    from lakeops.execution import dump_model, load_model
+    from lakeops.executors import dump_model, load_model
 
     for group in arrow.groups:
         again = load_model(type(group), dump_model(group))
@@ -281,7 +282,8 @@ def test_distinct_finds_a_repeat_wherever_the_sorted_slices_cut(
 def test_unpartitioned_checkpoint_rows_plan_as_the_object_route(tmp_path: Path) -> None:
     from deltalake import DeltaTable, write_deltalake
 
-    from lakeops.delta.maintenance.compaction import CompactionOptions, plan_compaction
+    from lakeops.delta.maintenance.compaction import plan_compaction
+    from lakeops.delta.maintenance.options import DeltaCompactionOptions
     from lakeops.storage import StorageOptions
 
     location = str(tmp_path / "t")
@@ -291,7 +293,7 @@ def test_unpartitioned_checkpoint_rows_plan_as_the_object_route(tmp_path: Path) 
     snapshot = load_snapshot(open_storage(location), location, row_counts_only=True)
     assert isinstance(snapshot.files, LiveFiles) and len(snapshot.files.columns) == 1
 
-    options = CompactionOptions(min_input_files=2)
+    options = DeltaCompactionOptions(min_input_files=2)
     arrow = plan_compaction(snapshot, options, StorageOptions())
     reference = plan_compaction(
         snapshot.__class__(**{**snapshot.__dict__, "files": dict(snapshot.files.items())}), options, StorageOptions()

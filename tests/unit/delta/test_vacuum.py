@@ -21,7 +21,7 @@ from lakeops_testdata import TESTDATA
 
 from lakeops import api
 from lakeops.delta.deletion_vectors import dv_absolute_path
-from lakeops.delta.maintenance.vacuum import (
+from lakeops.delta.maintenance.orphans import (
     Candidate,
     DeleteBatch,
     VacuumOptions,
@@ -205,6 +205,41 @@ def test_percent_encoded_partition_paths_are_decoded(tmp_path: Path) -> None:
     assert table.to_pyarrow_table().sort_by("id").equals(rows)
 
 
+@pytest.mark.parametrize("spelling", ["relative", "absolute", "file URI", "deletion vector"])
+def test_an_action_path_whose_escapes_are_not_utf8_is_refused_naming_the_table(tmp_path: Path, spelling: str) -> None:
+    """``%FF`` is the byte 0xFF, no UTF-8 text: delta-rs refuses such a path, Java reads it as U+FFFD, and
+    ``unquote`` replaced it, so the file ``\\xff.parquet`` on disk looked untracked and VACUUM deleted a file
+    the log names by its bytes (issue 34, nearby). Every spelling is refused, naming the table and the path."""
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1]}))
+    written = next(root.glob("*.parquet"))
+    odd = os.fsencode(root) + b"/\xff.parquet"
+    shutil.copy(written, os.fsdecode(odd))
+    path = {"relative": "%FF.parquet", "absolute": f"{root}/%FF.parquet", "file URI": f"file://{root}/%FF.parquet"}
+    add: dict[str, object] = {
+        "path": path.get(spelling, written.name),
+        "partitionValues": {},
+        "size": os.path.getsize(odd),
+        "modificationTime": 0,
+        "dataChange": True,
+    }
+    if spelling == "deletion vector":
+        add["deletionVector"] = {
+            "storageType": "p",
+            "pathOrInlineDv": f"{root}/%FF.bin",
+            "offset": 1,
+            "sizeInBytes": 1,
+            "cardinality": 1,
+        }
+    (root / "_delta_log" / f"{1:020}.json").write_text(json.dumps({"add": add}) + "\n")
+    _age_all(root)
+    files = _files(root)
+
+    with pytest.raises(InvalidArgument, match=rf"^{root}: .*%FF.* has percent-escapes that are not UTF-8"):
+        _plan(root, now_ms=NOW_MS + 10 * DAY_MS)
+    assert _files(root) == files
+
+
 def test_absolute_file_uri_paths_are_decoded_exactly_once(tmp_path: Path) -> None:
     """Delta paths are URIs (PROTOCOL.md "Add File and Remove File"), absolute ones too: delta-rs
     writes the directory of ``a%20b`` as ``p=a%2520b`` and the path as ``p=a%252520b``; rewritten as
@@ -384,6 +419,31 @@ def test_recheck_keeps_a_file_restored_after_the_plan(tmp_path: Path) -> None:
     assert (root / str(restored["path"])).exists()
     assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == sorted([*restored_ids, 10, 11])
     assert recheck(checked, open_storage(str(root))) is checked  # nothing new since: the plan stands
+
+
+def test_a_name_that_is_not_utf8_is_untracked_on_a_checkpoint_before_and_after_a_recheck(tmp_path: Path) -> None:
+    """The checkpoint's live files are Arrow rows, which the listed names are looked up in: a name that
+    is not UTF-8 was a ``UnicodeEncodeError`` there (issue 34); it is untracked, as without a checkpoint."""
+    root = tmp_path / "t"
+    rows = _overwritten_table(root)
+    DeltaTable(str(root)).create_checkpoint()
+    odd = os.fsencode(root) + b"/day=\xfe/\xff.parquet"
+    os.makedirs(os.path.dirname(odd))
+    Path(os.fsdecode(odd)).write_bytes(b"x")
+    _age_all(root)
+    plan = _plan(root, now_ms=NOW_MS + 10 * DAY_MS)
+    assert os.fsdecode(odd) in {c.path for c in plan.candidates if c.kind == "untracked"}
+    write_deltalake(str(root), pa.table({"id": [12]}), mode="append")  # a commit since: the recheck replays
+
+    checked = recheck(plan, open_storage(str(root)))
+
+    assert checked.read_version == plan.read_version + 1 and checked.candidates == plan.candidates
+    _execute(checked)
+    assert not os.path.exists(odd)
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == [
+        *rows.column("id").to_pylist(),
+        12,
+    ]
 
 
 def test_delete_batch_refuses_paths_outside_the_root_or_in_the_log(tmp_path: Path) -> None:

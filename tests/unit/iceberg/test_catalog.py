@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
 
-from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, StorageError
+from lakeops import api
+from lakeops.errors import CommitConflict, InvalidArgument, NotATable
 from lakeops.iceberg.catalog import FileSystemCatalog, TableIdentifier, metadata_version
 from lakeops.iceberg.sql_catalog import SqlCatalog
-from lakeops.storage import LocalStorage, open_storage
+from lakeops.ops.target import CatalogOptions
+from lakeops.storage import open_storage
 
 
 def _pyiceberg_table(tmp_path: Path) -> tuple[PyIcebergSqlCatalog, str]:
@@ -107,38 +110,11 @@ def test_file_system_catalog_racing_writers(tmp_path: Path) -> None:
         catalog.swap(base, f"{location}/metadata/v3.metadata.json", b"{}")
 
 
-class _LostAnswer(LocalStorage):
-    """put-if-absent whose answer is lost: the store first holds ``lands`` (None: nothing), then the
-    call fails as an unanswered request does."""
+def test_a_catalog_row_naming_a_file_with_a_nul_character_is_refused_by_name(tmp_path: Path) -> None:
+    _, uri = _pyiceberg_table(tmp_path)
+    with sa.create_engine(uri).begin() as conn:
+        location = conn.execute(sa.text("SELECT metadata_location FROM iceberg_tables")).scalar_one()
+        conn.execute(sa.text("UPDATE iceberg_tables SET metadata_location = :l"), {"l": location + "\x00.json"})
 
-    def __init__(self, lands: bytes | None) -> None:
-        self.lands = lands
-
-    def put_if_absent(self, path: str, data: bytes) -> None:
-        if self.lands is not None:
-            super().put_if_absent(path, self.lands)
-        raise StorageError(f"cannot create {path!r}: Connection was closed before we received a valid response")
-
-
-@pytest.mark.parametrize(
-    ("lands", "outcome"),
-    [(b"ours", None), (b"a rival's", CommitConflict), (None, CommitStateUnknown)],
-)
-def test_file_system_catalog_resolves_a_lost_answer_by_rereading(
-    tmp_path: Path, lands: bytes | None, outcome: type[Exception] | None
-) -> None:
-    """Creating ``vN.metadata.json`` is the commit: our bytes there mean committed (hint updated),
-    other bytes a rival's commit, nothing there an unknown outcome (a late request may still land)."""
-    location = str(tmp_path / "t")
-    storage = _LostAnswer(lands)
-    storage.write(f"{location}/metadata/v1.metadata.json", b'{"format-version": 2}')
-    catalog = FileSystemCatalog(storage, location)
-    target = catalog.new_metadata_location(location, catalog.current())
-    if outcome is None:
-        catalog.swap(catalog.current(), target, b"ours")
-        assert catalog.current() == target
-        assert (tmp_path / "t" / "metadata" / "version-hint.text").read_text() == "2"
-        return
-    with pytest.raises(outcome, match="v2.metadata.json"):
-        catalog.swap(catalog.current(), target, b"ours")
-    assert not (tmp_path / "t" / "metadata" / "version-hint.text").exists()
+    with pytest.raises(InvalidArgument, match=r"metadata.json\\x00.json': a file name cannot hold a NUL character"):
+        api.inspect("db.events", CatalogOptions(catalog_uri=uri))

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from iceberg_merge_on_read import add_equality_deletes, add_position_deletes
+from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, write_position_deletes
 from pyiceberg_tables import PyIcebergTable, batch, create_table, replay_changes, small_file_table
 
 from lakeops.delta.scan import read_snapshot
@@ -19,7 +19,6 @@ from lakeops.delta.snapshot import load_snapshot
 from lakeops.errors import InvalidArgument, UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.commit import commit_change
 from lakeops.iceberg.data_writer import ParquetDataWriter
-from lakeops.iceberg.deletes import write_position_deletes
 from lakeops.iceberg.maintenance import compaction
 from lakeops.iceberg.maintenance.changelog import (
     ChangelogOptions,
@@ -29,6 +28,7 @@ from lakeops.iceberg.maintenance.changelog import (
     extract_unit,
     plan_changelog,
 )
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.iceberg.manifest import FileContent
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.snapshot_update import ReplaceFiles
@@ -184,7 +184,7 @@ def test_a_compaction_between_the_snapshots_adds_no_rows(tmp_path: Path) -> None
     target = _live_paths(ours)[0]
     deleted_id = pq.read_table(target).column("id")[1].as_py()
     ours = add_position_deletes(ours, [(target, 1)])
-    compact = compaction.plan_compaction(ours, compaction.IcebergCompactionOptions(min_input_files=2), OPTIONS)
+    compact = compaction.plan_compaction(ours, IcebergCompactionOptions(min_input_files=2), OPTIONS)
     results = [compaction.rewrite_group(g) for g in compact.groups]
     done = compaction.commit_groups(compact, compact.groups, results, OPTIONS)
     assert done.committed and _load(table).metadata.snapshot_by_id(done.snapshot_id).operation == "replace"

@@ -4,17 +4,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from iceberg_fixtures import minimal_metadata
 
-from lakeops.errors import CommitConflict, CommitStateUnknown
+from lakeops.errors import CommitConflict, CommitStateUnknown, StorageError
+from lakeops.iceberg.catalog import FileSystemCatalog
 from lakeops.iceberg.commit import RetryPolicy, commit_change
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.table import IcebergTable, TableRef, load_table
 from lakeops.storage import StorageOptions
+from lakeops.storage.local import LocalStorage
 
 
 def _table(tmp_path: Path, properties: dict[str, str] | None = None) -> IcebergTable:
@@ -152,3 +155,73 @@ def test_retry_policy_defaults_and_cap() -> None:
     policy = RetryPolicy(min_wait_ms=100, max_wait_ms=300)
     assert RetryPolicy().num_retries == 4
     assert 300 <= policy.wait_ms(5) <= 330
+
+
+class _LostAnswer(LocalStorage):
+    """put-if-absent of a metadata file whose answer is lost, once: the store first holds what
+    ``lands`` makes of our payload (None: nothing), then the call fails as an unanswered request does."""
+
+    def __init__(self, lands: Callable[[bytes], bytes | None]) -> None:
+        self.lands: Callable[[bytes], bytes | None] | None = lands
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        if self.lands is None or not path.endswith(".metadata.json"):
+            return super().put_if_absent(path, data)
+        landed, self.lands = self.lands(data), None
+        if landed is not None:
+            super().put_if_absent(path, landed)
+        raise StorageError(f"cannot create {path!r}: Connection was closed before we received a valid response")
+
+
+def _rival(data: bytes) -> bytes:
+    metadata = json.loads(data)
+    return json.dumps({**metadata, "properties": {"rival": "1"}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("lands", "attempts", "properties"),
+    [(lambda data: data, 1, {"a": "1"}), (_rival, 2, {"a": "1", "rival": "1"}), (lambda data: None, None, {})],
+    ids=["ours", "a rival's", "nothing"],
+)
+def test_a_lost_answer_is_settled_by_the_table_read_back(
+    tmp_path: Path, lands: Callable[[bytes], bytes | None], attempts: int | None, properties: dict[str, str]
+) -> None:
+    """Creating ``vN.metadata.json`` is the commit, and its answer was lost: our bytes there mean
+    committed, once; a rival's bytes a conflict, retried on top of it; nothing there an unknown
+    outcome (the request may still land), with nothing abandoned."""
+    created = _table(tmp_path)
+    catalog = FileSystemCatalog(_LostAnswer(lands), str(tmp_path / "t"))
+    table = IcebergTable(created.ref, catalog, StorageOptions(), created.metadata_location, created.metadata)
+    change = SetProperty("a", "1")
+
+    if attempts is None:
+        with pytest.raises(
+            CommitStateUnknown, match="v2.metadata.json .*the commit may still land; nothing is deleted"
+        ):
+            commit_change(table, change, sleep=lambda s: None)
+        assert change.abandoned == [] and table.refresh().metadata_location == created.metadata_location
+        return
+    outcome = commit_change(table, change, sleep=lambda s: None)
+    assert outcome.attempts == attempts and len(change.applied) == attempts
+    assert change.abandoned == [outcome.metadata]
+    assert table.refresh().metadata.properties == properties == outcome.metadata.properties
+
+
+def test_a_swap_that_landed_and_answered_conflict_is_not_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog that applied the swap and then said it conflicted (a gateway that re-sent a request
+    that had landed): the table read back holds our metadata, so it is committed, once."""
+    table = _table(tmp_path)
+    real_swap = table.catalog.swap
+
+    def applied_then_refused(expected: str, new: str, payload: bytes) -> str:
+        real_swap(expected, new, payload)
+        raise CommitConflict(f"{table.name}: requirement failed: the table changed")
+
+    monkeypatch.setattr(table.catalog, "swap", applied_then_refused)
+    change = SetProperty("a", "1")
+    outcome = commit_change(table, change, sleep=lambda s: None)
+    assert outcome.attempts == 1 and len(change.applied) == 1 and change.abandoned == [outcome.metadata]
+    assert outcome.table.metadata_location.endswith("/metadata/v2.metadata.json")
+    assert table.refresh().metadata_location == outcome.table.metadata_location

@@ -32,12 +32,13 @@ SCRIPT = """
 import json, os, sys
 import pyarrow as pa
 from lakeops.iceberg.maintenance import compaction
+from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.storage import StorageOptions
 
 catalog_uri, identifier, target, sort = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "sorted"
 table = load_table(TableRef(catalog_uri=catalog_uri, identifier=identifier), StorageOptions())
-options = compaction.IcebergCompactionOptions(target_file_size=target, min_input_files=2, sort=sort)
+options = IcebergCompactionOptions(target_file_size=target, min_input_files=2, sort=sort)
 [group] = compaction.plan_compaction(table, options, StorageOptions()).groups
 pool = pa.proxy_memory_pool(pa.default_memory_pool())
 pa.set_memory_pool(pool)

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from iceberg_merge_on_read import write_equality_deletes, write_position_deletes
 
 from lakeops.errors import InvalidArgument, ProtocolError
 from lakeops.iceberg.arrow_schema import field_id, to_arrow_schema
@@ -23,8 +24,6 @@ from lakeops.iceberg.deletes import (
     apply_position_deletes,
     read_equality_deletes,
     read_position_deletes,
-    write_equality_deletes,
-    write_position_deletes,
 )
 from lakeops.iceberg.single_values import from_bytes
 from lakeops.iceberg.types import PrimitiveType, Schema, StructType

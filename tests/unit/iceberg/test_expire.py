@@ -13,7 +13,7 @@ from pyiceberg_tables import PyIcebergTable, batch, small_file_table
 
 from lakeops.deletion import delete_batch
 from lakeops.errors import CommitStateUnknown, InvalidArgument, ProtocolError, UnsafeOperation
-from lakeops.iceberg.maintenance.expire import (
+from lakeops.iceberg.maintenance.expiry import (
     DEFAULT_MAX_SNAPSHOT_AGE_MS,
     ExpireOptions,
     ExpireSnapshots,

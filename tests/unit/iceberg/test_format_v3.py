@@ -25,7 +25,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeops import api
 from lakeops.errors import ProtocolError, UnsupportedFeature
-from lakeops.execution import TaskFailed
+from lakeops.executors import TaskFailed
 from lakeops.iceberg.data_reader import read_parquet
 from lakeops.iceberg.manifest import read_manifest
 from lakeops.iceberg.manifest_list import read_manifest_list
@@ -520,3 +520,20 @@ def test_two_deletion_vectors_for_one_data_file_are_refused(tmp_path: Path) -> N
     index = DeleteIndex([dv, copy], {0})
     with pytest.raises(ProtocolError, match=rf"{DATA_FILE} has 2 deletion vectors .*at most one"):
         index.for_data_file(task.file)
+
+
+@pytest.mark.parametrize("next_row_id", [2**63 - 1, 2**63 - 3])
+def test_row_ids_that_would_pass_the_largest_long_are_refused_naming_the_table(
+    tmp_path: Path, next_row_id: int
+) -> None:
+    """ "Row Lineage": row ids are longs. The upgraded table's first snapshot assigns 4 of them from
+    ``next-row-id``; past 2^63-1 the Avro writer failed with ``OverflowError`` (issue 34, nearby)."""
+    name, catalog = unpack(V1_TABLE, tmp_path, current=V3_UPGRADE)
+    metadata = Path(_load(name, catalog).metadata_location.removeprefix("file://"))
+    document = json.loads(metadata.read_text())
+    metadata.write_text(json.dumps({**document, "next-row-id": next_row_id}))
+    rows = _pyiceberg_rows(name, catalog)
+
+    with pytest.raises(ProtocolError, match=rf"next-row-id is {next_row_id}: 4 more row ids would pass the largest"):
+        api.checkpoint(name, CheckpointOptions(**catalog.model_dump()))
+    assert _load(name, catalog).metadata_location.endswith(V3_UPGRADE) and _pyiceberg_rows(name, catalog) == rows

@@ -228,7 +228,7 @@ def test_an_update_that_did_not_land_is_unknown_and_deletes_nothing(table: PyIce
     objects = _objects(table, s3_server.options)
     with (
         _on_update_table(table, "before-call", unreachable),
-        pytest.raises(CommitStateUnknown, match=f"{table.identifier} .*whether it landed is unknown"),
+        pytest.raises(CommitStateUnknown, match=f"{table.identifier} .*the commit may still land; nothing is deleted"),
     ):
         api.compact(
             table.identifier, CompactionOptions(**_options(table), min_input_files=2), storage_options=s3_server.options

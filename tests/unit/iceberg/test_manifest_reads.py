@@ -10,7 +10,7 @@ import pyarrow as pa
 from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, load
 from pyiceberg_tables import small_file_table
 
-from lakeops.execution import ThreadExecutor
+from lakeops.executors import ThreadExecutor
 from lakeops.iceberg.scan import plan_scan, plan_selected_scan
 from lakeops.iceberg.table import TableRef
 from lakeops.ops import compaction

@@ -22,13 +22,21 @@ from pyiceberg_tables import batch, rows_of
 from rest_catalog_server import RestCatalogServer, appended_table, serve
 
 from lakeops import api, audit
-from lakeops.errors import CommitConflict, CommitStateUnknown, InvalidArgument, NotATable, UnsupportedFeature
+from lakeops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    InvalidArgument,
+    LakeopsError,
+    NotATable,
+    UnsupportedFeature,
+)
 from lakeops.iceberg.metadata import TableMetadata
 from lakeops.iceberg.rest_updates import rest_change
 from lakeops.iceberg.table import load_table
 from lakeops.ops import compaction
 from lakeops.ops.options import CdcOptions, CheckpointOptions, CompactionOptions, ExpiryOptions, OrphansOptions
 from lakeops.ops.target import CatalogOptions
+from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from spark_jobs.cli import main
 
@@ -138,7 +146,7 @@ def test_a_pyiceberg_delete_between_plan_and_commit_aborts_cleanly(rest: Rest) -
 @pytest.mark.parametrize("lost", ["503", "drop"])
 def test_a_lost_commit_answer_is_resolved_by_reloading(rest: Rest, lost: str) -> None:
     rows = rest.rows()
-    rest.server.lose_commit_answers.append(lost)
+    rest.server.commit_faults.append(lost)
 
     report = api.compact(IDENTIFIER, CompactionOptions(**rest.options, min_input_files=2))
 
@@ -153,9 +161,9 @@ def test_an_unknown_commit_outcome_deletes_nothing(rest: Rest) -> None:
     options = CompactionOptions(**rest.options, min_input_files=2)
     plan = compaction.plan(IDENTIFIER, options, StorageOptions())
     results = [plan.task()(group) for group in plan.groups]
-    rest.server.lose_commit_answers.append("503-unapplied")
+    rest.server.commit_faults.append("503-unapplied")
 
-    with pytest.raises(CommitStateUnknown, match="does not hold it yet; it may still land"):
+    with pytest.raises(CommitStateUnknown, match="does not hold the change, and the commit may still land"):
         compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
 
     written = [Path(w.location.removeprefix("file://")) for r in results for w in r.written]
@@ -184,6 +192,68 @@ def test_no_secret_appears_in_output_logs_audit_or_reports(
     assert '"catalog_type":"rest"' in audit_text  # the compaction's record
     for text in (output.out, output.err, caplog.text, audit_text):
         assert SENTINEL not in text and CLIENT_SECRET not in text
+
+
+#: The four table-changing commands, each able to reach a commit.
+COMMANDS = [
+    ["compact", "--min-input-files", "2"],
+    ["checkpoint", "--rewrite-all"],
+    ["expire", "--older-than", "0d", "--retain-last", "1", "--force"],
+    ["orphans", "--older-than", "0d", "--force"],
+]
+
+
+@pytest.mark.parametrize("where", ["load", "commit"])
+def test_a_token_the_catalog_echoes_is_masked_in_output_logs_audit_and_errors(
+    rest: Rest,
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 34, break 4: a catalog answers 403 quoting the ``Authorization`` header it was sent, on
+    every load or on every commit. The token is lakeops' own, so it is masked by value wherever it
+    lands, through the CLI (a bearer token from the environment, then one the token endpoint issued for
+    the client credential) and through the API."""
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("LAKEOPS_TEST_TOKEN", SENTINEL)
+    rest.server.echo_token = where
+    common = ["--catalog-type", "rest", "--catalog-uri", rest.server.url, "--json"]
+    texts: list[tuple[str, str]] = []
+    for secret in (
+        ["--catalog-token-env", "LAKEOPS_TEST_TOKEN"],
+        ["--catalog-credential-env", "LAKEOPS_TEST_CREDENTIAL"],
+    ):
+        for command in COMMANDS:
+            code = main([command[0], IDENTIFIER, *command[1:], *common, *secret])
+            output = capsys.readouterr()
+            texts += [(f"{command[0]} stdout", output.out), (f"{command[0]} stderr", output.err)]
+            refused = where == "load" or command[0] != "orphans"  # orphan removal commits nothing
+            assert code == (1 if refused else 0), output.err
+            assert ("HTTP 403" in output.err) == refused, output.err
+    calls = [
+        lambda: api.compact(IDENTIFIER, CompactionOptions(**rest.options, min_input_files=2)),
+        lambda: api.checkpoint(IDENTIFIER, CheckpointOptions(**rest.options, rewrite_all=True)),
+        lambda: api.expire(IDENTIFIER, ExpiryOptions(**rest.options, older_than="0d", retain_last=1, force=True)),
+    ]
+    for call in calls:
+        with pytest.raises(LakeopsError, match="HTTP 403") as caught:
+            call()
+        error: BaseException | None = caught.value
+        while error is not None:
+            texts.append((type(error).__name__, f"{error}\n{error!r}"))
+            error = error.__cause__ or error.__context__
+
+    rest.server.echo_token = None
+    location = Path(rest.table.refresh().location().removeprefix("file://"))
+    records = [p for p in location.rglob("*.json") if "_lakeops_audit" in p.parts]
+    assert len(records) == (0 if where == "load" else 2 * 4 + 3)  # a load refused: no root to write one to
+    texts += [(str(p), p.read_text()) for p in records]
+    texts += [(f"log {r.name}", r.getMessage()) for r in caplog.records]
+    assert [where for where, text in texts if SENTINEL in text or CLIENT_SECRET in text] == []
+    assert "'Bearer ***' may not" in "".join(text for _, text in texts)
+    assert mask_text(f"{CLIENT_SECRET} lakeops:{CLIENT_SECRET}") == "*** ***"  # the credential, should one echo it
+    assert rest.rows() and rest.server.violations == []
 
 
 def test_a_change_no_rest_update_expresses_is_refused_by_name(rest: Rest) -> None:

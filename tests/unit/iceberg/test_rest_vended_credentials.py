@@ -34,6 +34,7 @@ from lakeops.errors import ProtocolError
 from lakeops.iceberg.rest_credentials import vended_s3
 from lakeops.ops.options import CompactionOptions, ExpiryOptions
 from lakeops.ops.target import CatalogOptions
+from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.storage.s3 import using_keys
 from lakeops.storage.s3_leases import S3Keys, VendedS3, lease_for, lease_scope, lend
@@ -211,6 +212,7 @@ def test_a_rest_table_is_compacted_and_expired_with_the_vended_keys_only(
     audit_text = "".join(r.model_dump_json() for r in records)
     for text in (output.out, output.err, caplog.text, audit_text, repr(expired), expired.to_json()):
         assert SECRET not in text and SESSION_TOKEN not in text
+    assert mask_text(f"{SECRET} {SESSION_TOKEN}") == "*** ***"  # registered: masked whoever echoes them
     assert lease_for(table) is None  # the keys served the calls only
 
 

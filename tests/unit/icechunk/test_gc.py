@@ -1,4 +1,4 @@
-"""Garbage collection (lakeops.icechunk.maintenance.gc), run as ``lakeops orphans`` runs it: plan,
+"""Garbage collection (lakeops.icechunk.maintenance.orphans), run as ``lakeops orphans`` runs it: plan,
 ``recheck``, then every batch through ``lakeops.deletion.delete_batch``.
 
 Proves: after expiry and gc every head reads back identical and every object it reaches exists;
@@ -33,7 +33,7 @@ from lakeops.deletion import delete_batch
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.icechunk import refs
 from lakeops.icechunk.maintenance.expiry import plan_expiry
-from lakeops.icechunk.maintenance.gc import TEMP_KIND, GcPlan, plan_gc, recheck
+from lakeops.icechunk.maintenance.orphans import TEMP_KIND, GcPlan, plan_gc, recheck
 from lakeops.icechunk.maintenance.summary import summarize
 from lakeops.icechunk.manifest import ChunkRef
 from lakeops.icechunk.repository import Repository

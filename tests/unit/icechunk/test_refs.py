@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from icechunk_repos import create_tag
 
 from lakeops.errors import AlreadyExists, CorruptFile, InvalidArgument, ProtocolError, VersionNotFound
 from lakeops.icechunk.refs import (
@@ -14,7 +15,6 @@ from lakeops.icechunk.refs import (
     branch_history,
     branch_tip,
     create_next_branch_file,
-    create_tag,
     list_branches,
     list_tags,
     parse_branch_file_name,

@@ -30,13 +30,13 @@ from rich.console import Console
 
 from lakeops import api
 from lakeops.errors import CommitStateUnknown, StorageError, UnsafeOperation
-from lakeops.execution import ThreadExecutor
+from lakeops.executors import ThreadExecutor
 from lakeops.icechunk import fbs
 from lakeops.icechunk.binary import FileType, read_payload
 from lakeops.icechunk.flatbuf_codec import Record, decode
 from lakeops.icechunk.maintenance import versioned_expiry
 from lakeops.icechunk.maintenance.versioned_expiry import VersionedExpiryPlan, decide
-from lakeops.icechunk.maintenance.versioned_gc import VersionedGcPlan
+from lakeops.icechunk.maintenance.versioned_orphans import VersionedGcPlan
 from lakeops.icechunk.repo_info import RepoInfo, decode_repo_object
 from lakeops.icechunk.repo_update import RepoDocument, update_repo
 from lakeops.icechunk.versioned import VersionedRepository

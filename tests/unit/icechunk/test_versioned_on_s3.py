@@ -1,7 +1,7 @@
 """Every operation that writes an Icechunk format 2 repository, on S3 (moto's server on 127.0.0.1).
 
 The repo object is replaced by ``If-Match`` on its ETag there (:meth:`S3Storage.replace_if_match`), where
-the local file system uses a lock; compaction, expiry and garbage collection must leave every array
+the local file system moves it aside to compare it; compaction, expiry and garbage collection must leave every array
 reading the same chunks as before, through lakeops' own reader over S3.
 """
 

@@ -277,7 +277,7 @@ def test_unknown_branch_write_outcome_deletes_nothing(tmp_path: Path) -> None:
                 raise StorageError(f"{path}: connection reset")
             return self.inner.read(path)
 
-    with pytest.raises(CommitStateUnknown, match="nothing was deleted"):
+    with pytest.raises(CommitStateUnknown, match="nothing is deleted"):
         commit(Flaky(storage), root, ChangeSet().set_chunk("grid", (0, 0), b"x"), message="m")  # type: ignore[arg-type]
     assert len(_files(storage, root, "chunks")) == 1
     assert len(_files(storage, root, "snapshots")) == 3  # initial, structure and ours (unreferenced)

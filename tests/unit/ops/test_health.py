@@ -11,17 +11,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakeops.ops.health import (
-    HEALTHY,
-    SIGNALS,
-    CdcLag,
-    Limit,
-    Severity,
-    applicable_signals,
-    format_value,
-    table_signals,
-    verdict,
-)
+from lakeops.health_signals import SIGNALS, Limit, Severity, applicable_signals, format_value
+from lakeops.ops.health import HEALTHY, CdcLag, table_signals, verdict
 from lakeops.ops.icechunk.inspect import IcechunkInspectReport
 from lakeops.ops.inspect import InspectReport, inspect_table
 from lakeops.ops.report import readable

@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 from lakeops.errors import InvalidArgument, NotATable
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, resolve_name, resolve_target
+from lakeops.ops.table import open_table
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, resolve_target
 from lakeops.storage import StorageOptions
+
+
+def resolve_name(table: str, catalog: CatalogOptions, storage_options: StorageOptions) -> tuple[str, CatalogOptions]:
+    """The address and catalog ``lakeops.open`` resolves ``table`` to."""
+    handle = open_table(table, catalog, storage_options=storage_options)
+    return handle.address, handle.catalog
+
 
 OPTIONS = StorageOptions()
 

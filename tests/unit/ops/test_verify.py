@@ -17,7 +17,7 @@ from pyiceberg_tables import PyIcebergTable, small_file_table
 from rich.console import Console
 
 from lakeops.errors import UnsupportedFeature
-from lakeops.execution import ThreadExecutor
+from lakeops.executors import ThreadExecutor
 from lakeops.iceberg.manifest import manifests_of
 from lakeops.iceberg.scan import plan_scan
 from lakeops.iceberg.table import TableRef

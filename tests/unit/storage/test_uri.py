@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import unquote
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +23,7 @@ from lakeops.storage.uri import (
     require_within,
     resolve,
     scheme,
+    unquote_utf8,
 )
 
 
@@ -234,13 +234,13 @@ def test_storage_options_are_small_frozen_json() -> None:
     ),
 )
 def test_resolve_agrees_with_the_general_route_for_every_relative_path(base: str, segments: list[str]) -> None:
-    """``resolve``'s shortcut for plain relative paths gives what decoding and joining segment by segment
-    gives (``join``), errors included."""
+    """``resolve``'s shortcut for plain relative paths gives what decoding (escapes read as UTF-8) and
+    joining segment by segment gives (``join``), errors included."""
     path = "/".join(segments)
     if path.startswith("/") or "://" in path or path.startswith("file:"):
         return
     outcomes = []
-    for route in (lambda: resolve(base, path), lambda: join(base, *(unquote(p) for p in path.split("/")))):
+    for route in (lambda: resolve(base, path), lambda: join(base, *(unquote_utf8(p, path) for p in path.split("/")))):
         try:
             outcomes.append(route())
         except LakeopsError as exc:

@@ -17,7 +17,7 @@ from typing import Any, Generic
 from rich.console import Console
 
 from lakeops.errors import CommitConflict, StorageError
-from lakeops.execution import Executor, TaskFailed
+from lakeops.executors import Executor, TaskFailed
 from lakeops.plan import CommitOutcome, MaintenancePlan, ResultT, UnitT
 from lakeops.storage import StorageOptions
 

@@ -27,7 +27,7 @@ Results come back as Arrow batches; each is turned into models and released, so 
 hold them as Arrow, dicts and models at once. They are all returned, which the list signature asks.
 
 Errors: a unit's exception is caught in the task and returned as data, not raised through Spark
-(:mod:`lakeops.execution`, whose per-unit wrapper and result collection run here too, so results,
+(:mod:`lakeops.executors`, whose per-unit wrapper and result collection run here too, so results,
 ``TaskFailed`` and its ``completed`` are those of the in-process executor). Spark therefore does not
 retry a failed unit. pyspark is imported only by :func:`run_units`, so a driver-only run never loads it.
 """
@@ -45,7 +45,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from lakeops.errors import InvalidArgument
-from lakeops.execution import (
+from lakeops.executors import (
     RESULT_DDL,
     Progress,
     TaskFailed,
@@ -56,6 +56,7 @@ from lakeops.execution import (
     task_name,
     unit_type_of,
 )
+from lakeops.jsontext import printable
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -107,7 +108,8 @@ def run_units(
     if parallelism is not None and parallelism < 1:
         raise InvalidArgument(f"parallelism must be at least 1, got {parallelism}")
     slots = min(len(units), parallelism or MAX_DEFAULT_PARALLELISM)
-    label = description or f"lakeops {task_name(task)} on {len(units)} units"
+    # A label naming a path that is not UTF-8 holds lone surrogates, which Py4J cannot send: escaped.
+    label = printable(description or f"lakeops {task_name(task)} on {len(units)} units")
 
     results_df = _results_frame(spark, units, task, unit_type, slots)
     group = f"lakeops-{uuid.uuid4().hex[:12]}"

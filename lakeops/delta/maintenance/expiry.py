@@ -49,7 +49,8 @@ from lakeops.delta.checkpoint_files import SIDECAR_DIR, sidecar_location, sideca
 from lakeops.delta.features import check_writable
 from lakeops.delta.last_checkpoint import LastCheckpoint, render_last_checkpoint
 from lakeops.delta.log_segment import LAST_CHECKPOINT, LOG_DIR, Checkpoint, LogListing, list_log
-from lakeops.delta.retention import DEFAULT_LOG_RETENTION, LOG_RETENTION_PROPERTY, resolve_retention
+from lakeops.delta.properties import ENABLE_EXPIRED_LOG_CLEANUP, LOG_RETENTION_DURATION
+from lakeops.delta.retention import DEFAULT_LOG_RETENTION, resolve_retention
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import CorruptFile, LakeopsError, UnsafeOperation
 from lakeops.quarantine import remove
@@ -69,8 +70,6 @@ __all__ = [
     "pointer_to",
 ]
 
-#: When "false", Delta writers never clean the log up on their own; lakeops then needs ``force``.
-CLEANUP_ENABLED_PROPERTY = "delta.enableExpiredLogCleanup"
 
 LogFileKind = Literal["commit", "checksum", "checkpoint", "compacted", "hadoop-checksum", "sidecar"]
 
@@ -260,15 +259,15 @@ def plan_expiry(snapshot: DeltaSnapshot, storage: Storage, options: ExpiryOption
     table = snapshot.table_root
     check_writable(snapshot.protocol, table, "expire")
     config = snapshot.metadata.configuration
-    if config.get(CLEANUP_ENABLED_PROPERTY, "true").strip().lower() == "false" and not options.force:
+    if config.get(ENABLE_EXPIRED_LOG_CLEANUP, "true").strip().lower() == "false" and not options.force:
         raise UnsafeOperation(
-            f"{table}: table property {CLEANUP_ENABLED_PROPERTY}=false asks to keep the whole log; pass --force to "
+            f"{table}: table property {ENABLE_EXPIRED_LOG_CLEANUP}=false asks to keep the whole log; pass --force to "
             "expire it anyway"
         )
     retention = resolve_retention(
         snapshot,
         options.retention,
-        property_name=LOG_RETENTION_PROPERTY,
+        property_name=LOG_RETENTION_DURATION,
         default=DEFAULT_LOG_RETENTION,
         override=options.force,
         override_flag="--force",

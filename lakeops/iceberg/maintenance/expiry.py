@@ -53,6 +53,7 @@ from lakeops.iceberg.metadata import (
     StatisticsFile,
     TableMetadata,
 )
+from lakeops.iceberg.properties import MAX_REF_AGE_MS, MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from lakeops.iceberg.reachability import (
     MANIFEST_READ_THREADS,
     reachable_files,
@@ -72,9 +73,6 @@ __all__ = [
     "DELETE_FILE",
     "MANIFEST",
     "MANIFEST_LIST",
-    "MAX_REF_AGE_PROPERTY",
-    "MAX_SNAPSHOT_AGE_PROPERTY",
-    "MIN_SNAPSHOTS_PROPERTY",
     "STATISTICS_FILE",
     "DeletionSet",
     "ExpireOptions",
@@ -89,9 +87,6 @@ __all__ = [
     "plan_expiry",
 ]
 
-MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
-MIN_SNAPSHOTS_PROPERTY = "history.expire.min-snapshots-to-keep"
-MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
 DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
 #: Files one Spark task deletes.
@@ -152,10 +147,10 @@ class _TablePolicy:
                 raise ProtocolError(f"{table}: table property {name}={value} must be a positive number")
             return value
 
-        age = positive(MAX_SNAPSHOT_AGE_PROPERTY, DEFAULT_MAX_SNAPSHOT_AGE_MS)
-        keep = positive(MIN_SNAPSHOTS_PROPERTY, DEFAULT_MIN_SNAPSHOTS_TO_KEEP)
+        age = positive(MAX_SNAPSHOT_AGE_MS, DEFAULT_MAX_SNAPSHOT_AGE_MS)
+        keep = positive(MIN_SNAPSHOTS_TO_KEEP, DEFAULT_MIN_SNAPSHOTS_TO_KEEP)
         assert age is not None and keep is not None
-        return cls(age, keep, positive(MAX_REF_AGE_PROPERTY, None))
+        return cls(age, keep, positive(MAX_REF_AGE_MS, None))
 
 
 def _days(ms: int) -> str:
@@ -175,7 +170,7 @@ def _check_floor(metadata: TableMetadata, options: ExpireOptions, policy: _Table
     if options.force:
         return
     if options.older_than_ms is not None:
-        ages = _settings(metadata, policy.max_snapshot_age_ms, MAX_SNAPSHOT_AGE_PROPERTY, "max_snapshot_age_ms")
+        ages = _settings(metadata, policy.max_snapshot_age_ms, MAX_SNAPSHOT_AGE_MS, "max_snapshot_age_ms")
         for setting, age in ages.items():
             if options.older_than_ms < age:
                 raise UnsafeOperation(
@@ -184,7 +179,7 @@ def _check_floor(metadata: TableMetadata, options: ExpireOptions, policy: _Table
                     "Pass --force only if nothing uses the table from before that horizon"
                 )
     if options.retain_last is not None:
-        counts = _settings(metadata, policy.min_snapshots_to_keep, MIN_SNAPSHOTS_PROPERTY, "min_snapshots_to_keep")
+        counts = _settings(metadata, policy.min_snapshots_to_keep, MIN_SNAPSHOTS_TO_KEEP, "min_snapshots_to_keep")
         for setting, count in counts.items():
             if options.retain_last < count:
                 raise UnsafeOperation(
@@ -553,9 +548,10 @@ def commit_expiry(plan: ExpirePlan, storage_options: StorageOptions, *, batch_si
     change = ExpireSnapshots(plan.options, plan.now_ms)
     outcome = commit_change(start, change, operation="expire")
     assert change.base is not None and change.decision is not None
-    if outcome.attempts == 1 and start.metadata_location == plan.metadata_location:
-        deletion = plan.deletion  # committed on the planned metadata with the planned policy: the same set
-    else:
+    kept = {s.snapshot_id for s in outcome.metadata.snapshots}
+    if start.metadata_location == plan.metadata_location and kept == set(plan.decision.retained):
+        deletion = plan.deletion  # the table read back keeps exactly the planned snapshots of the planned base
+    else:  # from what the table read back lists (a commit on top, a catalog that kept some): never the plan
         deletion = files_to_delete(outcome.table.storage, change.base, outcome.metadata)
     return ExpiryCommit(
         metadata_location=outcome.table.metadata_location,

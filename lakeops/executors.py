@@ -2,7 +2,7 @@
 
 A unit's task runs *pure* on a unit (a pydantic model) and returns a result model. Units and results
 make a JSON round trip whatever runs them, so a task sees exactly what it would see in a Spark task
-(:mod:`spark_jobs.runner` runs the same :func:`run_unit` there). A unit's exception is caught and
+(:mod:`spark_jobs.spark_tasks` runs the same :func:`run_unit` there). A unit's exception is caught and
 returned as data (type, message, traceback), so the caller learns which units *did* finish: their
 results carry the files they wrote, which the caller deletes when it does not commit
 (:class:`TaskFailed`). Failed units are not retried: tasks are deterministic and their storage
@@ -10,7 +10,7 @@ adapters retry transient IO.
 
 :func:`run_on_driver` runs the units in a thread pool of this process, for plans too small to pay a
 Spark session's start-up and for callers of :mod:`lakeops.api` without Spark. :class:`Executor` is
-what the format-neutral driver (:mod:`lakeops.ops.run`) asks of any executor.
+what the format-neutral driver (:mod:`lakeops.ops.batches`) asks of any executor.
 """
 
 from __future__ import annotations
@@ -169,8 +169,8 @@ def run_on_driver(
     description: str | None = None,
     progress: Progress | None = None,
 ) -> list[Result]:
-    """:func:`spark_jobs.runner.run_units` without Spark: ``task`` runs on every unit in ``threads`` threads (default
-    ``os.cpu_count()``) of this process; results come back in unit order.
+    """:func:`spark_jobs.spark_tasks.run_units` without Spark: ``task`` runs on every unit in
+    ``threads`` threads (default ``os.cpu_count()``) of this process; results come back in unit order.
 
     Units and results make the same JSON round trip as on Spark, so a task sees exactly what a Spark
     task would. Every unit runs even after one fails, and a failure raises the same
@@ -261,7 +261,7 @@ def collect_results(
 
 
 class Executor(Protocol):
-    """Where a plan's units run (:func:`lakeops.ops.run.run_batches`): :class:`ThreadExecutor` in this
+    """Where a plan's units run (:func:`lakeops.ops.batches.run_batches`): :class:`ThreadExecutor` in this
     process, :class:`spark_jobs.operations.SparkSettings` on the driver or as Spark tasks. Results come
     back in unit order; a failed unit raises :class:`TaskFailed` carrying the completed results.
     ``label`` is echoed to ``progress``; ``description`` names the job (Spark UI);

@@ -1,14 +1,17 @@
-"""The registry file: valid policies load; every bad key or value fails naming the table and the key."""
+"""The registry file: valid policies load; every bad key or value fails naming the table and the key,
+schedules' cron expressions included (read without Dagster; ``tests/orchestration/test_crons.py`` holds
+them to Dagster's parser)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from registry_samples import SAMPLE
 
 from lakeops.ops.target import CatalogOptions
-from orchestration.registry import RegistryError, load_registry, parse_registry
+from lakeops.registry import RegistryError, cron_problem, load_registry, lookup, parse_registry
 
 
 def test_a_full_registry_loads_with_its_policies() -> None:
@@ -180,3 +183,83 @@ def test_the_default_file_may_be_absent_a_named_one_may_not(tmp_path: Path, monk
     (tmp_path / "lakeops.yaml").write_text("tables:\n  - {name: t, location: /t}\n")
     monkeypatch.delenv("LAKEOPS_REGISTRY")
     assert [t.name for t in load_registry().tables] == ["t"]
+
+
+@pytest.mark.parametrize(
+    ("cron", "problem"),
+    [
+        ("61 25 * * *", "minute '61' is outside 0-59"),
+        ("0 24 * * *", "hour '24' is outside 0-23"),
+        ("0 0 0 * *", "day of month '0' is outside 1-31"),
+        ("0 0 * 13 *", "month '13' is outside 1-12"),
+        ("0 0 * * 8", "day of week '8' is outside 0-7"),
+        ("*/0 * * * *", "minute '*/0' has no step of 1 or more"),
+        ("0 22-2 * * *", "hour '22-2' is a range that wraps around"),
+        ("0 0 L * *", "day of month 'L' is not a number, a range or '*'"),
+        ("0 0 * * 1#2", "day of week '1#2' is not a number, a range or '*'"),
+        ("0 0 ? * *", "day of month '?' is not a number, a range or '*'"),
+        ("0 0 30 2 *", "no month it names has day 30: it would never run"),
+        ("0 0 31 4,6,9,11 *", "no month it names has day 31: it would never run"),
+        ("0 3 * * * 2026", "it has 6 of the five fields (minute hour day-of-month month day-of-week)"),
+        ("@DAILY", "it has 1 of the five fields (minute hour day-of-month month day-of-week)"),
+        ("", "it has 0 of the five fields (minute hour day-of-month month day-of-week)"),
+    ],
+)
+def test_cron_expressions_a_schedule_cannot_run_are_refused_saying_why(cron: str, problem: str) -> None:
+    assert cron_problem(cron) == problem
+    with pytest.raises(
+        RegistryError, match=re.escape(f"schedules.health: {cron!r} is not a cron expression: {problem}")
+    ):
+        parse_registry(f"tables:\n  - name: t\n    location: /t\n    schedules: {{health: {cron!r}}}\n")
+
+
+@pytest.mark.parametrize(
+    "cron",
+    ["0 3 * * *", "*/30 * * * *", "0-59/15 1,13 * * MON-FRI", "5/15 * * * *", "0 0 29 2 *", "0 0 31 4,5 *",
+     "0 0 31 4 1", "*/90 * * * *", "0 0 * JAN-MAR sun,SAT", "0 0 * * 7", "@hourly", "@daily", "@midnight",
+     "@weekly", "@monthly", "@yearly", "@annually", " 0  3 * * * "],
+)  # fmt: skip
+def test_cron_expressions_a_schedule_runs(cron: str) -> None:
+    assert cron_problem(cron) is None
+    assert parse_registry(f"maintenance_budget: {{window: {cron!r}, core_minutes: 1}}\n").maintenance_budget
+
+
+def test_names_tags_and_environment_variables_hold_no_newline() -> None:
+    """``re.match`` with ``$`` let a trailing newline through, which Dagster then refused by itself."""
+    for text, key in [
+        ('tables:\n  - {name: "t\\n", location: /t}\n', "name: 't\\n' must be letters"),
+        ('tables:\n  - {name: t, location: /t, tags: {tier: "gold\\n"}}\n', "tags.tier: keys and values"),
+        (
+            'storage: {access_key_id_env: "K\\n", secret_access_key_env: S}\n',
+            "storage.access_key_id_env: 'K\\n' is not",
+        ),
+    ]:
+        with pytest.raises(RegistryError, match=re.escape(key)):
+            parse_registry(text, "lakeops.yaml")
+
+
+def test_a_registry_that_is_not_utf8_or_cannot_be_read_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both were a traceback (``UnicodeDecodeError``, ``PermissionError``), for plan-maintenance and for a
+    table name looked up in the registry alike."""
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_bytes(b"tables:\n  - {name: ev\xff, location: /t}\n")
+    monkeypatch.setenv("LAKEOPS_REGISTRY", str(registry))
+    for read in (load_registry, lambda: lookup("events")):
+        with pytest.raises(RegistryError, match=re.escape(f"registry {registry}: not UTF-8 text (byte 21: ")):
+            read()
+
+    def refused(self: Path, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    for read in (load_registry, lambda: lookup("events")):
+        with pytest.raises(RegistryError, match=re.escape(f"registry {registry}: cannot read it (Permission denied)")):
+            read()
+
+
+def test_the_spark_executor_is_one_of_its_choices() -> None:
+    assert parse_registry("spark: {executor: spark}\ntables: []\n").spark.executor == "spark"
+    with pytest.raises(RegistryError, match=r"spark\.executor"):
+        parse_registry("spark: {executor: gpu}\ntables: []\n")

@@ -31,7 +31,7 @@ from collections import Counter
 from datetime import timedelta
 
 from lakeops.deletion import Candidate, DeleteBatch, make_batches
-from lakeops.icechunk.maintenance.gc import (
+from lakeops.icechunk.maintenance.orphans import (
     DEFAULT_BATCH_SIZE,
     CollectionPlan,
     Tally,

@@ -56,7 +56,8 @@ from lakeops.delta.features import check_writable
 from lakeops.delta.live_files import LiveFiles
 from lakeops.delta.live_paths import LivePaths
 from lakeops.delta.log_segment import LOG_DIR, list_log, read_log_file
-from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, DELETED_FILE_RETENTION_PROPERTY, resolve_retention
+from lakeops.delta.properties import DELETED_FILE_RETENTION_DURATION
+from lakeops.delta.retention import DEFAULT_DELETED_FILE_RETENTION, resolve_retention
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.quarantine import reserved_dirs
@@ -258,7 +259,7 @@ def plan_vacuum(
     retention = resolve_retention(
         snapshot,
         options.retention,
-        property_name=DELETED_FILE_RETENTION_PROPERTY,
+        property_name=DELETED_FILE_RETENTION_DURATION,
         default=DEFAULT_DELETED_FILE_RETENTION,
         override=options.force_short_retention,
         override_flag="--force-short-retention",
