@@ -54,6 +54,64 @@ def _strings(node: Any) -> list[str]:
 def test_every_yaml_file_parses() -> None:
     for relative in ("compose.yaml", "dagster.yaml", "workspace.yaml", "helm/values.yaml", "registry.example.yaml"):
         assert isinstance(_yaml(relative), dict), relative
+    for manifest in sorted((DEPLOY / "helm").glob("*.yaml")):
+        documents = list(yaml.safe_load_all(manifest.read_text()))
+        assert documents and all(isinstance(d, dict) for d in documents), manifest.name
+
+
+def _manifests(relative: str) -> dict[str, dict[str, Any]]:
+    """A multi-document Kubernetes manifest by ``Kind/name``."""
+    documents = yaml.safe_load_all((DEPLOY / relative).read_text())
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents}
+
+
+def test_kubernetes_event_logs_have_their_claim_and_history_server() -> None:
+    """The claim every Spark driver on Kubernetes writes its event log to, and the History Server on it,
+    are manifests of their own (the chart creates neither)."""
+    events = _manifests("helm/spark-events.yaml")
+    claim = events["PersistentVolumeClaim/lakeops-spark-events"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # the drivers and the History Server at once
+    history = events["Deployment/lakeops-spark-history"]["spec"]["template"]
+    (container,) = history["spec"]["containers"]
+    assert container["command"] == ["spark-class", "org.apache.spark.deploy.history.HistoryServer"]
+    log_dir = _spark_defaults("helm/spark-defaults.conf")["spark.eventLog.dir"]
+    (opts,) = [e["value"] for e in container["env"] if e["name"] == "SPARK_HISTORY_OPTS"]
+    assert f"-Dspark.history.fs.logDirectory={log_dir}" in opts.split()
+    (mount,) = container["volumeMounts"]
+    assert f"file://{mount['mountPath']}" == log_dir
+    assert events["Service/lakeops-spark-history"]["spec"]["selector"] == history["metadata"]["labels"]
+    (code,) = _yaml("helm/values.yaml")["dagster-user-deployments"]["deployments"]
+    connect = _manifests("helm/spark-connect.yaml")["Deployment/lakeops-spark-connect"]["spec"]["template"]
+    for pod_volumes, image in (
+        (history["spec"]["volumes"], container["image"]),
+        (connect["spec"]["volumes"], connect["spec"]["containers"][0]["image"]),
+        (code["volumes"], f"{code['image']['repository']}:{code['image']['tag']}"),
+    ):
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod_volumes if "persistentVolumeClaim" in v}
+        assert claims == {"lakeops-spark-events"}
+        assert image == f"{code['image']['repository']}:{code['image']['tag']}"
+
+
+def test_the_helm_chart_is_pinned_to_the_locked_dagster() -> None:
+    """``helm upgrade`` names the chart release of the Dagster the image installs, wherever it is written."""
+    locked = re.search(r"^dagster==(\S+)", (DEPLOY / "requirements.lock").read_text(), re.MULTILINE)
+    assert locked
+    for relative in ("README.md", "helm/values.yaml"):
+        commands = [line for line in (DEPLOY / relative).read_text().splitlines() if "helm upgrade" in line]
+        assert commands, relative
+        for command in commands:
+            assert f"--version {locked[1]}" in command, f"{relative}: {command.strip()}"
+
+
+def test_the_readmes_env_file_sets_every_required_variable() -> None:
+    """Step 1 of the compose instructions, copied as written, starts the stack: every ``${VAR:?}`` of
+    compose.yaml is in it."""
+    readme = (DEPLOY / "README.md").read_text()
+    step = readme.split("1. Create `deploy/.env`", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    written = {line.strip().split("=", 1)[0] for line in step.splitlines() if "=" in line}
+    values = _strings(_compose())  # comments aside
+    required = {m["name"] for value in values for m in _REFERENCE.finditer(value) if m["op"] == ":?"}
+    assert required and required <= written, sorted(required - written)
 
 
 def test_compose_runs_the_whole_stack_from_one_image() -> None:
