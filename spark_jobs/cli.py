@@ -169,8 +169,19 @@ def _command(name: str) -> Command:
     return cast(Command, module)
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (the one pip and the lock name)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lakeops")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakeops", description="Maintain Delta Lake, Iceberg and Icechunk tables.")
+    parser.add_argument("--version", action="version", version=f"lakeops {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS if only is None else [only]:
         command = _command(name)

@@ -130,19 +130,30 @@ class FileSystemCatalog:
         self.location = location
         self.table = location
 
-    def _metadata_files(self) -> dict[int, str]:
+    def _metadata_files(self) -> tuple[dict[int, str], list[str]]:
+        """``vN.metadata.json`` files by N, and the names of catalog-numbered ones (``NNNNN-<uuid>``)."""
         prefix = join(self.location, METADATA_DIR)
         found: dict[int, str] = {}
+        numbered: list[str] = []
         for info in self.storage.list(prefix):
             name = info.path[len(prefix) + 1 :]
             if match := _FS_VERSION.match(name):
                 found[int(match.group(1))] = info.path
-        return found
+            elif _SQL_VERSION.match(name):
+                numbered.append(name)
+        return found, numbered
 
     def current(self) -> str:
         """The highest ``vN.metadata.json``. ``version-hint.text`` is only a hint that can lag a
-        commit (it is written after the commit), so the listing decides."""
-        files = self._metadata_files()
+        commit (it is written after the commit), so the listing decides. A folder holding only
+        catalog-numbered files belongs to a catalog, which alone knows which of them is current."""
+        files, numbered = self._metadata_files()
+        if not files and numbered:
+            raise NotATable(
+                f"{self.location}: a catalog-managed Iceberg table (metadata/{max(numbered)} and "
+                f"{len(numbered) - 1} more, named by a catalog): only its catalog knows the current one; "
+                "address it as NAMESPACE.TABLE with --catalog-uri (or --catalog-type glue / rest)"
+            )
         if not files:
             raise NotATable(f"{self.location}: no Iceberg metadata (no metadata/v<N>.metadata.json files)")
         return files[max(files)]

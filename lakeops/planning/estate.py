@@ -21,7 +21,7 @@ from typing import Any
 
 from lakeops import api
 from lakeops.audit import AuditRecord, read_records
-from lakeops.errors import InvalidArgument, LakeopsError
+from lakeops.errors import LakeopsError, UsageError
 from lakeops.ops.options import (
     CatalogOptions,
     CdcOptions,
@@ -256,7 +256,10 @@ def plan_registry(
     registry = load_registry(path)
     budget, tables = registry.maintenance_budget, registry.tables
     if budget is None and core_minutes is None:
-        raise InvalidArgument(f"registry {path}: no maintenance_budget, and no budget given")
+        raise UsageError(
+            f"registry {path}: no maintenance_budget, and no budget given (add maintenance_budget: "
+            "{core_minutes: N} to the registry, or pass --budget)"
+        )
     if budget is None:
         budget = MaintenanceBudget(core_minutes=core_minutes or 1)
     elif core_minutes is not None:

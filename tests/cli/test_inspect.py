@@ -153,3 +153,24 @@ def test_inspect_lists_what_a_partly_supported_feature_allows(
     )
     with pytest.raises(UnsupportedFeature, match="timestampNtz is not supported by lakeops compact yet"):
         api.compact(str(location))
+
+
+def test_the_folder_of_a_catalog_managed_iceberg_table_points_to_its_catalog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyIceberg's SQL catalog names metadata files ``NNNNN-<uuid>.metadata.json``; only the catalog knows
+    which is current, so the folder alone is refused with the way to address the table, and the table by
+    its catalog name works."""
+    from pyiceberg_tables import small_file_table
+
+    table = small_file_table(tmp_path, appends=3, rows=5)
+    numbered = sorted(p.name for p in (Path(table.location) / "metadata").glob("*.metadata.json"))
+    assert len(numbered) == 4 and not any(name.startswith("v") for name in numbered)
+
+    assert lakeops(["inspect", table.location]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"NotATable: {table.location}: a catalog-managed Iceberg table (metadata/{numbered[-1]} and 3 more" in err
+    assert "address it as NAMESPACE.TABLE with --catalog-uri (or --catalog-type glue / rest)" in err
+
+    assert lakeops(["inspect", table.identifier, "--catalog-uri", table.catalog_uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["live_files"] == 3
