@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+## The port `make ui` serves the Dagster UI on (127.0.0.1 only).
+UI_PORT ?= 3000
 
 .PHONY: install lock chromium demo ui screenshot test test-long test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
@@ -26,10 +28,13 @@ lock: install
 demo: install
 	$(PY) -m orchestration.demo
 
-## The Dagster UI on the demo registry (after `make demo`): http://127.0.0.1:3000
+## The Dagster UI on the demo registry (after `make demo`): http://127.0.0.1:$(UI_PORT). Ctrl-C or a SIGTERM to make
+## stops it all: `exec` makes `dagster dev` make's own child, and SIGINT is reset to its default first,
+## because `dagster dev` maps SIGTERM onto SIGINT's handler, which a shell ignores for a job started with `&`.
 ui: install
 	LAKEOPS_REGISTRY=$(CURDIR)/.lakeops-demo/lakeops.yaml DAGSTER_HOME=$(CURDIR)/.lakeops-demo/dagster_home \
-		$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+		exec $(PY) -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+		$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 ## Debian's Chromium (apt-get, as root, when absent) and Playwright to drive it: nothing else is downloaded.
 chromium: install

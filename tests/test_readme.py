@@ -44,7 +44,7 @@ EXCLUDED: dict[str, str] = {
     "make test-integration": "starts a Spark cluster, PostgreSQL and S3; .ci/run runs it after make test",
     "make test-reliability": "the fuzzing suite with a large budget; make test runs it with a small one",
     "make test-all": "every test, this one included",
-    "make ui": "serves the UI until stopped; tests/orchestration/test_ui.py starts the same dagster dev",
+    "make ui": "serves the UI until stopped; tests/orchestration/test_make_ui.py starts it and stops it",
     "make test-ui": "installs Chromium (apt-get) and Playwright into .venv; .ci/run runs it after make test",
     "make bench": "minutes of benchmarks, and it installs the bench extra into .venv; tests/bench cover it",
     "make screenshot": "installs Chromium and the screenshot extra into .venv; tests/orchestration/test_ui.py "
