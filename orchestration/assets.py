@@ -42,6 +42,7 @@ from lakeops.registry import TableEntry
 from lakeops.storage.s3_leases import lease_scope
 from orchestration import health
 from orchestration.maintenance import inspect, open_entry, report_metadata, run_maintenance
+from orchestration.observation import record_after_run, record_overview
 from orchestration.operations import SPECS, OperationSpec, RunScope, change_feed_unique
 from orchestration.resources import SparkResource, StorageResource
 
@@ -133,10 +134,10 @@ def _cdc_partitions(entry: TableEntry) -> dg.DailyPartitionsDefinition:
     return dg.DailyPartitionsDefinition(start_date=entry.cdc.start_date.isoformat(), end_offset=1, timezone="UTC")
 
 
-def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
-    """``<table>/table``: observations record its health, and run its health checks."""
+def table_asset(entry: TableEntry, tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
+    """``<table>/table``: observations record its health, and run its health checks; each one rebuilds
+    the overview of ``tables`` (the registry's)."""
     key = table_key(entry)
-    operations = maintained(entry)
 
     @dg.multi_observable_source_asset(
         name=f"{entry.name}__table",
@@ -151,32 +152,59 @@ def table_asset(entry: TableEntry) -> dg.AssetsDefinition:
         check_specs=health.check_specs(entry, key),
     )
     def observe(context: dg.AssetExecutionContext, storage: StorageResource) -> Iterator[dg.ObserveResult]:
-        now = datetime.now(UTC)
-        try:
-            with lease_scope():  # one handle for the observation: the table detected and read once
-                table = open_entry(entry, storage)
-                report = inspect(entry, storage, table)
-                with storage.credentials():
-                    version = data_version(table)
-                pending = pending_changes(entry, storage, now, table) if entry.cdc.enabled else None
-        except Exception as exc:
-            # Recorded as the table's health (the overview says "error reading"), then the run fails.
-            metadata, results = health.unreadable(key, entry, exc)
-            yield dg.ObserveResult(asset_key=key, metadata=metadata, check_results=results)
-            raise
-        ages = health.last_successes(context.instance, {op: operation_key(entry, op) for op in operations})
-        lag = health.cdc_lag(pending, int(now.timestamp() * 1000)) if entry.cdc.enabled else None
-        signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
-        result = verdict(signals)
-        context.log.info(f"{entry.name}: {result.status}" + (f" ({result.worst.describe()})" if result.worst else ""))
+        with lease_scope():  # one handle for the observation: the table detected and read once
+            observation = observe_table(context.instance, entry, storage)
+        context.log.info(observation.summary())
         yield dg.ObserveResult(
             asset_key=key,
-            metadata=report_metadata(report) | health.health_metadata(report.format, result, signals),
-            data_version=dg.DataVersion(version),
-            check_results=health.check_results(key, signals),
+            metadata=observation.metadata,
+            data_version=dg.DataVersion(observation.version) if observation.version is not None else None,
+            check_results=observation.checks,
         )
+        record_overview(context, tables, observation)
+        if observation.error is not None:  # recorded as the table's health ("error reading"); the run fails
+            raise observation.error
 
     return observe
+
+
+def observe_table(
+    instance: dg.DagsterInstance,
+    entry: TableEntry,
+    storage: StorageResource,
+    table: Table | None = None,
+    *,
+    just_ran: str | None = None,
+) -> health.Observation:
+    """Look at ``entry``'s table (``table``'s handle, else one opened here) now: its numbers, data
+    version, health verdict and checks. ``just_ran``: the operation of the successful run recording
+    this observation, counted as run now (its run has not ended, so the instance does not count it)."""
+    key = table_key(entry)
+    now = datetime.now(UTC)
+    try:
+        handle = table or open_entry(entry, storage)
+        report = inspect(entry, storage, handle)
+        with storage.credentials():
+            version = data_version(handle)
+        pending = pending_changes(entry, storage, now, handle) if entry.cdc.enabled else None
+    except Exception as exc:
+        metadata, results = health.unreadable(key, entry, exc)
+        return health.Observation(entry, key, now.timestamp(), metadata, results, error=exc)
+    last_runs = health.last_success_times(instance, {op: operation_key(entry, op) for op in maintained(entry)})
+    if just_ran is not None:
+        last_runs[just_ran] = now.timestamp()
+    ages = {op: None if at is None else max(now.timestamp() - at, 0.0) for op, at in last_runs.items()}
+    lag = health.cdc_lag(pending, int(now.timestamp() * 1000)) if entry.cdc.enabled else None
+    signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
+    return health.Observation(
+        entry,
+        key,
+        now.timestamp(),
+        report_metadata(report) | health.health_metadata(report.format, verdict(signals), signals),
+        health.check_results(key, signals),
+        version=version,
+        last_runs=last_runs,
+    )
 
 
 def pending_changes(
@@ -196,7 +224,7 @@ def pending_changes(
         )
 
 
-def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition:
+def _maintenance_asset(entry: TableEntry, operation: str, tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
     spec = SPECS[operation]
     key = operation_key(entry, operation)
     partitioned = operation == "compaction" and entry.compaction.partitioned
@@ -224,24 +252,46 @@ def _maintenance_asset(entry: TableEntry, operation: str) -> dg.AssetsDefinition
     ) -> Iterator[dg.MaterializeResult]:
         with lease_scope():  # one handle for the run: the table detected once, a REST catalog's keys for it alone
             table = open_entry(entry, storage)
-            if operation != "cdc":
-                yield _run(
-                    context, entry, spec, table, _scope(context, entry, table, partitioned, storage), spark, storage
-                )
-                return
-            assert isinstance(partitions_def, dg.DailyPartitionsDefinition)
-            until = context.partition_time_window.end
-            pending = pending_changes(entry, storage, until, table)
-            if pending is None:
-                context.log.info(f"no commits before {until.isoformat()} left to extract")
-                outcome = _nothing_to_extract(context, entry, spec, storage)
-            else:
-                outcome = _run(context, entry, spec, table, RunScope(pending=pending), spark, storage)
-            if all(check.passed for check in outcome.check_results or []):
-                _record_covered_days(context, entry, partitions_def)
-            yield outcome
+            succeeded = False
+            try:
+                if operation != "cdc":
+                    outcome = _run(
+                        context, entry, spec, table, _scope(context, entry, table, partitioned, storage), spark, storage
+                    )
+                else:
+                    outcome = _extract(context, entry, spec, table, partitions_def, spark, storage)
+                succeeded = all(check.passed for check in outcome.check_results or [])
+                yield outcome
+            finally:  # the table as the run left it, whatever the run's outcome: its health is current
+                table.refresh()
+                ran = operation if succeeded else None
+                observation = observe_table(context.instance, entry, storage, table, just_ran=ran)
+                record_after_run(context, observation, tables, operation=operation)
 
     return maintain
+
+
+def _extract(
+    context: dg.AssetExecutionContext,
+    entry: TableEntry,
+    spec: OperationSpec,
+    table: Table,
+    partitions_def: dg.PartitionsDefinition | None,
+    spark: SparkResource,
+    storage: StorageResource,
+) -> dg.MaterializeResult:
+    """A CDC run: the commits of its days that the output does not hold yet, or none left to extract."""
+    assert isinstance(partitions_def, dg.DailyPartitionsDefinition)
+    until = context.partition_time_window.end
+    pending = pending_changes(entry, storage, until, table)
+    if pending is None:
+        context.log.info(f"no commits before {until.isoformat()} left to extract")
+        outcome = _nothing_to_extract(context, entry, spec, storage)
+    else:
+        outcome = _run(context, entry, spec, table, RunScope(pending=pending), spark, storage)
+    if all(check.passed for check in outcome.check_results or []):
+        _record_covered_days(context, entry, partitions_def)
+    return outcome
 
 
 def _scope(
@@ -330,6 +380,7 @@ def _nothing_to_extract(
     )
 
 
-def maintenance_assets(entry: TableEntry) -> list[dg.AssetsDefinition]:
-    """One asset per maintenance operation that applies to ``entry`` (CDC only when enabled)."""
-    return [_maintenance_asset(entry, op) for op in maintained(entry)]
+def maintenance_assets(entry: TableEntry, tables: Sequence[TableEntry]) -> list[dg.AssetsDefinition]:
+    """One asset per maintenance operation that applies to ``entry`` (CDC only when enabled); each run
+    rebuilds the overview of ``tables`` (the registry's) with the table's observation afterwards."""
+    return [_maintenance_asset(entry, op, tables) for op in maintained(entry)]

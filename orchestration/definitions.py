@@ -52,7 +52,7 @@ def build_definitions(registry: Registry) -> dg.Definitions:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_CHOSEN_BETAS, category=dg.BetaWarning)
         for entry in registry.tables:
-            assets += [table_asset(entry), *maintenance_assets(entry)]
+            assets += [table_asset(entry, registry.tables), *maintenance_assets(entry, registry.tables)]
     planner = planner_sensor(registry)
     if planner:
         assets.append(plan_asset())

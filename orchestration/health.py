@@ -16,13 +16,14 @@ without new commits stays fresh.
 
 Overview: ``lakeops/overview`` renders the latest observation of every table as one Markdown table,
 worst first (status, worst signal with its value and threshold, last maintenance), and plots how
-many tables are healthy, warn or error. It reads what the observations recorded; a table observed
-before the overview's run shows as of then ("observed" column).
+many tables are healthy, warn or error. Every observation of a table rebuilds it
+(:mod:`orchestration.observation`), so it is never older than the newest observation; each row gives the
+UTC time of its observation and of the table's last maintenance, never an age that freezes.
 """
 
-import time
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
@@ -31,18 +32,19 @@ from lakeops.ops import consumers
 from lakeops.ops.health import ERROR_READING, CdcLag, Signal, Verdict
 from lakeops.redaction import mask_text
 from lakeops.registry import TableEntry
-from lakeops.units import format_seconds
 from orchestration.maintenance import number_metadata
 
 __all__ = [
     "OVERVIEW_KEY",
+    "Observation",
     "cdc_freshness",
     "cdc_lag",
     "check_results",
     "check_specs",
     "health_metadata",
-    "last_successes",
+    "last_success_times",
     "overview_asset",
+    "overview_metadata",
     "unreadable",
 ]
 
@@ -171,22 +173,21 @@ def cdc_lag(pending: consumers.PendingRange | None, now_ms: int) -> CdcLag:
     return CdcLag(versions=pending.last - pending.first + 1, seconds=max(now_ms - pending.first_committed_ms, 0) / 1000)
 
 
-def last_successes(instance: dg.DagsterInstance, keys: Mapping[str, dg.AssetKey]) -> dict[str, float | None]:
-    """Operation -> seconds since its asset's last materialization by a successful run (None: none
-    among the latest few, or never). A run whose blocking check failed did not succeed."""
-    now = time.time()
-    ages: dict[str, float | None] = {}
+def last_success_times(instance: dg.DagsterInstance, keys: Mapping[str, dg.AssetKey]) -> dict[str, float | None]:
+    """Operation -> when its asset was last materialized by a successful run (None: none among the
+    latest few, or never). A run whose blocking check failed did not succeed."""
+    times: dict[str, float | None] = {}
     runs: dict[str, bool] = {}
     for operation, key in keys.items():
-        ages[operation] = None
+        times[operation] = None
         for record in instance.fetch_materializations(key, limit=_RECENT).records:
             if record.run_id not in runs:
                 run = instance.get_run_by_id(record.run_id)
                 runs[record.run_id] = run is not None and run.status == dg.DagsterRunStatus.SUCCESS
             if runs[record.run_id]:
-                ages[operation] = max(now - record.timestamp, 0.0)
+                times[operation] = record.timestamp
                 break
-    return ages
+    return times
 
 
 def cdc_freshness(entry: TableEntry) -> dg.FreshnessPolicy | None:
@@ -200,6 +201,28 @@ def cdc_freshness(entry: TableEntry) -> dg.FreshnessPolicy | None:
     return dg.FreshnessPolicy.time_window(fail_window=fail, warn_window=warn)
 
 
+@dataclass(frozen=True)
+class Observation:
+    """What one look at a table found: ``error`` set when the table could not be read (the metadata and
+    checks then say "error reading")."""
+
+    entry: TableEntry
+    key: dg.AssetKey
+    timestamp: float
+    metadata: dict[str, dg.MetadataValue]
+    checks: list[dg.AssetCheckResult]
+    version: str | None = None
+    #: Operation -> when its asset was last materialized by a successful run (None: never).
+    last_runs: dict[str, float | None] = field(default_factory=dict)
+    error: Exception | None = None
+
+    def summary(self) -> str:
+        status = self.metadata.get("health_status")
+        worst = self.metadata.get("health_worst")
+        text = f"{self.entry.name}: {status.value if status else 'unknown'}"
+        return text + (f" (worst: {worst.value})" if worst and worst.value else "")
+
+
 # --- the overview ----------------------------------------------------------------------------------
 
 
@@ -208,30 +231,47 @@ def _text(metadata: Mapping[str, dg.MetadataValue], key: str) -> str:
     return str(value.value) if value is not None else ""
 
 
-def _last_maintenance(ages: Mapping[str, float | None]) -> str:
-    ran = {op: age for op, age in ages.items() if age is not None}
+def _at(timestamp: float) -> str:
+    """A moment as the overview shows it: a UTC time, which stays true however late it is read."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _last_maintenance(times: Mapping[str, float | None]) -> str:
+    ran = {op: at for op, at in times.items() if at is not None}
     if not ran:
         return "none yet"
-    operation = min(ran, key=lambda op: ran[op])
-    return f"{operation}, {format_seconds(ran[operation])} ago"
+    operation = max(ran, key=lambda op: ran[op])
+    return f"{operation}, {_at(ran[operation])}"
 
 
 _RANK = {Severity.ERROR.value: 0, Severity.WARN.value: 1, Severity.OK.value: 2, "": 3}
 
 
-def _overview(instance: dg.DagsterInstance, tables: Sequence[TableEntry]) -> dg.MaterializeResult:
-    now = time.time()
+def _latest(instance: dg.DagsterInstance, entry: TableEntry) -> Observation | None:
+    """``entry``'s newest recorded observation, by whichever run recorded it."""
+    key = dg.AssetKey([entry.name, "table"])
+    record = next(iter(instance.fetch_observations(key, limit=1).records), None)
+    if record is None or record.asset_observation is None:
+        return None
+    operations = [op for op in MAINTENANCE_OPERATIONS if op != "cdc" or entry.cdc.enabled]
+    last_runs = last_success_times(instance, {op: dg.AssetKey([entry.name, op]) for op in operations})
+    return Observation(entry, key, record.timestamp, dict(record.asset_observation.metadata), [], last_runs=last_runs)
+
+
+def overview_metadata(
+    instance: dg.DagsterInstance, tables: Sequence[TableEntry], fresh: Mapping[str, Observation] = {}
+) -> dict[str, dg.MetadataValue]:
+    """Every table's newest observation (``fresh``'s where given: observations the calling run is
+    recording), worst first, each with the time it was made."""
     rows: list[tuple[str, ...]] = []
     for entry in tables:
-        table_key = dg.AssetKey([entry.name, "table"])
-        record = next(iter(instance.fetch_observations(table_key, limit=1).records), None)
-        operations = [op for op in MAINTENANCE_OPERATIONS if op != "cdc" or entry.cdc.enabled]
-        ages = last_successes(instance, {op: dg.AssetKey([entry.name, op]) for op in operations})
-        if record is None:
-            rows.append(("", entry.name, entry.format, "not observed yet", "", "", "", _last_maintenance(ages), ""))
+        observation = fresh.get(entry.name) or _latest(instance, entry)
+        if observation is None:
+            operations = [op for op in MAINTENANCE_OPERATIONS if op != "cdc" or entry.cdc.enabled]
+            times = last_success_times(instance, {op: dg.AssetKey([entry.name, op]) for op in operations})
+            rows.append(("", entry.name, entry.format, "not observed yet", "", "", "", _last_maintenance(times), ""))
             continue
-        observation = record.asset_observation
-        metadata = observation.metadata if observation is not None else {}
+        metadata = observation.metadata
         rows.append(
             (
                 _text(metadata, "health_severity"),
@@ -241,8 +281,8 @@ def _overview(instance: dg.DagsterInstance, tables: Sequence[TableEntry]) -> dg.
                 _text(metadata, "health_worst"),
                 _text(metadata, "health_worst_value"),
                 _text(metadata, "health_worst_threshold"),
-                _last_maintenance(ages),
-                f"{format_seconds(max(now - record.timestamp, 0))} ago",
+                _last_maintenance(observation.last_runs),
+                _at(observation.timestamp),
             )
         )
     rows.sort(key=lambda row: (_RANK.get(row[0], 3), row[1]))
@@ -254,15 +294,13 @@ def _overview(instance: dg.DagsterInstance, tables: Sequence[TableEntry]) -> dg.
         status = cells[2] if severity in ("", Severity.OK.value) else f"**{cells[2]}** ({severity.upper()})"
         lines.append("| " + " | ".join([cells[0], cells[1], status, *cells[3:]]).replace("\n", " ") + " |")
     counts = {level: sum(1 for row in rows if row[0] == level.value) for level in Severity}
-    return dg.MaterializeResult(
-        metadata={
-            "tables": dg.MetadataValue.md("\n".join(lines)),
-            "healthy": dg.MetadataValue.int(counts[Severity.OK]),
-            "warn": dg.MetadataValue.int(counts[Severity.WARN]),
-            "error": dg.MetadataValue.int(counts[Severity.ERROR]),
-            "not_observed": dg.MetadataValue.int(sum(1 for row in rows if not row[0])),
-        }
-    )
+    return {
+        "tables": dg.MetadataValue.md("\n".join(lines)),
+        "healthy": dg.MetadataValue.int(counts[Severity.OK]),
+        "warn": dg.MetadataValue.int(counts[Severity.WARN]),
+        "error": dg.MetadataValue.int(counts[Severity.ERROR]),
+        "not_observed": dg.MetadataValue.int(sum(1 for row in rows if not row[0])),
+    }
 
 
 def overview_asset(tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
@@ -274,6 +312,6 @@ def overview_asset(tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
         description="Every registered table's health status and worst signal, from its latest observation.",
     )
     def overview(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        return _overview(context.instance, tables)
+        return dg.MaterializeResult(metadata=overview_metadata(context.instance, tables))
 
     return overview

@@ -96,7 +96,7 @@ def test_a_generated_maintenance_asset_runs_end_to_end_on_the_postgres_instance(
     key = operation_key(entry, "compaction")
 
     result = dg.materialize(
-        [table_asset(entry), *maintenance_assets(entry)],
+        [table_asset(entry, [entry]), *maintenance_assets(entry, [entry])],
         selection=[key],
         instance=instance,
         resources={"spark": SparkResource(master="local[2]"), "storage": StorageResource()},

@@ -20,7 +20,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from lakeops.registry import Registry, parse_registry
 from orchestration.assets import operation_key, run_request, table_key
 from orchestration.definitions import build_definitions
-from orchestration.health import OVERVIEW_KEY, last_successes
+from orchestration.health import OVERVIEW_KEY, last_success_times
 from orchestration.resources import SparkResource, StorageResource
 
 #: Observations read tables without Spark; the maintenance assets beside them declare it.
@@ -243,7 +243,7 @@ def test_last_maintenance_counts_successful_runs_only(tmp_path: Path) -> None:
     entry = registry.table("events")
     instance = dg.DagsterInstance.ephemeral()
     key = operation_key(entry, "expiry")
-    assert last_successes(instance, {"expiry": key}) == {"expiry": None}
+    assert last_success_times(instance, {"expiry": key}) == {"expiry": None}
 
     @dg.asset(key=key)
     def expiry(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
@@ -255,8 +255,8 @@ def test_last_maintenance_counts_successful_runs_only(tmp_path: Path) -> None:
     with freeze_time(datetime.now(UTC) - timedelta(days=3)):
         assert dg.materialize([expiry], instance=instance).success
     assert not dg.materialize([expiry], instance=instance, tags={"fail": "1"}, raise_on_error=False).success
-    (age,) = last_successes(instance, {"expiry": key}).values()
-    assert age is not None and 3 * 86400 <= age < 3 * 86400 + 600
+    (at,) = last_success_times(instance, {"expiry": key}).values()
+    assert at is not None and 3 * 86400 <= datetime.now(UTC).timestamp() - at < 3 * 86400 + 600
     _append(tmp_path / "events", 1)
     checks = _checks(_observe(registry, instance))
     assert (checks["last_expiry"].passed, checks["last_expiry"].severity) == (False, dg.AssetCheckSeverity.WARN)
