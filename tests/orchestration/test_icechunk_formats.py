@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 from lakeops_testdata import TESTDATA
+from run_events import own_materializations
 
 from lakeops import api
 from lakeops.icechunk.versioned import VersionedRepository
@@ -55,11 +56,11 @@ tables:
     ]
     assert {e.asset_key for e in evaluations} == set(keys[1:])  # type: ignore[union-attr]
     assert all(e.passed for e in evaluations)  # type: ignore[union-attr]
-    compacted = result.asset_materializations_for_node("arrays__compaction")[0].metadata
+    compacted = own_materializations(result, "arrays__compaction")[0].metadata
     assert compacted["chunks_packed"].value > 0
     # The fixture's snapshots were flushed months ago: the default week expires every one no ref keeps,
     # the compacted tip's parent included, and the tip is re-parented onto the initial snapshot.
-    expired = result.asset_materializations_for_node("arrays__expiry")[0].metadata
+    expired = own_materializations(result, "arrays__expiry")[0].metadata
     repo = VersionedRepository(open_storage(str(root)), str(root))
     tip = repo.info.branches["main"]
     assert expired["snapshots_expired"].value > 0 and tip_before not in repo.info.snapshots

@@ -12,6 +12,7 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from run_events import own_materializations
 
 from lakeops.ops import compaction
 from lakeops.registry import parse_registry
@@ -77,7 +78,7 @@ def test_keys_only_in_the_resource_maintain_an_s3_table_and_leave_the_environmen
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     assert during == [before]
     assert dict(os.environ) == before
-    (materialization,) = result.asset_materializations_for_node("events__compaction")
+    (materialization,) = own_materializations(result, "events__compaction")
     assert materialization.metadata["files_removed"].value == 6
     peer = DeltaTable(
         location,

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 from pyiceberg_tables import small_file_table
+from run_events import own_checks, own_materializations
 from table_reads import count_reads
 
 from lakeops.registry import Registry, parse_registry
@@ -92,7 +93,7 @@ def test_a_maintenance_run_finds_its_table_once(
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success
-    (check,) = result.get_asset_check_evaluations()
+    (check,) = own_checks(result)
     assert check.passed
     found, detected, _ = reads.of(daily if table == "daily" else catalogued)
     assert (found, detected) == ((1, 1) if table == "daily" else (1, 0))  # a catalog names its tables' format
@@ -128,6 +129,6 @@ def test_the_driver_executor_runs_every_plan_without_spark(tmp_path: Path, monke
         )
         outcomes[executor] = result.success
         if result.success:
-            (materialization,) = result.asset_materializations_for_node("events__compaction")
+            (materialization,) = own_materializations(result, "events__compaction")
             assert materialization.metadata["files_removed"].value == 6
     assert outcomes == {"auto": False, "driver": True}

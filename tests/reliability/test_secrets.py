@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from icechunk_repos import build_history
 from pyiceberg_tables import small_file_table
 from reliability.hostile import EXAMPLES, FUZZ
+from run_events import own_materializations
 from sqlalchemy.engine import make_url
 
 from lakeops.errors import InvalidArgument, LakeopsError
@@ -195,7 +196,7 @@ def test_dagster_materialization_with_keys_from_env_vars_records_no_secret(
     )
 
     assert result.success
-    (materialization,) = result.asset_materializations_for_node("events__expiry")
+    (materialization,) = own_materializations(result, "events__expiry")
     assert materialization.metadata, "the expiry recorded no metadata"
     texts = [repr(event) for event in result.all_events]
     texts += [repr(record) for record in instance.get_records_for_run(result.run_id).records]

@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from icechunk_repos import build_history, contents
 from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
+from run_events import own_checks, own_materializations
 
 from lakeops.registry import parse_registry
 from lakeops.storage import LocalStorage
@@ -77,11 +78,11 @@ def test_every_maintenance_asset_materializes_and_its_check_passes(warehouse: Wa
     for operation in [op for op in MAINTENANCE if op != "cdc"]:
         result = _materialize(warehouse, operation_key(entry, operation))
         assert result.success, operation
-        (materialization,) = result.asset_materializations_for_node(f"{table}__{operation}")
+        (materialization,) = own_materializations(result, f"{table}__{operation}")
         metadata = materialization.metadata
         assert isinstance(metadata["duration_s"], dg.FloatMetadataValue), operation
         assert f"**{MAINTENANCE[operation]}**" in str(metadata["summary"].value)
-        (check,) = result.get_asset_check_evaluations()
+        (check,) = own_checks(result)
         assert check.passed, (operation, check.description)
         assert _rows(warehouse, table) == rows_before, operation
         if operation == "compaction":
@@ -100,7 +101,7 @@ def _rows(warehouse: Warehouse, table: str) -> Any:
 def test_compaction_shrinks_the_delta_table_and_records_it(warehouse: Warehouse) -> None:
     entry = warehouse.registry.table("events")
     result = _materialize(warehouse, operation_key(entry, "compaction"))
-    (materialization,) = result.asset_materializations_for_node("events__compaction")
+    (materialization,) = own_materializations(result, "events__compaction")
     metadata = materialization.metadata
     assert metadata["files_removed"].value == 8 and metadata["files_added"].value == 1
     assert metadata["dagster/row_count"].value == 80

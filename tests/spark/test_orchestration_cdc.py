@@ -20,6 +20,7 @@ import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg_tables import batch, small_file_table
+from run_events import own_checks, own_materializations
 
 from lakeops.registry import TableEntry, parse_registry
 from orchestration.assets import operation_key
@@ -75,7 +76,7 @@ tables:
             instance=instance or dg.DagsterInstance.ephemeral(),
         )
         assert result.success
-        (check,) = result.get_asset_check_evaluations()
+        (check,) = own_checks(result)
         assert check.passed, check.description
         return result
 
@@ -98,7 +99,7 @@ def _expected(through_version: int) -> Counter[tuple[Any, ...]]:
 def test_a_three_day_backfill_writes_each_day_once(root: Path) -> None:
     feed = Feed(root, "changes")
     result = feed.run(days=(DAYS[0], DAYS[2]))
-    keys = {m.partition for m in result.asset_materializations_for_node("events__cdc")}
+    keys = {m.partition for m in own_materializations(result, "events__cdc")}
     assert keys == set(DAYS)
     assert feed.changes() == _expected(3)
 
@@ -191,7 +192,7 @@ tables:
             instance=dg.DagsterInstance.ephemeral(),
         )
         assert result.success
-        (check,) = result.get_asset_check_evaluations()
+        (check,) = own_checks(result)
         assert check.passed, check.description
         return result
 

@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from run_events import own_checks
 
 from lakeops.registry import parse_registry
 from orchestration.assets import operation_key, partitions_name
@@ -61,7 +62,7 @@ tables:
         instance=instance,
     )
     assert run.success
-    (check,) = run.get_asset_check_evaluations()
+    (check,) = own_checks(run)
     assert check.passed, check.description
     assert _files_by_day(table) == Counter({"2026-11-01": 4, "2026-11-02": 1, "2026-11-03": 3})
     assert sorted(DeltaTable(str(table)).to_pyarrow_table().to_pylist(), key=str) == rows_before
