@@ -28,7 +28,7 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import SparkSettings
+from spark_jobs.spark_settings import SparkSettings
 from spark_jobs.spark_tasks import run_units
 
 
