@@ -20,7 +20,7 @@ from bench.workspace import Workspace
 
 #: Scales and repeats per tier.
 TIERS: dict[str, tuple[tuple[int, ...], int]] = {"tiny": ((1,), 1), "quick": ((1,), 3), "full": ((1, 4, 16), 3)}
-#: Where ours runs: as the CLI does with no master configured (spark_jobs.operations.SparkSettings).
+#: Where ours runs: as the CLI does with no master configured (spark_jobs.spark_settings.SparkSettings).
 EXECUTION = "ours: on the driver unless a plan of more than 16 units without a byte figure starts Spark local[*]"
 PACKAGES = ("deltalake", "pyiceberg", "pyarrow", "pyspark", "icechunk")
 

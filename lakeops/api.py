@@ -23,7 +23,7 @@ a handle, S3 keys a REST catalog vends for the table last as long as the caller'
 they end with the call.
 
 Without an ``executor`` the units run in threads of this process
-(:class:`~lakeops.executors.ThreadExecutor`); ``spark_jobs.operations.SparkSettings`` runs them as
+(:class:`~lakeops.executors.ThreadExecutor`); ``spark_jobs.spark_settings.SparkSettings`` runs them as
 Spark tasks, which is how the ``lakeops`` command line and the Dagster assets call these functions.
 Progress lines go to ``progress`` (default: discarded). Errors are
 :class:`~lakeops.errors.LakeopsError` subclasses naming the table, the file and the problem, with

@@ -262,7 +262,7 @@ def collect_results(
 
 class Executor(Protocol):
     """Where a plan's units run (:func:`lakeops.ops.batches.run_batches`): :class:`ThreadExecutor` in this
-    process, :class:`spark_jobs.operations.SparkSettings` on the driver or as Spark tasks. Results come
+    process, :class:`spark_jobs.spark_settings.SparkSettings` on the driver or as Spark tasks. Results come
     back in unit order; a failed unit raises :class:`TaskFailed` carrying the completed results.
     ``label`` is echoed to ``progress``; ``description`` names the job (Spark UI);
     ``work_bytes``: what the units read, when the plan knows."""

@@ -26,7 +26,7 @@ from lakeops.ops.target import CatalogOptions
 from lakeops.redaction import mask_text
 from lakeops.registry import TableEntry
 from orchestration.resources import SparkResource, StorageResource
-from spark_jobs.operations import MaskedConsole
+from spark_jobs.console import MaskedConsole
 
 __all__ = ["inspect", "number_metadata", "open_entry", "report_metadata", "run_maintenance"]
 

@@ -21,7 +21,7 @@ from lakeops.executors import Executor, ThreadExecutor
 from lakeops.redaction import masked_errors
 from lakeops.registry import ExecutorChoice
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import SparkSettings
+from spark_jobs.spark_settings import SparkSettings
 
 __all__ = ["SparkResource", "StorageResource"]
 

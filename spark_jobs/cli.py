@@ -31,10 +31,10 @@ from lakeops.redaction import mask_text
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration, parse_retention, parse_size
 from spark_jobs.commands import COMMANDS
-from spark_jobs.operations import MaskedConsole
+from spark_jobs.console import MaskedConsole
 
 #: Progress and errors; messages hold paths and user values, never rich markup (errors add their own),
-#: and never a secret (:class:`~spark_jobs.operations.MaskedConsole`).
+#: and never a secret (:class:`~spark_jobs.console.MaskedConsole`).
 stderr = MaskedConsole(stderr=True, highlight=False, markup=False)
 
 

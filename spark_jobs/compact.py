@@ -17,7 +17,8 @@ from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
 from lakeops.ops.options import CatalogOptions, CompactionOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
     from lakeops.ops.compaction import CompactionReport

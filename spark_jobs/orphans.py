@@ -2,7 +2,7 @@
 options as ``lakeops orphans``). Delta (VACUUM) and Iceberg: the location is listed on the driver,
 or one Spark task per second-level directory for large trees; the plan is made on the driver.
 Batches of ~1000 paths are then deleted by threads on the driver, or one Spark task each when there
-are many (:meth:`~spark_jobs.operations.SparkSettings.delete`). The
+are many (:meth:`~spark_jobs.spark_settings.SparkSettings.delete`). The
 steps are :mod:`lakeops.ops.orphans`'s; this module parses options and prints."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from lakeops.iceberg.maintenance.defaults import DEFAULT_OLDER_THAN, PrefixMisma
 from lakeops.ops.options import OrphansOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.expire import add_quarantine_flag
-from spark_jobs.operations import SparkSettings, options_from_args, spark_from_args
+from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
     from lakeops.ops.icechunk.orphans import IcechunkGcReport

@@ -13,7 +13,8 @@ from rich.console import Console
 from lakeops.errors import LakeopsError
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_duration
-from spark_jobs.operations import SparkSettings, options_from_args
+from spark_jobs.operations import options_from_args
+from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
     from lakeops.planning.models import MaintenancePlan

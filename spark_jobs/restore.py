@@ -14,7 +14,8 @@ from rich.console import Console
 
 from lakeops.ops.options import RestoreOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import SparkSettings, options_from_args
+from spark_jobs.operations import options_from_args
+from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
     from lakeops.ops.trash import RestoreReport

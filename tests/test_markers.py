@@ -38,7 +38,7 @@ def _markers(tmp_path: Path, *paths: str) -> dict[str, set[str]]:
 
 def test_each_folder_marks_every_test_in_it(tmp_path: Path) -> None:
     # Every Dagster test; of the other folders, modules that declare no marker and one that declares another.
-    spark = ["tests/spark/test_runner.py", "tests/spark/test_orchestration_partitions.py"]
+    spark = ["tests/spark/test_spark_tasks.py", "tests/spark/test_orchestration_partitions.py"]
     integration = ["tests/integration/test_deploy_files.py", "tests/integration/test_s3_endpoint.py"]
     markers = _markers(tmp_path, "tests/orchestration", *spark, *integration)
     by_folder: dict[str, list[set[str]]] = {}

@@ -11,7 +11,8 @@ from bench.settings import TARGET_FILE_SIZE
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.storage import open_storage
 from spark_jobs.commands import COMMANDS
-from spark_jobs.operations import SparkSettings, run_operation
+from spark_jobs.operations import run_operation
+from spark_jobs.spark_settings import SparkSettings
 
 DEFAULT = SparkSettings()
 

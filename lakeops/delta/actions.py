@@ -193,8 +193,6 @@ class CheckpointMetadata(ActionModel):
     tags: dict[str, str | None] | None = None
 
 
-Action = Protocol | Metadata | Add | Remove | AddCDCFile | Txn | CommitInfo | DomainMetadata
-
 #: The single JSON key each action is wrapped in, in log files and checkpoint columns.
 ACTION_KEYS: dict[str, type[ActionModel]] = {
     "protocol": Protocol,

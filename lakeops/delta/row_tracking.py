@@ -89,8 +89,6 @@ class RowTracking:
         return tracking
 
 
-NONE = RowTracking(assigns=False, materialized=None)
-
 #: Where the protocol requires the materialised column names to be unique.
 _UNIQUE_RULE = (
     "the materialized row tracking columns must be unique "

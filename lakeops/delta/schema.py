@@ -49,15 +49,12 @@ __all__ = [
     "column_id",
     "column_mapping_mode",
     "data_schema",
-    "from_arrow_schema",
     "from_arrow_type",
     "logical_to_physical",
     "parse_schema",
     "parse_type",
     "physical_arrow_schema",
     "physical_name",
-    "physical_paths",
-    "physical_schema",
     "primitive_type_names",
     "read_data_file_as_logical",
     "schema_to_json",
@@ -464,11 +461,6 @@ def _from_arrow_field(f: pa.Field, where: str) -> StructField:
     return StructField(f.name, from_arrow_type(f.type, where), f.nullable, _decode_metadata(f.metadata))
 
 
-def from_arrow_schema(schema: pa.Schema) -> StructType:
-    """The Delta schema of an Arrow schema (see :func:`from_arrow_type` for the type rules)."""
-    return StructType(tuple(_from_arrow_field(f, f.name) for f in schema))
-
-
 # --------------------------------------------------------------------------------------------
 # Column mapping: names and ids
 # --------------------------------------------------------------------------------------------
@@ -563,41 +555,6 @@ def primitive_type_names(dtype: DataType) -> set[str]:
     if isinstance(dtype, MapType):
         return primitive_type_names(dtype.key_type) | primitive_type_names(dtype.value_type)
     return set()
-
-
-def physical_schema(schema: StructType, mode: ColumnMappingMode) -> StructType:
-    """``schema`` with every field, nested ones included, renamed to its physical name."""
-
-    def rename(f: StructField) -> StructField:
-        return StructField(physical_name(f, mode), _map_type(f.type, rename), f.nullable, f.metadata)
-
-    result = _map_type(schema, rename)
-    assert isinstance(result, StructType)
-    return result
-
-
-def physical_paths(schema: StructType, mode: ColumnMappingMode) -> dict[tuple[str, ...], tuple[str, ...]]:
-    """Logical path → physical path of every field, nested ones included.
-
-    Array elements and map keys/values appear as the path components ``"element"``, ``"key"`` and
-    ``"value"``, which column mapping never renames.
-    """
-    out: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-    def walk(dtype: DataType, logical: tuple[str, ...], physical: tuple[str, ...]) -> None:
-        if isinstance(dtype, StructType):
-            for f in dtype.fields:
-                lp, pp = (*logical, f.name), (*physical, physical_name(f, mode))
-                out[lp] = pp
-                walk(f.type, lp, pp)
-        elif isinstance(dtype, ArrayType):
-            walk(dtype.element_type, (*logical, "element"), (*physical, "element"))
-        elif isinstance(dtype, MapType):
-            walk(dtype.key_type, (*logical, "key"), (*physical, "key"))
-            walk(dtype.value_type, (*logical, "value"), (*physical, "value"))
-
-    walk(schema, (), ())
-    return out
 
 
 def _physical_namer(mode: ColumnMappingMode) -> _FieldNamer:

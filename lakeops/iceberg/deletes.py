@@ -50,7 +50,6 @@ __all__ = [
     "FILE_PATH_ID",
     "POSITION_DELETE_SCHEMA",
     "POS_ID",
-    "ROW_ID",
     "apply_equality_deletes",
     "apply_position_deletes",
     "equality_projection",
@@ -60,7 +59,6 @@ __all__ = [
 
 FILE_PATH_ID = 2147483546
 POS_ID = 2147483545
-ROW_ID = 2147483544
 
 POSITION_DELETE_SCHEMA = StructType(
     fields=(

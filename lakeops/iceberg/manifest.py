@@ -68,7 +68,6 @@ __all__ = [
     "partition_type_of",
     "manifests_of",
     "read_manifest",
-    "read_manifest_metadata",
     "with_counts",
     "write_manifest",
 ]
@@ -397,12 +396,6 @@ def iter_manifest(
 def read_manifest(storage: Storage, manifest: ManifestFile, *, include_deleted: bool = False) -> list[ManifestEntry]:
     """Every entry of a manifest (see :func:`iter_manifest`)."""
     return list(iter_manifest(storage, manifest, include_deleted=include_deleted))
-
-
-def read_manifest_metadata(storage: Storage, path: str) -> ManifestMetadata:
-    """The key-value metadata of the manifest at ``path``: schema, partition spec, version, content."""
-    what = f"manifest {path}"
-    return ManifestMetadata.from_avro_metadata(read_avro(storage, path, what).metadata, what)
 
 
 _COUNT_FIELDS = tuple(f"{s.name.lower()}_{unit}_count" for s in EntryStatus for unit in ("files", "rows"))

@@ -51,7 +51,6 @@ _FROZEN = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 #: Open to fields a newer spec adds, so they survive a rewrite.
 _OPEN = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
 
-Operation = Literal["append", "replace", "overwrite", "delete"]
 
 #: What lakeops does to an Iceberg table: reading (inspect, scans), each operation that writes or
 #: deletes, and ``cdc`` (reading rows into a change table); ``commit`` is any other metadata commit

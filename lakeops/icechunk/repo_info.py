@@ -44,7 +44,6 @@ __all__ = [
 #: The repo info object of format 2.
 REPO_OBJECT = "repo"
 _DELETED_MARKER = TAG_FILE + ".deleted"
-_ID12 = 12
 
 
 class SnapshotInfo(BaseModel):

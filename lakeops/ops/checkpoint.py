@@ -11,15 +11,13 @@ through :mod:`lakeops.ops.batches`.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
 from rich.console import Console
 
 from lakeops.errors import InvalidArgument
 from lakeops.executors import Executor
-from lakeops.ops.batches import commit_batch, run_batches
+from lakeops.ops.batches import run_batches
 from lakeops.ops.options import CheckpointOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.table import Table, as_table
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointOptions",
     "CheckpointReport",
-    "commit",
     "execute",
     "not_applicable_report",
     "plan",
@@ -183,20 +180,6 @@ def run(
         progress=progress,
     )
     return _committed_report(plan, batch.outcome, started, progress)
-
-
-def commit(
-    plan: Plan,
-    written: Sequence[BaseModel],
-    storage_options: StorageOptions,
-    started: float,
-    *,
-    progress: Console | None = None,
-) -> CheckpointReport:
-    """Commit units written by the caller (:func:`lakeops.ops.batches.commit_batch`) and report: what
-    :func:`run` does after its executor wrote them."""
-    outcome = commit_batch(plan, plan.work_units(), written, storage_options, final=True)
-    return _committed_report(plan, outcome, started, progress or Console(quiet=True))
 
 
 def _committed_report(plan: Plan, outcome: CommitOutcome, started: float, progress: Console) -> CheckpointReport:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -27,7 +26,7 @@ from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
 from lakeops.executors import Executor
 from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
-from lakeops.ops.batches import Batch, commit_batch, run_batches
+from lakeops.ops.batches import Batch, run_batches
 from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
@@ -37,7 +36,7 @@ from lakeops.plan import RewritePlan
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 
-__all__ = ["CompactionOptions", "CompactionReport", "commit", "dry_run_report", "execute", "plan", "run"]
+__all__ = ["CompactionOptions", "CompactionReport", "dry_run_report", "execute", "plan", "run"]
 
 if TYPE_CHECKING:
     from lakeops.delta.maintenance import compaction as delta_compaction
@@ -259,25 +258,6 @@ def dry_run_report(plan: RewritePlan, started: float) -> CompactionReport:
     """What the run would rewrite, without writing anything."""
     report = _base_report(plan, started, dry_run=True)
     return report.model_copy(update={"delete_files_removed": len(plan.dangling_deletes)})
-
-
-def commit(
-    plan: Plan,
-    groups: Sequence[Group],
-    results: Sequence[Result],
-    storage_options: StorageOptions,
-    started: float,
-    *,
-    previous: CompactionReport | None = None,
-    final: bool = True,
-) -> CompactionReport:
-    """Commit the rewritten ``groups`` (one batch) and fold the outcome into ``previous``: what
-    :func:`run` does for each batch, for callers that run the groups themselves (files are deleted as
-    :func:`lakeops.ops.batches.commit_batch` says)."""
-    report = previous or _started_report(plan, started)
-    complete = final and not report.groups_dropped_by_conflict
-    outcome = commit_batch(plan, groups, results, storage_options, final=complete)
-    return _fold(report, Batch(groups, results, outcome), started)
 
 
 def _fold(report: CompactionReport, batch: Batch[Any, Any], started: float) -> CompactionReport:

@@ -51,7 +51,6 @@ __all__ = [
     "StatValue",
     "TimeUnit",
     "column_type",
-    "decode_int96",
     "decode_raw",
     "file_statistics",
     "nan_counts",
@@ -65,8 +64,6 @@ StatValue = bool | int | float | Decimal | str | bytes | dt.date | dt.datetime |
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH_NAIVE = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_JULIAN_DAY_OF_EPOCH = 2_440_588
-_NANOS_PER_DAY = 86_400 * 1_000_000_000
 _UNIT_PER_MICRO: dict[str, tuple[int, int]] = {"ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)}
 
 
@@ -271,19 +268,6 @@ _PLAIN_KINDS: dict[str, Kind] = {
 # --------------------------------------------------------------------------------------------
 # Value decoding
 # --------------------------------------------------------------------------------------------
-
-
-def decode_int96(raw: bytes) -> int:
-    """An INT96 timestamp as nanoseconds since the Unix epoch.
-
-    Layout (Impala/Spark convention): 8-byte little-endian nanoseconds of the day, then a 4-byte
-    little-endian Julian day number.
-    """
-    if len(raw) != 12:
-        raise CorruptFile(f"INT96 value must be 12 bytes, got {len(raw)}")
-    nanos_of_day = int.from_bytes(raw[:8], "little", signed=True)
-    julian_day = int.from_bytes(raw[8:], "little", signed=True)
-    return (julian_day - _JULIAN_DAY_OF_EPOCH) * _NANOS_PER_DAY + nanos_of_day
 
 
 def _to_micros(value: int, unit: TimeUnit, *, round_up: bool) -> int:

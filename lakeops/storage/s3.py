@@ -48,7 +48,6 @@ __all__ = [
     "S3Keys",
     "S3Storage",
     "clear_client_cache",
-    "make_client",
     "shared_client",
     "using_keys",
 ]
@@ -213,13 +212,6 @@ def _build(key: _ClientKey) -> BaseClient:
             )
     except (BotoCoreError, ValueError) as exc:
         raise StorageError(f"cannot create an S3 client for endpoint {endpoint!r}: {exc}") from exc
-
-
-def make_client(
-    *, endpoint_url: str | None = None, region: str | None = None, force_path_style: bool | None = None
-) -> BaseClient:
-    """A new, unshared S3 client (tests that hook client events want their own)."""
-    return _build(_resolve(endpoint_url, region, force_path_style))
 
 
 def shared_client(

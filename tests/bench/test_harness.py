@@ -12,7 +12,7 @@ import pytest
 from bench.__main__ import main
 from bench.harness import run
 from bench.report import END, START
-from spark_jobs.operations import DRIVER_MAX_BYTES_ENV
+from spark_jobs.spark_settings import DRIVER_MAX_BYTES_ENV
 
 # ours runs on a local Spark session; long: CI runs it as its own stage (make test-long)
 pytestmark = [pytest.mark.spark, pytest.mark.long]

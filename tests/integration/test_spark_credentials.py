@@ -41,9 +41,9 @@ from lakeops.ops.options import CompactionOptions
 from lakeops.storage import StorageOptions
 from lakeops.storage.s3 import S3Keys, clear_client_cache, using_keys
 from spark_jobs.cli import main as lakeops
-from spark_jobs.operations import SparkSettings
 from spark_jobs.preflight import table_of
 from spark_jobs.session import build_session, stop_session
+from spark_jobs.spark_settings import SparkSettings
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ code has no hooks: the wrapper patches, in its own process only,
   ``replace_if_match`` of a path matching a regex, ``before`` the call, ``mid`` (the complete
   temporary file is on disk, the link or rename is not done) or ``after`` it: data and manifest
   writes, the Delta commit file, Iceberg metadata files, Icechunk branch files, ``_last_checkpoint``;
-- ``units``: after :meth:`~spark_jobs.operations.SparkSettings.run_units` returned (the tasks wrote
+- ``units``: after :meth:`~spark_jobs.spark_settings.SparkSettings.run_units` returned (the tasks wrote
   their files and the results reached the driver, nothing is committed yet);
 - ``swap``: after the SQL catalog's pointer update (:meth:`lakeops.iceberg.sql_catalog.SqlCatalog.swap`)
   returned;
@@ -370,7 +370,7 @@ def install(spec: dict[str, Any]) -> _Marker:
     for name in ("read", "read_range", "list", "stat", "exists"):
         reading(name)
 
-    from spark_jobs.operations import SparkSettings
+    from spark_jobs.spark_settings import SparkSettings
 
     run_units = SparkSettings.run_units
 

@@ -20,11 +20,12 @@ import fastavro
 import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
+from iceberg_manifests import read_manifest_metadata
 from pyiceberg_tables import small_file_table
 from reliability.hostile import FUZZ, NASTY_JSON, json_bytes, json_values, must_hold, mutated_bytes, mutated_tree, names
 
 from lakeops.errors import LakeopsError
-from lakeops.iceberg.manifest import read_manifest, read_manifest_metadata
+from lakeops.iceberg.manifest import read_manifest
 from lakeops.iceberg.manifest_list import ManifestFile, manifest_paths_of, read_manifest_list
 from lakeops.iceberg.metadata import Snapshot, parse_metadata
 from lakeops.storage import LocalStorage

@@ -48,7 +48,8 @@ from orchestration.assets import operation_key
 from orchestration.definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 from spark_jobs.cli import main as lakeops
-from spark_jobs.operations import SparkSettings, run_operation
+from spark_jobs.operations import run_operation
+from spark_jobs.spark_settings import SparkSettings
 
 SENTINELS = {
     "AWS_ACCESS_KEY_ID": "AKIASENTINELKEY4242",

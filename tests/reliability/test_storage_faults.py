@@ -24,6 +24,7 @@ from icechunk_repos import build_history, contents, missing_objects
 from pyiceberg.table import StaticTable
 from pyiceberg_tables import PyIcebergTable, rows_of, small_file_table
 from reliability.faulty_s3 import Fault, FaultyS3, Rule, faulty_s3  # noqa: F401 -- faulty_s3 is a fixture
+from s3_clients import make_client
 
 from lakeops.errors import InvalidArgument
 from lakeops.iceberg.catalog import VERSION_HINT
@@ -32,7 +33,7 @@ from lakeops.icechunk.repository import Repository
 from lakeops.ops.target import CatalogOptions, resolve_target
 from lakeops.ops.verify import retained_files_exist
 from lakeops.storage import Storage, StorageOptions, open_storage, s3
-from lakeops.storage.s3 import READ_TIMEOUT_ENV, clear_client_cache, make_client
+from lakeops.storage.s3 import READ_TIMEOUT_ENV, clear_client_cache
 from spark_jobs.cli import main as lakeops
 
 pytestmark = [pytest.mark.s3, pytest.mark.long]  # long: CI runs it as its own stage (make test-long)

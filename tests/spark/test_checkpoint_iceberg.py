@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from iceberg_merge_on_read import add_position_deletes, load
 from lakeops_cli import run_json
+from maintenance_commits import commit_checkpoint
 from pyiceberg_tables import PyIcebergTable, batch, create_table, small_file_table
 
 from lakeops.errors import CommitConflict
@@ -136,7 +137,7 @@ def test_a_commit_that_loses_the_catalog_race_retries(
         return real_swap(self, expected, new, payload)
 
     monkeypatch.setattr(SqlCatalog, "swap", racing_swap)
-    report = checkpoint.commit(plan, written, STORAGE, 0.0)
+    report = commit_checkpoint(plan, written, STORAGE, 0.0)
     assert report.commit_attempts == len(swaps) == 2
     assert report.manifests_after == 2  # the merged one and the concurrent append's, carried over
     assert not Path(swaps[0]).exists() and Path(swaps[1]).exists()  # the losing metadata file was removed
@@ -152,7 +153,7 @@ def test_a_racing_rewrite_aborts_cleanly(spark: Any, tmp_path: Path, capsys: pyt
     current = table.reload().metadata_location
     rows = table.rows()
     with pytest.raises(CommitConflict, match="no longer in snapshot"):
-        checkpoint.commit(plan, written, STORAGE, 0.0)
+        commit_checkpoint(plan, written, STORAGE, 0.0)
     assert written and not any(Path(w.manifest.manifest_path.removeprefix("file://")).exists() for w in written)
     assert table.reload().metadata_location == current and table.rows() == rows
 

@@ -14,6 +14,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from lakeops_cli import run_json
 from lakeops_testdata import TESTDATA
+from maintenance_commits import commit_compaction
 
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
@@ -193,7 +194,7 @@ def test_compaction_racing_an_append_commits_on_retry(spark: Any, tmp_path: Path
     plan, results, started = _rewrite(spark, location)
 
     write_deltalake(location, _batch(10_000, 5, "2026-11-09"), mode="append")  # lands first: version 20
-    report = compaction.commit(plan, plan.groups, results, StorageOptions(), started)
+    report = commit_compaction(plan, plan.groups, results, StorageOptions(), started)
 
     assert report.committed_version == 21 and report.commit_attempts == 2
     rows = DeltaTable(location).to_pyarrow_table()
@@ -215,7 +216,7 @@ def test_compaction_racing_a_delete_of_its_input_aborts_cleanly(spark: Any, tmp_
     DeltaTable(location).delete("id = 3")  # rewrites a file the compaction replaces
     expected = DeltaTable(location).to_pyarrow_table().sort_by("id")
     with pytest.raises(CommitConflict, match="part-"):
-        compaction.commit(plan, plan.groups, results, StorageOptions(), started)
+        commit_compaction(plan, plan.groups, results, StorageOptions(), started)
 
     assert not any(Path(p).exists() for p in written)  # its own files are gone
     table = DeltaTable(location)

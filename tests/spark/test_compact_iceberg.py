@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, load
 from lakeops_cli import run_json
+from maintenance_commits import commit_compaction
 from pyiceberg.table import StaticTable
 from pyiceberg_tables import PyIcebergTable, batch, rows_of, small_file_table
 from rich.console import Console
@@ -28,7 +29,7 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import SparkSettings
+from spark_jobs.spark_settings import SparkSettings
 from spark_jobs.spark_tasks import run_units
 
 
@@ -167,7 +168,7 @@ def test_racing_append_commits_and_racing_delete_aborts(spark: Any, tmp_path: Pa
     results = run_units(spark, plan.groups, plan.task(), plan.result_type())
     table.table.append(batch(900, 5))  # lands between plan and commit
     expected = table.rows()
-    report = compaction.commit(plan, plan.groups, results, storage, 0.0)
+    report = commit_compaction(plan, plan.groups, results, storage, 0.0)
     assert report.commits == 1
     assert table.rows() == expected
 
@@ -178,7 +179,7 @@ def test_racing_append_commits_and_racing_delete_aborts(spark: Any, tmp_path: Pa
     table.table.delete("id >= 900")  # rewrites a file this compaction also rewrites
     expected = table.rows()
     with pytest.raises(CommitConflict, match="no longer in the table"):
-        compaction.commit(plan, plan.groups, results, storage, 0.0)
+        commit_compaction(plan, plan.groups, results, storage, 0.0)
     assert not any(Path(w.removeprefix("file://")).exists() for w in written)
     assert table.rows() == expected
 
@@ -259,7 +260,7 @@ def test_a_commit_that_loses_the_catalog_race_retries(
         return real_swap(self, expected, new, payload)
 
     monkeypatch.setattr(SqlCatalog, "swap", swap_after_a_concurrent_append)
-    report = compaction.commit(plan, plan.groups, results, storage, 0.0)
+    report = commit_compaction(plan, plan.groups, results, storage, 0.0)
     assert raced and report.commit_attempts == 2
     assert not Path(raced[0]).exists()  # the losing metadata file was removed
     assert [r["id"] for r in table.rows()] == sorted(list(range(60)) + [700, 701, 702], key=str)

@@ -26,7 +26,7 @@ from pyiceberg_tables import small_file_table
 
 from lakeops.executors import TaskFailed, run_on_driver
 from spark_jobs.cli import main as lakeops
-from spark_jobs.operations import SparkSettings
+from spark_jobs.spark_settings import SparkSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -239,7 +239,7 @@ def test_failed_compaction_on_the_driver_leaves_no_files_behind(tmp_path: Path) 
 _RULE = """
 import json, os, sys
 from lakeops.errors import InvalidArgument
-from spark_jobs.operations import SparkSettings
+from spark_jobs.spark_settings import SparkSettings
 
 GiB = 1 << 30
 def decide(settings=SparkSettings(), units=3, work_bytes=None, **env):
@@ -332,7 +332,7 @@ import io, json, os, sys
 from rich.console import Console
 from lakeops.deletion import Candidate, DeleteBatch
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import DRIVER_DELETE_BATCHES, SparkSettings
+from spark_jobs.spark_settings import DRIVER_DELETE_BATCHES, SparkSettings
 
 root = sys.argv[1]
 names = sorted(os.listdir(root))

@@ -17,7 +17,7 @@ from lakeops.iceberg.reachability import reachable_files
 from lakeops.iceberg.table import TableRef, load_table
 from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage.uri import normalize
-from spark_jobs import operations
+from spark_jobs import spark_settings
 from spark_jobs.cli import main as lakeops
 
 #: Each branch keeps its three newest snapshots; anything older than 1 ms beyond them expires.
@@ -94,7 +94,7 @@ def test_expiry_follows_the_table_policy_and_keeps_every_retained_snapshot(
     assert table.reload().metadata_location == metadata_before and _files(table) == files_before
 
     monkeypatch.setattr(expire, "DELETE_BATCH_SIZE", 4)
-    monkeypatch.setattr(operations, "DRIVER_DELETE_BATCHES", 1)  # several batches: the deletes run on Spark
+    monkeypatch.setattr(spark_settings, "DRIVER_DELETE_BATCHES", 1)  # several batches: the deletes run on Spark
     report = _expire(capsys, table)
     after = table.reload()
 

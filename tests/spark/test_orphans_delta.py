@@ -24,7 +24,7 @@ from lakeops.delta.maintenance.orphans import VacuumOptions
 from lakeops.ops import orphans
 from lakeops.storage import StorageOptions, open_storage
 from spark_jobs.cli import main as lakeops
-from spark_jobs.operations import SparkSettings
+from spark_jobs.spark_settings import SparkSettings
 from spark_jobs.spark_tasks import run_units
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_deletion_vectors import inline_dv_descriptor, write_dv_file
 from deltalake import write_deltalake
 from lakeops_testdata import TESTDATA
 from pyroaring import BitMap64
@@ -29,7 +30,6 @@ from lakeops.delta.cdf import (
     read_change_rows,
     require_files_present,
 )
-from lakeops.delta.deletion_vectors import inline_dv_descriptor, write_dv_file
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot

@@ -2,7 +2,7 @@
 which bins they drop and which abort it (https://github.com/delta-io/delta/blob/master/PROTOCOL.md#add-file-and-remove-file).
 
 Each test plans two bins (one per partition), rewrites them (the pure task, no Spark), lets another
-writer commit first and then commits through :func:`lakeops.ops.compaction.commit`, which also deletes
+writer commit first and then commits through :func:`maintenance_commits.commit_compaction`, which also deletes
 the new files of dropped bins (or of the whole run on an abort) and reports what happened.
 """
 
@@ -15,13 +15,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from maintenance_commits import commit_compaction
 
 from lakeops.delta.maintenance.compaction import RewriteResult, plan_compaction, rewrite_group
 from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.version_checksum import check_version_checksum
 from lakeops.errors import CommitConflict
-from lakeops.ops import compaction
 from lakeops.ops.compaction import CompactionReport
 from lakeops.storage import StorageOptions, open_storage
 
@@ -44,7 +44,7 @@ def _rewrite(location: str) -> tuple[Any, list[RewriteResult]]:
 
 
 def _commit(plan: Any, results: list[RewriteResult]) -> CompactionReport:
-    return compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+    return commit_compaction(plan, plan.groups, results, StorageOptions(), 0.0)
 
 
 def _land(location: str, *actions: dict[str, Any]) -> int:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from delta_schemas import from_arrow_schema
 from deltalake import DeltaTable
 
-from lakeops.delta.schema import from_arrow_schema
 from lakeops.delta.writer import ROW_GROUP_ROWS, DataFileWriter, append_files, new_table_metadata, read_target
 from lakeops.storage import open_storage
 

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import numpy as np
 import pytest
+from delta_deletion_vectors import encode_dv_file, inline_dv_descriptor, new_dv_descriptor, write_dv_file
 from lakeops_testdata import TESTDATA
 from pyroaring import BitMap, BitMap64
 
@@ -23,14 +24,10 @@ from lakeops.delta.deletion_vectors import (
     decode_bitmap_array,
     dv_absolute_path,
     encode_bitmap_array,
-    encode_dv_file,
-    inline_dv_descriptor,
-    new_dv_descriptor,
     read_deletion_vector,
     read_deletion_vector_rows,
     row_indexes,
     uuid_to_z85,
-    write_dv_file,
     z85_decode,
     z85_encode,
     z85_to_uuid,

@@ -13,14 +13,10 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_partition_values import serialize_partition_value
 from lakeops_testdata import TESTDATA
 
-from lakeops.delta.partitions import (
-    parse_partition_value,
-    partition_arrow_type,
-    partition_arrow_value,
-    serialize_partition_value,
-)
+from lakeops.delta.partitions import parse_partition_value, partition_arrow_type, partition_arrow_value
 from lakeops.errors import InvalidArgument, ProtocolError, UnsupportedFeature
 
 UTC = dt.UTC

@@ -16,14 +16,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_deletion_vectors import inline_dv_descriptor
 from delta_json_log import commit_next, live_adds, log_commits
 from delta_rs_sql import delta_rs_rows
 from deltalake import DeltaTable, write_deltalake
+from maintenance_commits import commit_compaction
 from pyroaring import BitMap64
 
 from lakeops import api
 from lakeops.delta.actions import Metadata, Protocol
-from lakeops.delta.deletion_vectors import inline_dv_descriptor
 from lakeops.delta.maintenance.compaction import plan_compaction, rewrite_group
 from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.delta.row_tracking import RowTracking
@@ -31,7 +32,6 @@ from lakeops.delta.schema import parse_schema
 from lakeops.delta.snapshot import load_snapshot
 from lakeops.delta.writer import DataFileWriter, append_files, read_target
 from lakeops.errors import CommitConflict, ProtocolError
-from lakeops.ops import compaction
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import StorageOptions, open_storage
@@ -164,7 +164,7 @@ def test_a_second_compaction_over_a_concurrent_append_keeps_every_stable_id(tmp_
     results = [rewrite_group(g) for g in plan.groups]
     _append(location, range(200, 202), 28)  # version 6 lands first, mark 29
 
-    report = compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+    report = commit_compaction(plan, plan.groups, results, StorageOptions(), 0.0)
 
     assert report.committed_version == 7
     assert _ids(location) == [*range(12), *range(100, 104), 200, 201]
@@ -205,7 +205,7 @@ def test_a_version_adding_row_tracking_under_a_compaction_aborts_it(tmp_path: Pa
     commit_next(location, {"protocol": PROTOCOL})
 
     with pytest.raises(CommitConflict, match="version 3 enables row tracking"):
-        compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+        commit_compaction(plan, plan.groups, results, StorageOptions(), 0.0)
     assert _ids(location) == [0, 1, 2]
 
 

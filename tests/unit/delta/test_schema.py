@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_schemas import from_arrow_schema, physical_paths, physical_schema
 from lakeops_testdata import TESTDATA
 
 from lakeops.delta.actions import Metadata, Protocol
@@ -24,15 +25,12 @@ from lakeops.delta.schema import (
     column_id,
     column_mapping_mode,
     data_schema,
-    from_arrow_schema,
     from_arrow_type,
     logical_to_physical,
     parse_schema,
     parse_type,
     physical_arrow_schema,
     physical_name,
-    physical_paths,
-    physical_schema,
     read_data_file_as_logical,
     schema_to_json,
     schema_to_string,

@@ -3,7 +3,7 @@ starting snapshot (https://iceberg.apache.org/spec/#commit-conflict-resolution-a
 rebases over, which file groups they drop and when it aborts.
 
 The table is identity-partitioned by ``category``: one file group per category. Groups are rewritten
-by the pure task (no Spark) and committed through :func:`lakeops.ops.compaction.commit`, which also
+by the pure task (no Spark) and committed through :func:`maintenance_commits.commit_compaction`, which also
 deletes the new files of dropped groups (or of the whole run on an abort) and reports them.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from iceberg_merge_on_read import add_equality_deletes, add_position_deletes, load
+from maintenance_commits import commit_compaction
 from pyiceberg.expressions import EqualTo
 from pyiceberg_tables import PyIcebergTable, small_file_table
 
@@ -38,7 +39,7 @@ def _rewrite(table: PyIcebergTable) -> tuple[Any, list[Any]]:
 
 
 def _commit(plan: Any, results: list[Any]) -> CompactionReport:
-    return compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+    return commit_compaction(plan, plan.groups, results, StorageOptions(), 0.0)
 
 
 def _live(table: PyIcebergTable, category: str) -> list[LiveFile]:
@@ -73,7 +74,7 @@ def test_an_equality_delete_meanwhile_still_applies_to_the_rewritten_rows(tmp_pa
     # PyIceberg reads no equality deletes: a second pass applies it (and drops it) before PyIceberg reads.
     options = CompactionOptions(catalog_uri=table.catalog_uri, min_input_files=1, delete_file_threshold=1)
     again = compaction.plan(table.identifier, options, StorageOptions())
-    compaction.commit(again, again.groups, [again.task()(g) for g in again.groups], StorageOptions(), 0.0)
+    commit_compaction(again, again.groups, [again.task()(g) for g in again.groups], StorageOptions(), 0.0)
     assert table.rows() == expected
 
 

@@ -21,6 +21,7 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from deltalake import DeltaTable
 from glue_tables import REGION, glue_table
 from lakeops_cli import run_json
+from maintenance_commits import commit_compaction
 from pyiceberg_tables import PyIcebergTable, batch
 
 from lakeops import api
@@ -163,7 +164,7 @@ def test_an_append_between_plan_and_commit_is_rebased_over(table: PyIcebergTable
     expected = table.rows()
     appended = table.table.current_snapshot().snapshot_id  # type: ignore[union-attr]
 
-    report = compaction.commit(plan, plan.groups, results, s3_server.options, 0.0)
+    report = commit_compaction(plan, plan.groups, results, s3_server.options, 0.0)
 
     assert report.commits == 1 and report.groups_dropped_by_conflict == 0
     committed = table.reload().current_snapshot()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from maintenance_commits import commit_compaction
 from pyiceberg_tables import ARROW_SCHEMA, PyIcebergTable, batch, replay_changes, rows_of, small_file_table
 
 from lakeops.iceberg.maintenance.changelog import ChangelogOptions, change_rows, plan_changelog
@@ -42,7 +43,7 @@ def test_compaction_rewrites_an_imported_file_by_the_name_mapping_and_verifies(t
     assert any(f.path.endswith("imported.parquet") for g in plan.groups for f in g.files)
 
     results = [plan.task()(g) for g in plan.groups]
-    report = ops_compaction.commit(plan, plan.groups, results, OPTIONS, 0.0)
+    report = commit_compaction(plan, plan.groups, results, OPTIONS, 0.0)
     assert report.committed_version is not None and table.rows() == expected
     verified = compaction_kept_rows(resolve_target(table.identifier, catalog, OPTIONS), report)
     assert verified.passed, verified.summary

@@ -14,6 +14,7 @@ from typing import Any
 
 import fastavro
 import pytest
+from iceberg_manifests import read_manifest_metadata
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import read_manifest_list as pyiceberg_read_manifest_list
 from pyiceberg_tables import SPECS, entry_history_table
@@ -30,7 +31,6 @@ from lakeops.iceberg.manifest import (
     manifest_entry_type,
     manifests_of,
     read_manifest,
-    read_manifest_metadata,
     write_manifest,
 )
 from lakeops.iceberg.manifest_list import (

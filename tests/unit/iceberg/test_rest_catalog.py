@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from maintenance_commits import commit_compaction
 from pyiceberg.catalog.rest import RestCatalog as PyIcebergRestCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
@@ -136,7 +137,7 @@ def test_a_pyiceberg_delete_between_plan_and_commit_aborts_cleanly(rest: Rest) -
     rest.server.before_commit = lambda: rest.table.refresh().delete(EqualTo("id", 15))
 
     with pytest.raises(CommitConflict, match=r"db\.events: .* is no longer in the table"):
-        compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+        commit_compaction(plan, plan.groups, results, StorageOptions(), 0.0)
 
     assert [status for method, _, status in rest.server.answers if method == "POST"][-2:] == [200, 409]
     assert written and not any(path.exists() for path in written)  # only lakeops' own files went
@@ -164,7 +165,7 @@ def test_an_unknown_commit_outcome_deletes_nothing(rest: Rest) -> None:
     rest.server.commit_faults.append("503-unapplied")
 
     with pytest.raises(CommitStateUnknown, match="does not hold the change, and the commit may still land"):
-        compaction.commit(plan, plan.groups, results, StorageOptions(), 0.0)
+        commit_compaction(plan, plan.groups, results, StorageOptions(), 0.0)
 
     written = [Path(w.location.removeprefix("file://")) for r in results for w in r.written]
     assert written and all(path.exists() for path in written)

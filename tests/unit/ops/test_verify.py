@@ -13,6 +13,7 @@ import pytest
 from deltalake import write_deltalake
 from iceberg_merge_on_read import add_position_deletes, load
 from icechunk_repos import build_history
+from maintenance_commits import commit_checkpoint, commit_compaction
 from pyiceberg_tables import PyIcebergTable, small_file_table
 from rich.console import Console
 
@@ -39,7 +40,7 @@ def _compact(table: str, **options: Any) -> CompactionReport:
     batches = plan.commit_batches()
     for i, groups in enumerate(batches):
         results = [plan.task()(g) for g in groups]
-        report = compaction.commit(plan, groups, results, NO_OPTIONS, 0.0, previous=report, final=i == len(batches) - 1)
+        report = commit_compaction(plan, groups, results, NO_OPTIONS, 0.0, previous=report, final=i == len(batches) - 1)
     assert report is not None and report.committed_version is not None
     return report
 
@@ -48,7 +49,7 @@ def _checkpoint(table: str, **options: Any) -> CheckpointReport:
     plan = checkpoint.plan(table, CheckpointOptions.model_validate(options), NO_OPTIONS)
     assert plan is not None
     written = [plan.task()(u) for u in plan.work_units()]
-    return checkpoint.commit(plan, written, NO_OPTIONS, 0.0)
+    return commit_checkpoint(plan, written, NO_OPTIONS, 0.0)
 
 
 def _delta(tmp_path: Path, appends: int = 6) -> str:

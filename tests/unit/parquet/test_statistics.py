@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from lakeops_testdata import TESTDATA
+from parquet_int96 import decode_int96
 
 from lakeops.errors import CorruptFile
 from lakeops.parquet.statistics import (
@@ -27,7 +28,6 @@ from lakeops.parquet.statistics import (
     FileStatistics,
     Kind,
     column_type,
-    decode_int96,
     decode_raw,
     file_statistics,
     nan_counts,

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError
+from s3_clients import make_client
 
 from lakeops.errors import AlreadyExists, InvalidArgument, NotFound, Superseded
 from lakeops.storage import FileInfo, Storage, StorageOptions, join, open_storage, s3
-from lakeops.storage.s3 import S3Storage, make_client
+from lakeops.storage.s3 import S3Storage
 
 Root = tuple[str, Storage]
 
