@@ -10,10 +10,12 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from icechunk_repos import build_history
 from pyiceberg_tables import small_file_table
 from table_reads import count_reads
 
 from lakeops.registry import Registry, parse_registry
+from lakeops.storage import open_storage
 from lakeops.storage.uri import normalize
 from orchestration.assets import operation_key, table_key
 from orchestration.definitions import build_definitions
@@ -131,3 +133,27 @@ def test_the_driver_executor_runs_every_plan_without_spark(tmp_path: Path, monke
             (materialization,) = result.asset_materializations_for_node("events__compaction")
             assert materialization.metadata["files_removed"].value == 6
     assert outcomes == {"auto": False, "driver": True}
+
+
+@pytest.mark.parametrize("sensor", ["lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc"])
+def test_a_sensor_tick_detects_and_reads_an_icechunk_repository_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sensor: str
+) -> None:
+    """An Icechunk repository is detected once per tick and its format and refs read at most once, for
+    the inspection and the data version alike (the CDC tick needs none of its state today)."""
+    repo = normalize(str(tmp_path / "repo"))
+    build_history(open_storage(repo), repo, commits=3)
+    registry = parse_registry(
+        f"""
+tables:
+  - name: repo
+    location: {repo}
+    compaction: {{small_file_trigger: 2, min_input_files: 2}}
+    cdc: {{enabled: true, output: {tmp_path / "changes"}, start_date: 2026-01-01}}
+"""
+    )
+    (evaluate,) = [s for s in build_definitions(registry).sensors or [] if s.name == sensor]
+    reads = count_reads(monkeypatch)
+    context = dg.build_sensor_context(resources={"storage": StorageResource()}, instance=dg.DagsterInstance.ephemeral())
+    assert isinstance(evaluate(context), dg.SensorResult)
+    assert reads.of(repo) == (1, 1, 0 if sensor == "lakeops_cdc" else 1)
