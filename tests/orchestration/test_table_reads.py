@@ -1,6 +1,7 @@
-"""One detection and one read of each table per sensor tick and per table observation: every sensor
-(``build_sensor_context``) and the ``<table>/table`` observation open each table once and hand the
-handle to the inspection, its partitions, the consumer's watermark and the data version."""
+"""One detection and one read of each table (an Icechunk repository's: its format and refs) per sensor
+tick and per table observation: every sensor (``build_sensor_context``) and the ``<table>/table``
+observation open each table once and hand the handle to the inspection, its partitions, the
+consumer's watermark and the data version."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def _registry(tmp_path: Path) -> tuple[Registry, str, str]:
         rows = pa.table({"id": pa.array([i], pa.int64()), "day": ["2026-11-01" if i % 4 else "2026-11-02"]})
         write_deltalake(str(daily), rows, mode="append", partition_by=["day"])
     iceberg = small_file_table(tmp_path, appends=4, rows=5)
+    repo = tmp_path / "repo"
+    build_history(open_storage(str(repo)), str(repo), commits=3)
     registry = parse_registry(
         f"""
 tables:
@@ -44,6 +47,10 @@ tables:
     identifier: {iceberg.identifier}
     compaction: {{small_file_trigger: 2}}
     checkpoint: {{interval: 2}}
+  - name: repo
+    location: {repo}
+    compaction: {{small_file_trigger: 2, min_input_files: 2}}
+    cdc: {{enabled: true, output: {tmp_path / "repo_changes"}, start_date: 2026-01-01}}
 """
     )
     return registry, normalize(str(daily)), iceberg.identifier
@@ -63,6 +70,10 @@ def test_a_sensor_tick_detects_and_reads_each_table_once(
     assert reads.of(daily) == (1, 1, 1)
     if sensor != "lakeops_cdc":  # the catalogued table has no CDC consumer
         assert reads.of(catalogued) == (1, 0, 1)
+    # An Icechunk repository: detected once, its format and refs read once for the inspection and the
+    # data version alike (the CDC tick needs none of its state today).
+    repo = normalize(str(tmp_path / "repo"))
+    assert reads.of(repo) == (1, 1, 0 if sensor == "lakeops_cdc" else 1)
 
 
 def test_a_table_observation_detects_and_reads_the_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,27 +144,3 @@ def test_the_driver_executor_runs_every_plan_without_spark(tmp_path: Path, monke
             (materialization,) = result.asset_materializations_for_node("events__compaction")
             assert materialization.metadata["files_removed"].value == 6
     assert outcomes == {"auto": False, "driver": True}
-
-
-@pytest.mark.parametrize("sensor", ["lakeops_small_files", "lakeops_checkpoints", "lakeops_cdc"])
-def test_a_sensor_tick_detects_and_reads_an_icechunk_repository_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sensor: str
-) -> None:
-    """An Icechunk repository is detected once per tick and its format and refs read at most once, for
-    the inspection and the data version alike (the CDC tick needs none of its state today)."""
-    repo = normalize(str(tmp_path / "repo"))
-    build_history(open_storage(repo), repo, commits=3)
-    registry = parse_registry(
-        f"""
-tables:
-  - name: repo
-    location: {repo}
-    compaction: {{small_file_trigger: 2, min_input_files: 2}}
-    cdc: {{enabled: true, output: {tmp_path / "changes"}, start_date: 2026-01-01}}
-"""
-    )
-    (evaluate,) = [s for s in build_definitions(registry).sensors or [] if s.name == sensor]
-    reads = count_reads(monkeypatch)
-    context = dg.build_sensor_context(resources={"storage": StorageResource()}, instance=dg.DagsterInstance.ephemeral())
-    assert isinstance(evaluate(context), dg.SensorResult)
-    assert reads.of(repo) == (1, 1, 0 if sensor == "lakeops_cdc" else 1)
