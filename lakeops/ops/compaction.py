@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
@@ -33,7 +32,7 @@ from lakeops.errors import LakeopsError, PartiallyCommitted
 from lakeops.executors import Executor
 from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
-from lakeops.ops.batches import Batch, commit_batch, run_batches
+from lakeops.ops.batches import Batch, Telling, commit_batch, run_batches
 from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
@@ -46,7 +45,6 @@ from lakeops.units import format_size
 __all__ = [
     "CompactionOptions",
     "CompactionReport",
-    "Telling",
     "commit",
     "dry_run_report",
     "execute",
@@ -220,20 +218,6 @@ def run(
 
 PlanT = TypeVar("PlanT", bound=MaintenancePlan[Any, Any])
 ReportT = TypeVar("ReportT", bound="CompactionReport | IcechunkCompactionReport")
-
-
-@dataclass(frozen=True)
-class Telling(Generic[PlanT, ReportT]):
-    """How the compaction of a family of formats is told, the run being one: ``action`` names the work
-    in progress lines (:func:`~lakeops.ops.batches.run_batches`), ``planned`` is the line after
-    planning, ``report`` the report before any commit (``(plan, started, dry_run)``: a dry run's whole
-    report), ``fold`` adds one committed batch to it, ``announce`` prints each commit's version."""
-
-    action: str
-    planned: Callable[[PlanT], str]
-    report: Callable[[PlanT, float, bool], ReportT]
-    fold: Callable[[ReportT, Batch[Any, Any], float], ReportT]
-    announce: bool = True
 
 
 def _packs(plan: AnyPlan) -> TypeIs[PackingPlan]:

@@ -15,8 +15,7 @@ from typing import Any
 from lakeops.icechunk.maintenance import packing, versioned_packing
 from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
 from lakeops.icechunk.maintenance.packing import PackingPlan
-from lakeops.ops.batches import Batch
-from lakeops.ops.compaction import Telling
+from lakeops.ops.batches import Batch, Telling
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.table import Table
 from lakeops.units import format_size
