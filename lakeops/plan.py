@@ -64,7 +64,8 @@ class MaintenancePlan(ABC, Generic[UnitT, ResultT]):
 
     Required: :meth:`table_label`, :meth:`work_units`, :meth:`task`, :meth:`result_type`,
     :meth:`commit`, :meth:`discard`.
-    Hooks with defaults: :meth:`work_bytes`, :meth:`commit_batches`, :meth:`results_in_process`.
+    Hooks with defaults: :meth:`work_bytes`, :meth:`commit_batches`, :meth:`results_in_process`,
+    :attr:`version_noun`.
     """
 
     @abstractmethod
@@ -96,6 +97,12 @@ class MaintenancePlan(ABC, Generic[UnitT, ResultT]):
     def discard(self, results: Sequence[ResultT], storage_options: StorageOptions) -> int:
         """Delete the files ``results`` wrote, never anything else (a batch that did not commit, or
         units a commit dropped); the number deleted."""
+
+    @property
+    def version_noun(self) -> str:
+        """What the format calls the states its commits make (``versions``, ``snapshots``), as the
+        error of a run that committed part of the plan names them."""
+        return "versions"
 
     def work_bytes(self, units: Sequence[UnitT]) -> int | None:
         """What ``units`` read, when the plan knows: executors place small work on the driver."""

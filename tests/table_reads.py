@@ -1,6 +1,7 @@
 """Counting how often a call finds and reads a table: target resolutions (``resolve_target``), format
 detections (``detect_format``) and reads of a table's latest state (a Delta snapshot replayed at the
-latest version, an Iceberg table's metadata loaded), each recorded with the table it was for."""
+latest version, an Iceberg table's metadata loaded, an Icechunk repository's format and refs read),
+each recorded with the table it was for."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 import lakeops.delta.snapshot
 import lakeops.iceberg.table
+import lakeops.icechunk.versioned
 import lakeops.ops.detect
 import lakeops.ops.target
 from lakeops.storage.uri import normalize
@@ -45,6 +47,7 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> Reads:
     detect_format = lakeops.ops.detect.detect_format
     load_snapshot = lakeops.delta.snapshot.load_snapshot
     load_table = lakeops.iceberg.table.load_table
+    load_repository_state = lakeops.icechunk.versioned.load_repository_state
 
     def counted_resolve(table: str, catalog: Any, storage_options: Any) -> Any:
         reads.found[table if catalog.catalogued else normalize(table)] += 1
@@ -63,11 +66,16 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> Reads:
         reads.loaded[ref.identifier or normalize(ref.location)] += 1
         return load_table(ref, storage_options, **kwargs)
 
+    def counted_repository(storage: Any, root: str) -> Any:
+        reads.loaded[normalize(root)] += 1
+        return load_repository_state(storage, root)
+
     wrappers = {
         "resolve_target": (resolve_target, counted_resolve),
         "detect_format": (detect_format, counted_detect),
         "load_snapshot": (load_snapshot, counted_snapshot),
         "load_table": (load_table, counted_table),
+        "load_repository_state": (load_repository_state, counted_repository),
     }
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(("lakeops", "spark_jobs", "orchestration")):

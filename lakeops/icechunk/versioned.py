@@ -3,6 +3,7 @@
 https://github.com/earth-mover/icechunk/blob/main/docs/docs/spec.md#read-from-repository: refs
 (:mod:`.repo_info`) name snapshots, a snapshot's array nodes name manifests, a manifest's chunk refs
 name chunk objects. Snapshot and manifest files never change once written, so each is decoded once.
+:class:`RepositoryState` is a repository of any kind as planners read it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,17 @@ from lakeops.icechunk.binary import spec_version_of
 from lakeops.icechunk.objects import ChunkRef, Manifest, Snapshot, decode_manifest, decode_snapshot
 from lakeops.icechunk.refs import BRANCH_PREFIX, REFS_DIR, TAG_FILE
 from lakeops.icechunk.repo_info import REPO_OBJECT, RepoInfo, read_repo_info
-from lakeops.icechunk.repository import MANIFESTS_DIR, SNAPSHOTS_DIR
+from lakeops.icechunk.repository import MANIFESTS_DIR, SNAPSHOTS_DIR, Repository
 from lakeops.storage import Storage, join, normalize, relative_to
 
-__all__ = ["TRANSACTIONS_DIR", "Reached", "VersionedRepository", "format_version"]
+__all__ = [
+    "TRANSACTIONS_DIR",
+    "Reached",
+    "RepositoryState",
+    "VersionedRepository",
+    "format_version",
+    "load_repository_state",
+]
 
 TRANSACTIONS_DIR = "transactions"
 _HEADER_PROBE = 40
@@ -119,3 +127,39 @@ class VersionedRepository:
             for array in self.manifest(manifest_id).arrays:
                 reached.chunks.update(ref.chunk_id for ref in array.refs if ref.chunk_id is not None)
         return reached
+
+
+@dataclass(frozen=True)
+class RepositoryState:
+    """A repository as its planners read it, once per table handle
+    (:meth:`lakeops.ops.table.Table.icechunk_state`): its format (``format_version`` None: the seed
+    format) and the one reader every planner of a call goes through, which keeps what it decoded
+    (formats 1 and 2: the refs, from the repo object or the ``ref.json`` files, and snapshots and
+    manifests; the seed format: snapshots and manifests, its branch files still listed by each planner
+    today). Commits and the re-checks before a delete open readers of their own: they read the
+    repository again (the commit rule)."""
+
+    format_version: int | None
+    reader: Repository | VersionedRepository
+
+    @property
+    def seed(self) -> Repository:
+        """The reader of a seed-format repository."""
+        assert isinstance(self.reader, Repository), "a seed-format reader of a format 1 or 2 repository"
+        return self.reader
+
+    @property
+    def versioned(self) -> VersionedRepository:
+        """The reader of a format 1 or 2 repository."""
+        assert isinstance(self.reader, VersionedRepository), "a format 1 or 2 reader of a seed-format repository"
+        return self.reader
+
+
+def load_repository_state(storage: Storage, root: str) -> RepositoryState:
+    """The repository at ``root``: its format probed and, in formats 1 and 2, its refs read."""
+    version = format_version(storage, root)
+    if version is None:
+        return RepositoryState(None, Repository(storage, root))
+    reader = VersionedRepository(storage, root)
+    _ = reader.info
+    return RepositoryState(version, reader)

@@ -10,18 +10,22 @@ because the commit may have landed (orphan removal takes such files later, past 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic
+from typing import Any, Generic, TypeVar
 
 from rich.console import Console
 
 from lakeops.errors import CommitConflict, StorageError
 from lakeops.executors import Executor, TaskFailed
+from lakeops.ops.report import Report
 from lakeops.plan import CommitOutcome, MaintenancePlan, ResultT, UnitT
 from lakeops.storage import StorageOptions
 
-__all__ = ["Batch", "commit_batch", "run_batches"]
+__all__ = ["Batch", "Telling", "commit_batch", "run_batches"]
+
+PlanT = TypeVar("PlanT", bound=MaintenancePlan[Any, Any])
+ReportT = TypeVar("ReportT", bound=Report)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,20 @@ class Batch(Generic[UnitT, ResultT]):
     def kept(self) -> tuple[list[UnitT], list[ResultT]]:
         keep = [i for i in range(len(self.units)) if i not in self.outcome.dropped]
         return [self.units[i] for i in keep], [self.results[i] for i in keep]
+
+
+@dataclass(frozen=True)
+class Telling(Generic[PlanT, ReportT]):
+    """How the compaction of a family of formats is told, the run being one: ``action`` names the work
+    in progress lines (:func:`~lakeops.ops.batches.run_batches`), ``planned`` is the line after
+    planning, ``report`` the report before any commit (``(plan, started, dry_run)``: a dry run's whole
+    report), ``fold`` adds one committed batch to it, ``announce`` prints each commit's version."""
+
+    action: str
+    planned: Callable[[PlanT], str]
+    report: Callable[[PlanT, float, bool], ReportT]
+    fold: Callable[[ReportT, Batch[Any, Any], float], ReportT]
+    announce: bool = True
 
 
 def run_batches(

@@ -165,12 +165,11 @@ def execute(
         from lakeops.ops.icechunk import cdc as icechunk_cdc  # each format's code when it is met
 
         return icechunk_cdc.extract(
-            target.location,
+            handle,
             from_snapshot=str(options.from_version),
             to_snapshot=None if options.to_version is None else str(options.to_version),
             output=options.output,
             dry_run=dry_run,
-            storage_options=storage_options,
             executor=executor,
             progress=progress,
         )

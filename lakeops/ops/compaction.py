@@ -11,39 +11,49 @@ A commit that loses a race retries on the new version, at most ``commit_retries`
 ``commit_timeout``, dropping the groups the winning commits invalidated and committing the rest; the
 report counts attempts, retries and dropped groups (with why), and the dropped groups' new files are
 deleted once the commit landed.
+
+Icechunk packing (:mod:`lakeops.ops.icechunk.compaction`, a :class:`~lakeops.plan.MaintenancePlan`
+that commits every bin at once) runs through the same :func:`run`; a :class:`Telling` says how each
+family of formats is told (its progress lines and its report: Delta and Iceberg a
+:class:`CompactionReport`, Icechunk an ``IcechunkCompactionReport``).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
 from lakeops.delta.maintenance.options import DeltaCompactionOptions
-from lakeops.errors import LakeopsError, PartiallyCommitted, UnsupportedFeature
+from lakeops.errors import LakeopsError, PartiallyCommitted
 from lakeops.executors import Executor
 from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
-from lakeops.ops.batches import Batch, run_batches
+from lakeops.ops.batches import Batch, Telling, run_batches
 from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
 from lakeops.ops.report import Report, version_text
 from lakeops.ops.table import Table, as_table
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget
-from lakeops.plan import RewritePlan
+from lakeops.plan import MaintenancePlan, RewritePlan
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size
 
 __all__ = ["CompactionOptions", "CompactionReport", "dry_run_report", "execute", "plan", "run"]
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from lakeops.delta.maintenance import compaction as delta_compaction
     from lakeops.iceberg.maintenance import compaction as iceberg_compaction
+    from lakeops.icechunk.maintenance.packing import PackingPlan
     from lakeops.ops.icechunk.compaction import IcechunkCompactionReport
 
     Plan = delta_compaction.CompactionPlan | iceberg_compaction.CompactionPlan
+    #: Any format's compaction plan (Icechunk's packs chunks).
+    AnyPlan = Plan | PackingPlan
     Group = delta_compaction.RewriteGroup | iceberg_compaction.RewriteGroup
     Result = delta_compaction.RewriteResult | iceberg_compaction.RewriteResult
 
@@ -96,7 +106,7 @@ def plan(
     *,
     executor: Executor | None = None,
     progress: Console | None = None,
-) -> Plan:
+) -> AnyPlan:
     """Read the table at its latest version and plan the rewrite (each format's code imported when
     its table is met). Iceberg: more than ``options.manifest_threshold`` data manifests are read by
     ``executor`` (:mod:`lakeops.iceberg.manifest_reads`); without one, all in driver threads. The
@@ -139,8 +149,11 @@ def plan(
                 options.max_rewrite_bytes,
                 lambda group: tuple(sorted(group.partition_values.items())),
             )
-        case IcechunkTarget():
-            raise UnsupportedFeature(f"{target}: Icechunk repositories are compacted by lakeops.ops.icechunk")
+        case IcechunkTarget(location=location):
+            from lakeops.ops.icechunk import compaction as icechunk_compaction  # each format's code when it is met
+
+            packing = icechunk_compaction.plan(handle, options.for_format(IcechunkPackingOptions, location))
+            return first_groups(packing, options.max_rewrite_bytes)
 
 
 def execute(
@@ -152,74 +165,92 @@ def execute(
     executor: Executor,
     progress: Console,
 ) -> CompactionReport | IcechunkCompactionReport:
-    """Plan, rewrite the groups on ``executor``, commit (in batches with partial progress), report;
-    ``dry_run`` stops after the plan. Icechunk repositories are packed by
-    :mod:`lakeops.ops.icechunk.compaction`. The plan is made from the handle's state, with the
-    format detected once."""
+    """Plan, rewrite the groups (Icechunk: pack the bins) on ``executor``, commit (in batches with
+    partial progress), report; ``dry_run`` stops after the plan. The plan is made from the handle's
+    state, with the format detected once."""
     handle = as_table(table, options, storage_options)
     target = handle.target
+    started = time.monotonic()
     if isinstance(target, IcechunkTarget):
-        packing = options.for_format(IcechunkPackingOptions, target.location)
+        branch = options.for_format(IcechunkPackingOptions, target.location).branch
+        progress.print(f"planning chunk packing of {handle.root} (branch {branch}) ...")
+        description = f"lakeops compact {handle.root} @ {branch}"
+    else:
+        progress.print(f"planning compaction of {handle} ...")
+        description = f"lakeops compact {handle}"
+    planned = plan(handle, options, storage_options, executor=executor, progress=progress)
+    if _packs(planned):
         from lakeops.ops.icechunk import compaction as icechunk_compaction
 
-        return icechunk_compaction.compact(
-            target.location,
-            branch=packing.branch,
-            target_file_size=packing.target_file_size,
-            min_input_files=packing.min_input_files,
-            max_rewrite_bytes=options.max_rewrite_bytes,
-            dry_run=dry_run,
-            storage_options=storage_options,
-            executor=executor,
-            progress=progress,
-        )
-    started = time.monotonic()
-    progress.print(f"planning compaction of {handle} ...")
-    planned = plan(handle, options, storage_options, executor=executor, progress=progress)
-    progress.print(
-        f"{planned.input_files} of {planned.live_files} files ({format_size(planned.input_bytes)}) "
-        f"in {len(planned.groups)} groups to rewrite"
-    )
-    if dry_run:
-        return dry_run_report(planned, started)
-    return run(
-        planned,
-        storage_options,
-        executor=executor,
-        progress=progress,
-        description=f"lakeops compact {handle}",
-        started=started,
-    )
+        telling = icechunk_compaction.TELLING
+        return _run(planned, telling, storage_options, executor, progress, description, started, execute=dry_run)
+    return _run(planned, REWRITES, storage_options, executor, progress, description, started, execute=dry_run)
 
 
 def run(
-    plan: Plan,
+    plan: AnyPlan,
     storage_options: StorageOptions,
     *,
     executor: Executor,
     progress: Console,
     description: str,
     started: float | None = None,
-) -> CompactionReport:
-    """Rewrite the plan's groups on ``executor`` and commit them (in batches with partial progress);
-    ``started``: when the run began (``time.monotonic()``), for the report's duration."""
+) -> CompactionReport | IcechunkCompactionReport:
+    """Rewrite the plan's groups (Icechunk: pack its bins) on ``executor`` and commit them (in batches
+    with partial progress); ``started``: when the run began (``time.monotonic()``), for the report's
+    duration."""
     started = time.monotonic() if started is None else started
-    report = _started_report(plan, started)
+    if _packs(plan):
+        from lakeops.ops.icechunk import compaction as icechunk_compaction
+
+        return _run(plan, icechunk_compaction.TELLING, storage_options, executor, progress, description, started)
+    return _run(plan, REWRITES, storage_options, executor, progress, description, started)
+
+
+PlanT = TypeVar("PlanT", bound=MaintenancePlan[Any, Any])
+ReportT = TypeVar("ReportT", bound="CompactionReport | IcechunkCompactionReport")
+
+
+def _packs(plan: AnyPlan) -> TypeIs[PackingPlan]:
+    """Whether ``plan`` is Icechunk's packing (told by :mod:`lakeops.ops.icechunk.compaction`)."""
+    return plan.format == "icechunk"
+
+
+def _run(
+    plan: PlanT,
+    telling: Telling[PlanT, ReportT],
+    storage_options: StorageOptions,
+    executor: Executor,
+    progress: Console,
+    description: str,
+    started: float,
+    *,
+    execute: bool | None = None,
+) -> ReportT:
+    """:func:`run`, told as ``telling`` says; a failure after some batches committed is
+    :class:`~lakeops.errors.PartiallyCommitted`, with the report of those. ``execute`` (from
+    :func:`execute`: whether it is a dry run) prints the plan's line first, and a dry run stops there."""
+    if execute is not None:
+        progress.print(telling.planned(plan))
+        if execute:
+            return telling.report(plan, started, True)
+    report = telling.report(plan, started, False)
     versions: list[str] = []
     try:
         for batch in run_batches(
-            plan, executor, storage_options, action="rewriting groups", description=description, progress=progress
+            plan, executor, storage_options, action=telling.action, description=description, progress=progress
         ):
-            report = _fold(report, batch, started)
+            report = telling.fold(report, batch, started)
             if batch.outcome.committed:
                 versions.append(str(report.state_version))
-                progress.print(f"committed version {report.committed_version}")
+                if telling.announce:
+                    progress.print(f"committed version {report.committed_version}")
     except LakeopsError as exc:
-        if not report.commits:
+        if not versions:
             raise
         batches = len(plan.commit_batches())
         raise PartiallyCommitted(
-            f"{plan.table_label()}: {report.commits} of {batches} commit batches landed "
+            f"{plan.table_label()}: {len(versions)} of {batches} commit batches landed "
             f"({plan.version_noun} {', '.join(versions)}; "
             f"{report.files_removed} files rewritten into {report.files_added}) "
             f"before a later batch failed: {exc}",
@@ -260,6 +291,17 @@ def dry_run_report(plan: RewritePlan, started: float) -> CompactionReport:
     return report.model_copy(update={"delete_files_removed": len(plan.dangling_deletes)})
 
 
+def _rewrite_report(plan: RewritePlan, started: float, dry_run: bool) -> CompactionReport:
+    return dry_run_report(plan, started) if dry_run else _started_report(plan, started)
+
+
+def _planned(plan: RewritePlan) -> str:
+    return (
+        f"{plan.input_files} of {plan.live_files} files ({format_size(plan.input_bytes)}) "
+        f"in {len(plan.groups)} groups to rewrite"
+    )
+
+
 def _fold(report: CompactionReport, batch: Batch[Any, Any], started: float) -> CompactionReport:
     """``report`` with one committed batch added: what it removed and wrote, its attempts and drops."""
     outcome = batch.outcome
@@ -290,3 +332,9 @@ def _fold(report: CompactionReport, batch: Batch[Any, Any], started: float) -> C
             "duration_s": time.monotonic() - started,
         }
     )
+
+
+#: How Delta and Iceberg compaction is told: file groups rewritten, each commit's version announced.
+REWRITES: Telling[Plan, CompactionReport] = Telling(
+    action="rewriting groups", planned=_planned, report=_rewrite_report, fold=_fold
+)

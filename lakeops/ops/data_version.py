@@ -20,11 +20,10 @@ from lakeops.delta.log_segment import read_log_file
 from lakeops.errors import NotATable, VersionNotFound
 from lakeops.icechunk.maintenance.packing import COMPACT, OPERATION_PROPERTY
 from lakeops.icechunk.maintenance.versioned_packing import is_lakeops_compaction
-from lakeops.icechunk.repository import Repository
-from lakeops.icechunk.versioned import VersionedRepository, format_version
+from lakeops.icechunk.versioned import VersionedRepository
 from lakeops.ops.table import Table, handle_of
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget, Target
-from lakeops.storage import StorageOptions, open_storage
+from lakeops.storage import StorageOptions
 
 __all__ = ["data_version"]
 
@@ -64,11 +63,12 @@ def _iceberg(table: Table) -> str:
     return str(oldest.parent_snapshot_id if oldest.parent_snapshot_id is not None else oldest.snapshot_id)
 
 
-def _icechunk(location: str, storage_options: StorageOptions) -> str:
-    storage = open_storage(location, storage_options)
-    if format_version(storage, location) is not None:
-        return _versioned_icechunk(VersionedRepository(storage, location))
-    repo = Repository(storage, location)
+def _icechunk(handle: Table) -> str:
+    """The seed format: the ancestors of ``main``'s tip (through the handle's reader)."""
+    state = handle.icechunk_state()
+    if state.format_version is not None:
+        return _versioned_icechunk(state.versioned)
+    repo = state.seed
     snapshot = repo.read_snapshot(repo.resolve("main"))
     while snapshot.properties.get(OPERATION_PROPERTY) == COMPACT and (parent := snapshot.parent_id) is not None:
         try:
@@ -95,7 +95,7 @@ def data_version(table: Table | Target, storage_options: StorageOptions | None =
     match handle.target:
         case IcebergTarget():
             return _iceberg(handle)
-        case IcechunkTarget(location=location):
-            return _icechunk(location, handle.storage_options)
+        case IcechunkTarget():
+            return _icechunk(handle)
         case DeltaTarget(location=location):
             return _delta(location, handle)

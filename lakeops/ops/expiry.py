@@ -132,11 +132,10 @@ def execute(
         from lakeops.ops.icechunk import expiry as icechunk_expiry  # each format's code when it is met
 
         return icechunk_expiry.expire(
-            target.location,
+            handle,
             retention=_retention(options),
             force=options.force,
             dry_run=dry_run,
-            storage_options=storage_options,
             progress=progress,
             quarantine_run=quarantine_run,
         )

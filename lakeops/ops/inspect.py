@@ -217,7 +217,7 @@ def inspect_table(
                 raise UsageError(f"{target}: Icechunk repositories are inspected at their branch tips only")
             from lakeops.ops.icechunk.inspect import inspect_repository  # each format's code when it is met
 
-            return inspect_repository(handle.root, handle.storage(), started)
+            return inspect_repository(handle, started)
         case IcebergTarget():
             if version is not None:
                 raise UsageError(f"{target}: Iceberg tables are inspected at a --snapshot-id, not a --version")

@@ -140,11 +140,10 @@ def execute(
         from lakeops.ops.icechunk import orphans as icechunk_orphans  # each format's code when it is met
 
         return icechunk_orphans.collect_garbage(
-            target.location,
+            handle,
             retention=parse_retention(options.older_than) if options.older_than is not None else None,
             force_short_retention=options.force_short_retention,
             dry_run=dry_run,
-            storage_options=storage_options,
             executor=executor,
             progress=progress,
             quarantine_run=quarantine_run,

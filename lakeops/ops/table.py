@@ -8,8 +8,9 @@ operation, audit record and observation that a call (or a planner pass, or a sen
 each once, as pyiceberg's ``Table`` holds its loaded metadata and delta-rs's builders take an
 already-loaded snapshot. Operations *plan* from that state; their *commits* read the table again,
 as the commit rule asks (a commit's outcome and its conflicts are read from the table, never from a
-cached state). Icechunk repositories are read by their operations (:mod:`lakeops.ops.icechunk`): the
-handle detects them once and knows their root.
+cached state). An Icechunk repository's state is its format and refs, read once with one reader that
+keeps the snapshots and manifests the planners decode
+(:class:`~lakeops.icechunk.versioned.RepositoryState`).
 
 The cached state is the table as it was when first read: :meth:`Table.refresh` forgets it, which
 :mod:`lakeops.api` does after every run that may have changed the table (not after a dry run or an
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from lakeops.delta.log_segment import LogListing
     from lakeops.delta.snapshot import DeltaSnapshot
     from lakeops.iceberg.table import IcebergTable
+    from lakeops.icechunk.versioned import RepositoryState
 
 __all__ = ["Table", "as_table", "handle_of", "open_table"]
 
@@ -62,6 +64,7 @@ class Table:
         self._snapshots: dict[Cut, DeltaSnapshot] = {}
         self._listing: LogListing | None = None
         self._iceberg: IcebergTable | None = None
+        self._icechunk: RepositoryState | None = None
 
     def __repr__(self) -> str:
         return f"Table({self.address!r})"
@@ -95,13 +98,25 @@ class Table:
     @property
     def holds_state(self) -> bool:
         """Whether the table's latest state has been read (and is held) already."""
-        return self._iceberg is not None or "full" in self._snapshots
+        return self._iceberg is not None or self._icechunk is not None or "full" in self._snapshots
 
     def refresh(self) -> None:
         """Forget the state read so far: the next plan reads the table again."""
         self._snapshots.clear()
         self._listing = None
         self._iceberg = None
+        self._icechunk = None
+
+    def icechunk_state(self) -> RepositoryState:
+        """The Icechunk repository's format, refs and reader, read on first use (planners only: a
+        commit reads the repository again)."""
+        from lakeops.icechunk.versioned import load_repository_state
+
+        self.target.require("icechunk", operation="reading an Icechunk repository")
+        if self._icechunk is None:
+            self._icechunk = load_repository_state(self.storage(), self.root)
+            self.loads += 1
+        return self._icechunk
 
     def iceberg_table(self) -> IcebergTable:
         """The Iceberg table's metadata as its catalog points at it, loaded on first use."""

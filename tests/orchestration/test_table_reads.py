@@ -1,6 +1,7 @@
-"""One detection and one read of each table per sensor tick and per table observation: every sensor
-(``build_sensor_context``) and the ``<table>/table`` observation open each table once and hand the
-handle to the inspection, its partitions, the consumer's watermark and the data version."""
+"""One detection and one read of each table (an Icechunk repository's: its format and refs) per sensor
+tick and per table observation: every sensor (``build_sensor_context``) and the ``<table>/table``
+observation open each table once and hand the handle to the inspection, its partitions, the
+consumer's watermark and the data version."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from icechunk_repos import build_history
 from pyiceberg_tables import small_file_table
 from run_events import own_checks, own_materializations
 from table_reads import count_reads
 
 from lakeops.registry import Registry, parse_registry
+from lakeops.storage import open_storage
 from lakeops.storage.uri import normalize
 from orchestration.assets import operation_key, table_key
 from orchestration.definitions import build_definitions
@@ -29,6 +32,8 @@ def _registry(tmp_path: Path) -> tuple[Registry, str, str]:
         rows = pa.table({"id": pa.array([i], pa.int64()), "day": ["2026-11-01" if i % 4 else "2026-11-02"]})
         write_deltalake(str(daily), rows, mode="append", partition_by=["day"])
     iceberg = small_file_table(tmp_path, appends=4, rows=5)
+    repo = tmp_path / "repo"
+    build_history(open_storage(str(repo)), str(repo), commits=3)
     registry = parse_registry(
         f"""
 tables:
@@ -43,6 +48,10 @@ tables:
     identifier: {iceberg.identifier}
     compaction: {{small_file_trigger: 2}}
     checkpoint: {{interval: 2}}
+  - name: repo
+    location: {repo}
+    compaction: {{small_file_trigger: 2, min_input_files: 2}}
+    cdc: {{enabled: true, output: {tmp_path / "repo_changes"}, start_date: 2026-01-01}}
 """
     )
     return registry, normalize(str(daily)), iceberg.identifier
@@ -62,6 +71,10 @@ def test_a_sensor_tick_detects_and_reads_each_table_once(
     assert reads.of(daily) == (1, 1, 1)
     if sensor != "lakeops_cdc":  # the catalogued table has no CDC consumer
         assert reads.of(catalogued) == (1, 0, 1)
+    # An Icechunk repository: detected once, its format and refs read once for the inspection and the
+    # data version alike (the CDC tick needs none of its state today).
+    repo = normalize(str(tmp_path / "repo"))
+    assert reads.of(repo) == (1, 1, 0 if sensor == "lakeops_cdc" else 1)
 
 
 def test_a_table_observation_detects_and_reads_the_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,7 +101,25 @@ def test_an_icechunk_run_finds_and_detects_the_repository_once(
     }
     reads = count_reads(monkeypatch)
     assert calls[operation]().format == "icechunk"
-    assert reads.found[root] == 1 and reads.detected[root] == 1
+    # checkpoints do not apply to Icechunk: nothing of the repository is read
+    assert reads.of(root) == (1, 1, 0 if operation == "checkpoint" else 1)
+
+
+def test_a_real_icechunk_compaction_plans_from_one_read_and_the_next_call_reads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packing is planned from the handle's state and committed after reading the branch again; the
+    recorded run makes the handle forget the state, so the next call reads the packed repository."""
+    root = normalize(str(tmp_path / "repo"))
+    build_history(open_storage(root), root, commits=3)
+    table = lakeops.open(root)
+    reads = count_reads(monkeypatch)
+    report = api.compact(table, CompactionOptions(min_input_files=2))
+    assert report.committed_version is not None and report.files_added > 0
+    assert (reads.of(root), table.loads) == ((1, 1, 1), 1)
+    assert [r.command for r in audit.read_records(root)] == ["compact"]
+    inspected = api.inspect(table)
+    assert inspected.snapshot == report.state_version and table.loads == 2
 
 
 def test_a_real_delta_compaction_plans_from_one_read_and_commits_after_reading_again(
@@ -223,4 +241,4 @@ tables:
     assert reads.of(daily) == (1, 1, 1)
     assert reads.of(plain) == (1, 1, 1)
     assert reads.of(iceberg.identifier) == (1, 0, 1)
-    assert reads.found[repo] == 1 and reads.detected[repo] == 1
+    assert reads.of(repo) == (1, 1, 1)

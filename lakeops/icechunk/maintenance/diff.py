@@ -77,9 +77,9 @@ from lakeops.icechunk.manifest import ChunkIndices, ChunkPayload, ChunkRef
 from lakeops.icechunk.objects import ChunkRef as VersionedChunkRef
 from lakeops.icechunk.repository import Repository
 from lakeops.icechunk.snapshot import ArrayData, NodeSnapshot, Snapshot, path_sort_key
-from lakeops.icechunk.versioned import VersionedRepository, format_version
+from lakeops.icechunk.versioned import RepositoryState, VersionedRepository, load_repository_state
 from lakeops.plan import CommitOutcome, MaintenancePlan
-from lakeops.storage import Storage, StorageOptions, is_within, normalize, open_storage
+from lakeops.storage import StorageOptions, is_within, normalize, open_storage
 
 __all__ = [
     "CHANGE_SCHEMA",
@@ -516,19 +516,19 @@ def _resolve_versioned(repo: VersionedRepository, text: str) -> str:
 FROM_CREATION = "0"
 
 
-def _line(storage: Storage, root: str, options: DiffOptions) -> tuple[int | None, str, str, list[LineEntry]]:
+def _line(state: RepositoryState, options: DiffOptions) -> tuple[int | None, str, str, list[LineEntry]]:
     """The repository's format version, the resolved from and to snapshots, and to's ancestry. ``--from 0``
     (when no branch or tag has that name) is the first snapshot of the ancestry: everything after it."""
-    version = format_version(storage, root)
+    version = state.format_version
     to_text = options.to_snapshot or "main"
     resolve: Callable[[str], str]
     if version is not None:
-        versioned = VersionedRepository(storage, root)
+        versioned = state.versioned
         resolve = functools.partial(_resolve_versioned, versioned)
         to_id = resolve(to_text)
         line = _versioned_line(versioned, to_id)
     else:
-        repo = Repository(storage, root)
+        repo = state.seed
         require_repository(repo)
         resolve = functools.partial(resolve_snapshot, repo)
         to_id = resolve(to_text)
@@ -542,14 +542,19 @@ def _line(storage: Storage, root: str, options: DiffOptions) -> tuple[int | None
     return version, from_id, to_id, line
 
 
-def plan_diff(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
-    """Plan the export (module docs): resolve the range, check it against the output, batch the snapshots."""
+def plan_diff(
+    location: str, options: DiffOptions, storage_options: StorageOptions, *, state: RepositoryState | None = None
+) -> DiffPlan:
+    """Plan the export (module docs): resolve the range, check it against the output, batch the snapshots
+    (``state``: the repository as already read, else read now)."""
     source_root, output_root = normalize(location), normalize(options.output)
     if is_within(source_root, output_root) or is_within(output_root, source_root):
         raise InvalidArgument(
             f"{source_root}: the output {output_root} must lie outside the repository (and not contain it)"
         )
-    version, from_id, to_id, line = _line(open_storage(source_root, storage_options), source_root, options)
+    if state is None:
+        state = load_repository_state(open_storage(source_root, storage_options), source_root)
+    version, from_id, to_id, line = _line(state, options)
     watermark: Watermark = "depth" if version is None else "flushed_at"
     position = {entry.id: i for i, entry in enumerate(line)}
     position.update({entry.file_id: i for i, entry in enumerate(line) if entry.file_id})

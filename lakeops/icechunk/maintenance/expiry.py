@@ -115,9 +115,11 @@ def plan_expiry(
     retention: timedelta | None,
     force: bool,
     now_ms: int,
+    repo: Repository | None = None,
 ) -> IcechunkExpiryPlan:
-    """Choose the branch files to remove (rules in the module docs); reads and decodes every head first."""
-    repo = Repository(storage, root)
+    """Choose the branch files to remove (rules in the module docs); reads and decodes every head first
+    (through ``repo`` if given)."""
+    repo = Repository(storage, root) if repo is None else repo
     require_repository(repo)
     window = resolve_retention(repo.root, retention, override=force, override_flag="--force")
     cutoff = compute_cutoff(window, now_ms)

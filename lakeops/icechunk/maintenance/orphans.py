@@ -313,9 +313,11 @@ def plan_gc(
     force: bool,
     now_ms: int,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    repo: Repository | None = None,
 ) -> GcPlan:
-    """List the repository once and choose the objects to delete (rules in the module docs)."""
-    repo = Repository(storage, root)
+    """List the repository once and choose the objects to delete (rules in the module docs; ``repo``:
+    the reader to plan through)."""
+    repo = Repository(storage, root) if repo is None else repo
     require_repository(repo)
     window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[ObjectKind, dict[str, FileInfo]] = {}

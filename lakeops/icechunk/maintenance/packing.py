@@ -148,6 +148,10 @@ class PackingPlan(BaseModel, MaintenancePlan[PackUnit, PackResult]):
     def arrays_compacted(self) -> int:
         return len({u.array_path for u in self.groups})
 
+    @property
+    def version_noun(self) -> str:
+        return "snapshots"
+
     def table_label(self) -> str:
         return self.table_root
 
@@ -277,10 +281,11 @@ def plan_packing(
     branch: str = "main",
     target_file_size: int | None = None,
     min_input_files: int = 5,
+    repo: Repository | None = None,
 ) -> PackingPlan:
-    """Plan the packing of ``branch``'s tip (rules in the module docs)."""
+    """Plan the packing of ``branch``'s tip (rules in the module docs), through ``repo`` if given."""
     target = check_packing_options(root, target_file_size, min_input_files)
-    repo = Repository(storage, root)
+    repo = Repository(storage, root) if repo is None else repo
     require_repository(repo)
     tip = refs.branch_tip(storage, repo.root, branch)
     native: NativeChunks = {}

@@ -68,12 +68,15 @@ def _chunk_fields(kinds: Counter[str], sizes: Counter[str]) -> dict[str, int]:
     return fields
 
 
-def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
-    """Read the refs, the tip of ``branch`` and a listing of every object directory."""
-    repo = Repository(storage, root)
-    expiry = plan_expiry(storage, repo.root, retention=None, force=False, now_ms=now_ms)
-    gc = plan_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms)
-    packing = plan_packing(storage, repo.root, StorageOptions(), branch=branch, min_input_files=2)
+def summarize(
+    storage: Storage, root: str, *, branch: str = "main", now_ms: int, repo: Repository | None = None
+) -> RepositorySummary:
+    """Read the refs, the tip of ``branch`` and a listing of every object directory (through ``repo``
+    if given, the reader every plan of the summary shares)."""
+    repo = Repository(storage, root) if repo is None else repo
+    expiry = plan_expiry(storage, repo.root, retention=None, force=False, now_ms=now_ms, repo=repo)
+    gc = plan_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms, repo=repo)
+    packing = plan_packing(storage, repo.root, StorageOptions(), branch=branch, min_input_files=2, repo=repo)
     tip = packing.base_snapshot
     kinds: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
@@ -118,20 +121,22 @@ def summarize(storage: Storage, root: str, *, branch: str = "main", now_ms: int)
     )
 
 
-def summarize_versioned(storage: Storage, root: str, *, branch: str = "main", now_ms: int) -> RepositorySummary:
+def summarize_versioned(
+    storage: Storage, root: str, *, branch: str = "main", now_ms: int, repo: VersionedRepository | None = None
+) -> RepositorySummary:
     """:func:`summarize` for Icechunk format 1 and 2 (:mod:`lakeops.icechunk.versioned`).
 
     Expirable snapshots, packable and reclaimable objects are what :mod:`.versioned_expiry`,
     :mod:`.versioned_packing` and :mod:`.versioned_orphans` would act on now with the default settings."""
-    repo = VersionedRepository(storage, root)
+    repo = VersionedRepository(storage, root) if repo is None else repo
     info = repo.info
     tip = info.branches.get(branch)
     if tip is None:
         raise VersionNotFound(f"{repo.root}: no branch {branch!r} (branches: {', '.join(sorted(info.branches))})")
-    gc = plan_versioned_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms)
+    gc = plan_versioned_gc(storage, repo.root, StorageOptions(), retention=None, force=False, now_ms=now_ms, repo=repo)
     listed = {kind: scan_directory(storage, join(repo.root, directory))[0] for kind, directory in KINDS.items()}
     reclaimable = gc.candidates
-    packing = plan_versioned_packing(storage, repo.root, StorageOptions(), branch=branch, min_input_files=2)
+    packing = plan_versioned_packing(storage, repo.root, StorageOptions(), branch=branch, min_input_files=2, repo=repo)
     kinds: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     tip_snapshot = repo.snapshot(tip)

@@ -180,11 +180,17 @@ def expirable(info: RepoInfo, cutoff_ms: int) -> Expiry:
 
 
 def plan_versioned_expiry(
-    storage: Storage, root: str, *, retention: timedelta | None, force: bool, now_ms: int
+    storage: Storage,
+    root: str,
+    *,
+    retention: timedelta | None,
+    force: bool,
+    now_ms: int,
+    repo: VersionedRepository | None = None,
 ) -> VersionedExpiryPlan:
     """Read the refs and histories once and decide (module docs). A format 2 repository that is not
-    Online is refused: expiry changes it."""
-    repo = VersionedRepository(storage, root)
+    Online is refused: expiry changes it (``repo``: the reader to plan through)."""
+    repo = VersionedRepository(storage, root) if repo is None else repo
     info = repo.info
     info.require_online("snapshot expiry")
     window = resolve_retention(repo.root, retention, override=force, override_flag="--force")

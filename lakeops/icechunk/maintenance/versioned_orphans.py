@@ -120,10 +120,12 @@ def plan_versioned_gc(
     force: bool,
     now_ms: int,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    repo: VersionedRepository | None = None,
 ) -> VersionedGcPlan:
     """List the repository once and choose the objects to delete (rules in the module docs). A format 2
-    repository whose ``RepoStatus`` is not Online (read-only or offline) is refused: deleting is a change."""
-    repo = VersionedRepository(storage, root)
+    repository whose ``RepoStatus`` is not Online (read-only or offline) is refused: deleting is a change
+    (``repo``: the reader to plan through)."""
+    repo = VersionedRepository(storage, root) if repo is None else repo
     repo.info.require_online("garbage collection")
     window, cutoff = collection_window(repo.root, retention, force=force, now_ms=now_ms)
     objects: dict[str, dict[str, FileInfo]] = {}

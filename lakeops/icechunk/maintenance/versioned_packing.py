@@ -104,11 +104,12 @@ def plan_versioned_packing(
     branch: str = "main",
     target_file_size: int | None = None,
     min_input_files: int = 5,
+    repo: VersionedRepository | None = None,
 ) -> VersionedPackingPlan:
     """Plan the packing of ``branch``'s tip (rules in :mod:`.packing`); a format 2 repository that is
-    not Online is refused."""
+    not Online is refused (``repo``: the reader to plan through)."""
     target = check_packing_options(root, target_file_size, min_input_files)
-    repo = VersionedRepository(storage, root)
+    repo = VersionedRepository(storage, root) if repo is None else repo
     repo.info.require_online("compaction")
     tip = _tip(repo, branch)
     native: NativeChunks = {}

@@ -15,8 +15,8 @@ from lakeops.icechunk.maintenance import diff
 from lakeops.icechunk.maintenance.diff import DiffOptions, DiffPlan
 from lakeops.ops.batches import run_batches
 from lakeops.ops.report import Report, version_text
+from lakeops.ops.table import Table
 from lakeops.storage import StorageOptions, open_storage
-from lakeops.storage.uri import normalize
 
 __all__ = ["IcechunkCdcReport", "dry_run_report", "extract", "plan", "run"]
 
@@ -56,10 +56,11 @@ class IcechunkCdcReport(Report):
         return self.rows_written
 
 
-def plan(location: str, options: DiffOptions, storage_options: StorageOptions) -> DiffPlan:
+def plan(handle: Table, options: DiffOptions) -> DiffPlan:
     """Plan the diffs of the snapshots after ``options.from_snapshot`` up to ``options.to_snapshot``
-    (the seed format, or Icechunk format 1 or 2: :func:`~lakeops.icechunk.maintenance.diff.plan_diff`)."""
-    return diff.plan_diff(location, options, storage_options)
+    from the handle's state (the seed format, or Icechunk format 1 or 2:
+    :func:`~lakeops.icechunk.maintenance.diff.plan_diff`)."""
+    return diff.plan_diff(handle.root, options, handle.storage_options, state=handle.icechunk_state())
 
 
 def _report(plan: DiffPlan, started: float, *, dry_run: bool) -> IcechunkCdcReport:
@@ -132,23 +133,22 @@ def run(
 
 
 def extract(
-    location: str,
+    handle: Table,
     *,
     from_snapshot: str,
     to_snapshot: str | None,
     output: str,
     dry_run: bool,
-    storage_options: StorageOptions,
     executor: Executor,
     progress: Console,
 ) -> IcechunkCdcReport:
-    """Plan the diffs of the repository at ``location`` after ``from_snapshot`` and, unless ``dry_run``,
-    extract them on ``executor`` into ``output``."""
+    """Plan the diffs of the handle's repository after ``from_snapshot`` (from the handle's state) and,
+    unless ``dry_run``, extract them on ``executor`` into ``output``."""
     started = time.monotonic()
-    root = normalize(location)
+    root, storage_options = handle.root, handle.storage_options
     progress.print(f"planning the snapshot diffs of {root} after {from_snapshot} ...")
     options = DiffOptions(from_snapshot=from_snapshot, to_snapshot=to_snapshot, output=output)
-    planned = plan(root, options, storage_options)
+    planned = plan(handle, options)
     if planned.already_extracted:
         held = f"{planned.watermark} {planned.extracted_through}"
         progress.print(f"{planned.output_root} already holds the changes through {held}: nothing to do")

@@ -1,26 +1,26 @@
 """Icechunk compaction (``lakeops compact REPO``): small chunk objects of a branch tip packed into
 shared chunk files on the caller's executor, then one commit of the branch
 (:mod:`lakeops.icechunk.maintenance.packing` for the seed format,
-:mod:`lakeops.icechunk.maintenance.versioned_packing` for Icechunk formats 1 and 2)."""
+:mod:`lakeops.icechunk.maintenance.versioned_packing` for Icechunk formats 1 and 2). The run is
+format-neutral compaction's (:func:`lakeops.ops.compaction.run`); what is Icechunk's here is the plan
+from the handle's state and how the run is told (:data:`TELLING`: its progress lines and report)."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
+from typing import Any
 
-from rich.console import Console
-
-from lakeops.executors import Executor
 from lakeops.icechunk.maintenance import packing, versioned_packing
+from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
 from lakeops.icechunk.maintenance.packing import PackingPlan
-from lakeops.icechunk.versioned import format_version
-from lakeops.ops.batches import run_batches
-from lakeops.ops.bounded import first_groups
+from lakeops.ops.batches import Batch, Telling
 from lakeops.ops.report import Report, version_text
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import normalize
+from lakeops.ops.table import Table
 from lakeops.units import format_size
 
-__all__ = ["IcechunkCompactionReport", "compact", "dry_run_report", "plan", "run"]
+__all__ = ["TELLING", "IcechunkCompactionReport", "PackingPlan", "plan"]
 
 
 class IcechunkCompactionReport(Report):
@@ -52,31 +52,28 @@ class IcechunkCompactionReport(Report):
         return version_text(self.committed_snapshot or self.base_snapshot)
 
 
-def plan(
-    location: str,
-    storage: Storage,
-    storage_options: StorageOptions,
-    *,
-    branch: str,
-    target_file_size: int | None,
-    min_input_files: int,
-) -> PackingPlan:
-    """Plan the packing of ``branch``'s tip (``target_file_size`` None: the default pack size), in
-    whichever format the repository is."""
-    planner = (
-        packing.plan_packing if format_version(storage, location) is None else versioned_packing.plan_versioned_packing
-    )
+def plan(handle: Table, options: IcechunkPackingOptions) -> PackingPlan:
+    """Plan the packing of ``options.branch``'s tip (``target_file_size`` None: the default pack size)
+    from the handle's state, in whichever format the repository is."""
+    state = handle.icechunk_state()
+    storage, root, storage_options = handle.storage(), handle.root, handle.storage_options
+    planner: Callable[..., PackingPlan]
+    if state.format_version is None:
+        planner = functools.partial(packing.plan_packing, repo=state.seed)
+    else:
+        planner = functools.partial(versioned_packing.plan_versioned_packing, repo=state.versioned)
     return planner(
         storage,
-        location,
+        root,
         storage_options,
-        branch=branch,
-        target_file_size=target_file_size,
-        min_input_files=min_input_files,
+        branch=options.branch,
+        target_file_size=options.target_file_size,
+        min_input_files=options.min_input_files,
     )
 
 
-def _report(plan: PackingPlan, started: float, *, dry_run: bool) -> IcechunkCompactionReport:
+def _report(plan: PackingPlan, started: float, dry_run: bool) -> IcechunkCompactionReport:
+    """The report of the plan before any commit (a dry run's whole report)."""
     return IcechunkCompactionReport(
         format=plan.format,
         table=plan.table_root,
@@ -100,74 +97,28 @@ def _report(plan: PackingPlan, started: float, *, dry_run: bool) -> IcechunkComp
     )
 
 
-def dry_run_report(plan: PackingPlan, started: float) -> IcechunkCompactionReport:
-    """What the run would pack, without writing anything."""
-    return _report(plan, started, dry_run=True)
-
-
-def run(
-    plan: PackingPlan,
-    storage_options: StorageOptions,
-    *,
-    executor: Executor,
-    progress: Console,
-    description: str,
-    started: float | None = None,
-) -> IcechunkCompactionReport:
-    """Pack the plan's bins on ``executor`` and commit the branch (:mod:`lakeops.ops.batches`: on a definite
-    conflict the new chunk files are deleted and the error raised; on any other failure nothing is
-    deleted, ``orphans`` removes them past its floor). A plan without bins commits nothing."""
-    started = time.monotonic() if started is None else started
-    report = _report(plan, started, dry_run=False)
-    for batch in run_batches(
-        plan, executor, storage_options, action="packing chunk files", description=description, progress=progress
-    ):
-        report = report.model_copy(
-            update={
-                "committed_version": batch.outcome.version,
-                "committed_snapshot": batch.outcome.snapshot_id,
-                "commit_attempts": batch.outcome.attempts,
-                "files_added": len(batch.results),
-                "bytes_added": sum(r.size for r in batch.results),
-                "live_files_after": plan.live_files - plan.input_files + len(batch.results),
-                "duration_s": time.monotonic() - started,
-            }
-        )
-    return report
-
-
-def compact(
-    location: str,
-    *,
-    branch: str,
-    target_file_size: int | None,
-    min_input_files: int,
-    max_rewrite_bytes: int | None = None,
-    dry_run: bool,
-    storage_options: StorageOptions,
-    executor: Executor,
-    progress: Console,
-) -> IcechunkCompactionReport:
-    """Plan the packing of the repository at ``location`` and, unless ``dry_run``, run it on ``executor``."""
-    started = time.monotonic()
-    root = normalize(location)
-    progress.print(f"planning chunk packing of {root} (branch {branch}) ...")
-    planned = first_groups(
-        plan(
-            root,
-            open_storage(root, storage_options),
-            storage_options,
-            branch=branch,
-            target_file_size=target_file_size,
-            min_input_files=min_input_files,
-        ),
-        max_rewrite_bytes,
+def _fold(report: IcechunkCompactionReport, batch: Batch[Any, Any], started: float) -> IcechunkCompactionReport:
+    """``report`` with the plan's one commit (every bin) in it: the new chunk files and the snapshot."""
+    return report.model_copy(
+        update={
+            "committed_version": batch.outcome.version,
+            "committed_snapshot": batch.outcome.snapshot_id,
+            "commit_attempts": batch.outcome.attempts,
+            "files_added": len(batch.results),
+            "bytes_added": sum(r.size for r in batch.results),
+            "live_files_after": report.live_files_before - report.files_removed + len(batch.results),
+            "duration_s": time.monotonic() - started,
+        }
     )
-    progress.print(
-        f"sequence {planned.read_version}: {planned.native_chunks} native chunks in {planned.live_files} objects; "
-        f"{planned.input_files} objects ({format_size(planned.input_bytes)}) to pack into {len(planned.groups)} files"
+
+
+def _planned(plan: PackingPlan) -> str:
+    return (
+        f"sequence {plan.read_version}: {plan.native_chunks} native chunks in {plan.live_files} objects; "
+        f"{plan.input_files} objects ({format_size(plan.input_bytes)}) to pack into {len(plan.groups)} files"
     )
-    if dry_run:
-        return dry_run_report(planned, started)
-    description = f"lakeops compact {root} @ {planned.branch}"
-    return run(planned, storage_options, executor=executor, progress=progress, description=description, started=started)
+
+
+#: How a packing run is told: bins packed into chunk files, one commit of the branch (its sequence
+#: number, not announced as a version: the report names the snapshot).
+TELLING = Telling(action="packing chunk files", planned=_planned, report=_report, fold=_fold, announce=False)

@@ -13,11 +13,11 @@ from rich.console import Console
 from lakeops.icechunk.maintenance import expiry
 from lakeops.icechunk.maintenance.expiry import IcechunkExpiryPlan
 from lakeops.icechunk.maintenance.versioned_expiry import VersionedExpiryPlan, plan_versioned_expiry
-from lakeops.icechunk.versioned import format_version
+from lakeops.icechunk.versioned import RepositoryState, load_repository_state
 from lakeops.ops.icechunk.repository import removal_fields
 from lakeops.ops.report import Report
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import normalize
+from lakeops.ops.table import Table
+from lakeops.storage import Storage, StorageOptions
 from lakeops.units import format_size
 
 __all__ = ["IcechunkExpiryReport", "Plan", "expire", "plan", "run"]
@@ -55,10 +55,16 @@ def plan(
     retention: timedelta | None,
     force: bool,
     now_ms: int,
+    state: RepositoryState | None = None,
 ) -> Plan:
-    """The expiry of either kind of repository (``retention`` None: the default window)."""
-    planner = expiry.plan_expiry if format_version(storage, location) is None else plan_versioned_expiry
-    return planner(storage, location, retention=retention, force=force, now_ms=now_ms)
+    """The expiry of either kind of repository (``retention`` None: the default window), planned
+    through ``state`` (the repository as already read) if given."""
+    state = load_repository_state(storage, location) if state is None else state
+    if state.format_version is None:
+        return expiry.plan_expiry(storage, location, retention=retention, force=force, now_ms=now_ms, repo=state.seed)
+    return plan_versioned_expiry(
+        storage, location, retention=retention, force=force, now_ms=now_ms, repo=state.versioned
+    )
 
 
 def run(
@@ -78,26 +84,27 @@ def run(
 
 
 def expire(
-    location: str,
+    handle: Table,
     *,
     retention: timedelta | None,
     force: bool,
     dry_run: bool,
-    storage_options: StorageOptions,
     progress: Console,
     quarantine_run: str | None = None,
 ) -> IcechunkExpiryReport:
-    """Plan and run the expiry of the repository at ``location``, telling ``progress`` what it did."""
+    """Plan (from the handle's state) and run the expiry of the handle's repository, telling
+    ``progress`` what it did."""
     started = time.monotonic()
-    root = normalize(location)
+    root, storage_options = handle.root, handle.storage_options
     progress.print(f"planning snapshot expiry of Icechunk repository {root} ...")
     planned = plan(
         root,
-        open_storage(root, storage_options),
+        handle.storage(),
         storage_options,
         retention=retention,
         force=force,
         now_ms=int(time.time() * 1000),
+        state=handle.icechunk_state(),
     )
     report = run(planned, storage_options, dry_run=dry_run, quarantine_run=quarantine_run, started=started)
     if isinstance(planned, VersionedExpiryPlan):

@@ -6,9 +6,8 @@ from __future__ import annotations
 import time
 
 from lakeops.icechunk.maintenance.summary import RepositorySummary, summarize, summarize_versioned
-from lakeops.icechunk.versioned import format_version
 from lakeops.ops.report import InspectionReport, TableState
-from lakeops.storage import Storage
+from lakeops.ops.table import Table
 
 __all__ = ["OPERATIONS", "IcechunkInspectReport", "inspect_repository"]
 
@@ -50,10 +49,15 @@ class IcechunkInspectReport(RepositorySummary, InspectionReport):
         return [*super().summary_lines()[:4], *refs, *super().summary_lines()[4:], *operations]
 
 
-def inspect_repository(location: str, storage: Storage, started: float) -> IcechunkInspectReport:
+def inspect_repository(handle: Table, started: float) -> IcechunkInspectReport:
+    """The handle's repository summarised from its state (one reader for every figure)."""
     now_ms = int(time.time() * 1000)
-    version = format_version(storage, location)
-    summary = (summarize if version is None else summarize_versioned)(storage, location, now_ms=now_ms)
+    location, storage, state = handle.root, handle.storage(), handle.icechunk_state()
+    version = state.format_version
+    if version is None:
+        summary = summarize(storage, location, now_ms=now_ms, repo=state.seed)
+    else:
+        summary = summarize_versioned(storage, location, now_ms=now_ms, repo=state.versioned)
     return IcechunkInspectReport(
         format="icechunk",
         table=location,

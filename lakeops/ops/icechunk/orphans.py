@@ -5,8 +5,9 @@ and re-checked on the driver and deleted in batches on the caller's executor: se
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from rich.console import Console
@@ -16,11 +17,11 @@ from lakeops.executors import Executor
 from lakeops.icechunk.maintenance import orphans as repository_orphans
 from lakeops.icechunk.maintenance.orphans import GcPlan
 from lakeops.icechunk.maintenance.versioned_orphans import VersionedGcPlan, plan_versioned_gc
-from lakeops.icechunk.versioned import format_version
+from lakeops.icechunk.versioned import RepositoryState, load_repository_state
 from lakeops.ops.icechunk.repository import removal_fields
 from lakeops.ops.report import Report
-from lakeops.storage import Storage, StorageOptions, open_storage
-from lakeops.storage.uri import normalize
+from lakeops.ops.table import Table
+from lakeops.storage import Storage, StorageOptions
 
 __all__ = ["IcechunkGcReport", "Plan", "collect_garbage", "plan", "run"]
 
@@ -60,9 +61,16 @@ def plan(
     force: bool,
     batch_size: int = repository_orphans.DEFAULT_BATCH_SIZE,
     now_ms: int,
+    state: RepositoryState | None = None,
 ) -> Plan:
-    """The garbage collection of any kind of repository (``retention`` None: the default window)."""
-    planner = repository_orphans.plan_gc if format_version(storage, location) is None else plan_versioned_gc
+    """The garbage collection of any kind of repository (``retention`` None: the default window),
+    planned through ``state`` (the repository as already read) if given; its run re-checks it."""
+    state = load_repository_state(storage, location) if state is None else state
+    planner: Callable[..., Plan]
+    if state.format_version is None:
+        planner = functools.partial(repository_orphans.plan_gc, repo=state.seed)
+    else:
+        planner = functools.partial(plan_versioned_gc, repo=state.versioned)
     return planner(
         storage, location, storage_options, retention=retention, force=force, now_ms=now_ms, batch_size=batch_size
     )
@@ -99,27 +107,27 @@ def run(
 
 
 def collect_garbage(
-    location: str,
+    handle: Table,
     *,
     retention: timedelta | None,
     force_short_retention: bool,
     dry_run: bool,
-    storage_options: StorageOptions,
     executor: Executor,
     progress: Console,
     quarantine_run: str | None = None,
 ) -> IcechunkGcReport:
-    """List the repository at ``location``, plan, re-check and delete (on ``executor``)."""
+    """List the handle's repository, plan (from the handle's state), re-check and delete (on ``executor``)."""
     started = time.monotonic()
-    root = normalize(location)
+    root, storage_options = handle.root, handle.storage_options
     progress.print(f"listing Icechunk repository {root} ...")
     planned = plan(
         root,
-        open_storage(root, storage_options),
+        handle.storage(),
         storage_options,
         retention=retention,
         force=force_short_retention,
         now_ms=int(time.time() * 1000),
+        state=handle.icechunk_state(),
     )
     return run(
         planned,

@@ -25,7 +25,6 @@ from lakeops.iceberg.table import TableRef
 from lakeops.ops import checkpoint, compaction
 from lakeops.ops.checkpoint import CheckpointOptions, CheckpointReport
 from lakeops.ops.compaction import CompactionOptions, CompactionReport
-from lakeops.ops.icechunk import compaction as icechunk_compaction
 from lakeops.ops.target import CatalogOptions, Target, resolve_target
 from lakeops.ops.verify import change_feed_unique, checkpoint_matches_log, compaction_kept_rows, retained_files_exist
 from lakeops.storage import StorageOptions, open_storage
@@ -240,8 +239,8 @@ def test_icechunk_packing_reads_back_identical_and_retained_objects_exist(tmp_pa
     build_history(storage, root, commits=6)
     target = _target(root)
     assert checkpoint_matches_log(target, CheckpointReport(format="icechunk", table=root)).passed
-    plan = icechunk_compaction.plan(root, storage, NO_OPTIONS, branch="main", target_file_size=None, min_input_files=2)
-    report = icechunk_compaction.run(
+    plan = compaction.plan(root, CompactionOptions(min_input_files=2), NO_OPTIONS)
+    report = compaction.run(
         plan, NO_OPTIONS, executor=ThreadExecutor(), progress=Console(quiet=True), description="", started=0.0
     )
     result = compaction_kept_rows(target, report)
