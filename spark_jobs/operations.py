@@ -23,6 +23,7 @@ from lakeops.deletion import BatchResult, DeleteBatch, delete_batch, delete_in_t
 from lakeops.errors import InvalidArgument
 from lakeops.jsontext import printable
 from lakeops.ops.report import Report
+from lakeops.quarantine import TRASH_DIR
 from lakeops.redaction import mask_text, register_secret_settings
 from lakeops.storage import StorageOptions
 from lakeops.units import format_size, parse_size
@@ -33,7 +34,9 @@ __all__ = [
     "DRIVER_MAX_BYTES_ENV",
     "DRIVER_MAX_UNITS",
     "DRIVER_MAX_UNITS_ENV",
+    "Deletions",
     "MaskedConsole",
+    "PlanOnly",
     "SparkSettings",
     "options_from_args",
     "run_operation",
@@ -209,6 +212,28 @@ def _limit(given: int | None, env: str, default: int | None, *, sizes: bool) -> 
     except InvalidArgument as exc:
         raise InvalidArgument(f"${env}: {exc}") from None
     raise InvalidArgument(f"${env}: expected a whole number of 0 or more, got {text!r}")
+
+
+class PlanOnly(BaseModel):
+    """``--dry-run`` of a command that writes (compact, checkpoint, cdc), declared once for all of them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dry_run: bool = Field(default=False, description="print the plan, write nothing")
+
+
+class Deletions(BaseModel):
+    """What a command that deletes files (expire, orphans) does with them, declared once for both:
+    ``dry_run`` lists them, ``quarantine`` moves them into a trash run instead of deleting them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dry_run: bool = Field(default=False, description="list what would be deleted, delete nothing")
+    quarantine: bool = Field(
+        default=False,
+        description=f"move the files to {TRASH_DIR}/RUN_ID/ under the table root instead of deleting them; "
+        "undo with lakeops restore TABLE RUN_ID, free the space with lakeops purge-trash",
+    )
 
 
 class Operation(Protocol):
