@@ -32,7 +32,7 @@ USES_SPARK = True
 
 
 class Options(CompactionOptions, PlanOnly):
-    """The planner's options plus ``dry_run`` (plan and report, change nothing)."""
+    """The planner's options plus ``dry_run`` (plan and report, write nothing)."""
 
 
 #: The models declaring compaction's options, in the help's order: the shared ones at the top, each

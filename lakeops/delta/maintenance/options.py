@@ -36,7 +36,7 @@ class DeltaCompactionOptions(Sizing, CommitRetries, FileRewrites):
 
 
 class DeltaCheckpointOptions(BaseModel):
-    """Which version a checkpoint is of and how it is split; Iceberg's checkpoint (manifest rewrite) has none."""
+    """Which version a Delta checkpoint is of, how it is split, and whether an existing one is rewritten."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
