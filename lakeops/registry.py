@@ -70,6 +70,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from lakeops.compaction_options import CommitRetries, Sizing
 from lakeops.errors import LakeopsError, UsageError
 from lakeops.health_signals import SIGNALS, Limit, applicable_signals, format_value
+from lakeops.retention_options import ExpiryAge, OrphansAge, RetainLast
 from lakeops.units import epoch_ms, parse_duration, parse_size
 
 __all__ = [
@@ -328,15 +329,13 @@ class CheckpointPolicy(_Strict):
     interval: int = Field(default=10, ge=1)
 
 
-class ExpiryPolicy(_Strict):
-    """``None``: the table's own retention properties (and the operation's safe default)."""
-
-    older_than: Duration | None = None
-    retain_last: int | None = Field(default=None, ge=1)
+class ExpiryPolicy(ExpiryAge, RetainLast):
+    """``None``: the table's own retention properties (and the operation's safe default). The keys are
+    the expiry options' own fields (:mod:`lakeops.retention_options`)."""
 
 
-class OrphansPolicy(_Strict):
-    older_than: Duration | None = None
+class OrphansPolicy(OrphansAge):
+    """``None``: the table's own retention (and the operation's safe default); the orphans option's own field."""
 
 
 class CdcPolicy(_Strict):

@@ -9,11 +9,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from rich.console import Console
 
-from lakeops.ops.options import CdcOptions
+from lakeops.ops.options import CatalogOptions, CdcOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.operations import PlanOnly, options_from_args, spark_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -27,42 +29,21 @@ HELP = (
 USES_SPARK = True
 
 
-class Options(CdcOptions):
+class Options(CdcOptions, PlanOnly):
     """The planner's options (with ``--catalog-uri``/``--catalog-name`` for Iceberg catalog tables)
     plus ``dry_run`` (plan and report, write nothing). ``from_version`` and ``to_version`` are table
     versions for Delta; snapshot ids, branches or tags for Iceberg and Icechunk."""
 
-    dry_run: bool = False
+
+#: The models declaring cdc's options: every format takes each of them.
+SECTIONS: dict[type[BaseModel], str | None] = {CdcOptions: None, PlanOnly: None}
+#: ``unit_bytes`` is the API's alone (how much one task reads).
+SKIP = {*CatalogOptions.model_fields, "unit_bytes"}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--from",
-        dest="from_version",
-        required=True,
-        metavar="V",
-        help="Delta: the first version to extract (0: from the table's creation); Iceberg: the snapshot (id, "
-        "branch or tag) the changes follow, or 0 (no snapshot id is 0) for every change since the table's creation; "
-        "Icechunk: the snapshot the changes follow",
-    )
-    parser.add_argument(
-        "--to",
-        dest="to_version",
-        metavar="W",
-        help="the last version / snapshot, branch or tag to extract (default: the latest version / the "
-        "current snapshot / main)",
-    )
-    from spark_jobs.cli import location_arg
-
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=location_arg,
-        metavar="OUT",
-        help="Delta table the change rows are appended to (created if absent): a location, or the name of a "
-        "registry table",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS, skip=SKIP)
+configure = OPTIONS.configure
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CdcReport | IcechunkCdcReport:

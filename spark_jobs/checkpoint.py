@@ -10,11 +10,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from rich.console import Console
 
+from lakeops.delta.maintenance.options import DeltaCheckpointOptions
+from lakeops.iceberg.maintenance.options import IcebergManifestOptions
 from lakeops.ops.options import CheckpointOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.operations import PlanOnly, options_from_args, spark_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -27,42 +31,19 @@ HELP = (
 USES_SPARK = True
 
 
-class Options(CheckpointOptions):
+class Options(CheckpointOptions, PlanOnly):
     """The planner's options plus ``dry_run`` (plan and report, write nothing)."""
 
-    dry_run: bool = False
+
+#: The models declaring checkpoint's options, in the help's order: each format's in a group of its name.
+SECTIONS: dict[type[BaseModel], str | None] = {DeltaCheckpointOptions: "Delta", IcebergManifestOptions: "Iceberg"}
+#: Each format's own options model (an Icechunk repository has no checkpoint).
+FORMATS: dict[str, type[BaseModel]] = {"Delta": DeltaCheckpointOptions, "Iceberg": IcebergManifestOptions}
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import size_arg
-
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    delta = parser.add_argument_group("Delta")
-    delta.add_argument("--version", type=int, help="checkpoint this version (default: the latest)")
-    delta.add_argument(
-        "--part-size",
-        type=_positive_int,
-        default=Options().part_size,
-        help="most actions per part file; more actions make a multi-part checkpoint (default 1000000)",
-    )
-    delta.add_argument("--force", action="store_true", help="rewrite a checkpoint that already exists")
-    iceberg = parser.add_argument_group("Iceberg")
-    iceberg.add_argument(
-        "--target-manifest-size",
-        type=size_arg,
-        help="size of the merged manifests, e.g. 8MB (default: commit.manifest.target-size-bytes, else 8MB)",
-    )
-    iceberg.add_argument("--rewrite-all", action="store_true", help="rewrite manifests at or above the target size too")
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS, FORMATS)
+configure = OPTIONS.configure
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> CheckpointReport:

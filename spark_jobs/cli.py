@@ -95,6 +95,17 @@ def _retention(text: str) -> str:
     return text
 
 
+def positive_int_arg(text: str) -> int:
+    """``--part-size``: an integer above 0, refused by name while parsing."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 size_arg = _checked(parse_size)
 duration_arg = _checked(parse_duration)
 retention_arg = _checked(_retention)

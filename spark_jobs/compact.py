@@ -8,16 +8,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from rich.console import Console
 
 from lakeops.compaction_options import CommitRetries, FileRewrites, RewritePiece, Sizing
 from lakeops.delta.maintenance.options import DeltaCompactionOptions
 from lakeops.iceberg.maintenance.options import IcebergCompactionOptions
 from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
-from lakeops.ops.options import CatalogOptions, CompactionOptions
+from lakeops.ops.options import CompactionOptions
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.operations import PlanOnly, options_from_args, spark_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -31,10 +32,8 @@ HELP = (
 USES_SPARK = True
 
 
-class Options(CompactionOptions):
-    """The planner's options plus ``dry_run`` (plan and report, change nothing)."""
-
-    dry_run: bool = Field(default=False, description="print the plan, change nothing")
+class Options(CompactionOptions, PlanOnly):
+    """The planner's options plus ``dry_run`` (plan and report, write nothing)."""
 
 
 #: The models declaring compaction's options, in the help's order: the shared ones at the top, each
@@ -56,18 +55,9 @@ FORMATS: dict[str, type[BaseModel]] = {
 }
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Every compaction option, from the models that declare it (each format's in its own group)."""
-    from spark_jobs.option_arguments import add_option_arguments
-
-    add_option_arguments(parser, Options, sections=SECTIONS, skip=CatalogOptions.model_fields)
-
-
-def options_table() -> str:
-    """docs/compaction-options.md's table."""
-    from spark_jobs.option_arguments import options_markdown
-
-    return options_markdown(Options, sections=SECTIONS, formats=FORMATS, skip=CatalogOptions.model_fields)
+#: Compaction's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS, FORMATS)
+configure = OPTIONS.configure
 
 
 def run(

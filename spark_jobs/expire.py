@@ -13,12 +13,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from rich.console import Console
 
+from lakeops.delta.maintenance.options import DeltaLogExpiryOptions
+from lakeops.iceberg.maintenance.options import IcebergSnapshotExpiryOptions
+from lakeops.icechunk.maintenance.options import IcechunkExpiryOptions
 from lakeops.ops.options import ExpiryOptions
-from lakeops.quarantine import TRASH_DIR
+from lakeops.retention_options import ExpiryAge, ExpiryFloor, ExpiryForce, RetainLast
 from lakeops.storage import StorageOptions
-from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.operations import Deletions, options_from_args, spark_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -32,64 +37,32 @@ HELP = (
 USES_SPARK = True
 
 
-class Options(ExpiryOptions):
+class Options(ExpiryOptions, Deletions):
     """The planner's options plus the job's own: ``dry_run`` lists what would be deleted, deleting
     nothing; ``quarantine`` moves the files into a trash run instead of deleting them."""
 
-    dry_run: bool = False
-    quarantine: bool = False
+
+#: The models declaring expiry's options, in the help's order: the shared ones at the top, each
+#: format's own in a group of its name.
+SECTIONS: dict[type[BaseModel], str | None] = {
+    ExpiryAge: None,
+    ExpiryForce: None,
+    ExpiryFloor: None,
+    RetainLast: None,
+    Deletions: None,
+    IcebergSnapshotExpiryOptions: "Iceberg",
+}
+#: Each format's own options model.
+FORMATS: dict[str, type[BaseModel]] = {
+    "Delta": DeltaLogExpiryOptions,
+    "Iceberg": IcebergSnapshotExpiryOptions,
+    "Icechunk": IcechunkExpiryOptions,
+}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import retention_arg
-
-    parser.add_argument(
-        "--older-than",
-        type=retention_arg,
-        metavar="DURATION",
-        help="retention, e.g. 30d (default: Delta delta.logRetentionDuration, else 30 days; Iceberg each "
-        "branch's max-snapshot-age-ms, else history.expire.max-snapshot-age-ms, else 5 days); "
-        "negative values: --older-than=-1d is refused",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="allow a retention shorter than the table's own (Delta delta.logRetentionDuration, Iceberg "
-        "history.expire.* and each branch's settings), a Delta table with delta.enableExpiredLogCleanup=false, "
-        "or an Iceberg --snapshot-id younger than the retention",
-    )
-    parser.add_argument(
-        "--keep-from-version",
-        type=int,
-        metavar="V",
-        help="keep version V readable and every commit from V on (e.g. what a change-feed consumer has not "
-        "extracted yet); Iceberg: keep every snapshot whose sequence number is V or more (lakeops cdc's watermark)",
-    )
-    parser.add_argument(
-        "--retain-last",
-        type=int,
-        metavar="N",
-        help="keep the newest N versions readable (Delta); keep at least N snapshots of every branch (Iceberg)",
-    )
-    parser.add_argument(
-        "--snapshot-id",
-        type=int,
-        action="append",
-        metavar="ID",
-        help="Iceberg: expire this snapshot too (repeatable; never a branch or tag head)",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
-    add_quarantine_flag(parser)
-
-
-def add_quarantine_flag(parser: argparse.ArgumentParser) -> None:
-    """``--quarantine``, shared by every command that deletes files."""
-    parser.add_argument(
-        "--quarantine",
-        action="store_true",
-        help=f"move the files to {TRASH_DIR}/RUN_ID/ under the table root instead of deleting them; "
-        "undo with lakeops restore TABLE RUN_ID, free the space with lakeops purge-trash",
-    )
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS, FORMATS)
+configure = OPTIONS.configure
 
 
 def run(

@@ -6,12 +6,13 @@ import argparse
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from lakeops.ops.options import CatalogOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import options_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -28,22 +29,22 @@ class Options(CatalogOptions):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int | None = Field(default=None, ge=0)
-    snapshot_id: int | None = None
-    timestamp: datetime | None = None
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import timestamp_arg
-
-    travel = parser.add_mutually_exclusive_group()
-    travel.add_argument("--version", type=int, help="inspect this version instead of the latest (Delta)")
-    travel.add_argument("--snapshot-id", type=int, help="inspect this snapshot instead of the current one (Iceberg)")
-    travel.add_argument(
-        "--timestamp",
-        type=timestamp_arg,
-        help="inspect the version current at this time (ISO 8601; UTC unless it names a zone)",
+    version: int | None = Field(default=None, ge=0, description="inspect this version instead of the latest (Delta)")
+    snapshot_id: int | None = Field(
+        default=None, description="inspect this snapshot instead of the current one (Iceberg)"
     )
+    timestamp: datetime | None = Field(
+        default=None, description="inspect the version current at this time (ISO 8601; UTC unless it names a zone)"
+    )
+
+
+#: The model declaring inspect's options (one point in time at most).
+SECTIONS: dict[type[BaseModel], str | None] = {Options: None}
+
+
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS, exclusive=("version", "snapshot_id", "timestamp"))
+configure = OPTIONS.configure
 
 
 def run(

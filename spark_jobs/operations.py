@@ -15,18 +15,41 @@ import importlib
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from lakeops.errors import InvalidArgument
 from lakeops.ops.report import Report
+from lakeops.quarantine import TRASH_DIR
 from lakeops.storage import StorageOptions
 from spark_jobs.commands import COMMANDS
 from spark_jobs.spark_settings import SparkSettings
 
-__all__ = ["options_from_args", "run_operation", "spark_from_args"]
+__all__ = ["Deletions", "PlanOnly", "options_from_args", "run_operation", "spark_from_args"]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+class PlanOnly(BaseModel):
+    """``--dry-run`` of a command that writes (compact, checkpoint, cdc), declared once for all of them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dry_run: bool = Field(default=False, description="print the plan, write nothing")
+
+
+class Deletions(BaseModel):
+    """What a command that deletes files (expire, orphans) does with them, declared once for both:
+    ``dry_run`` lists them, ``quarantine`` moves them into a trash run instead of deleting them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dry_run: bool = Field(default=False, description="list what would be deleted, delete nothing")
+    quarantine: bool = Field(
+        default=False,
+        description=f"move the files to {TRASH_DIR}/RUN_ID/ under the table root instead of deleting them; "
+        "undo with lakeops restore TABLE RUN_ID, free the space with lakeops purge-trash",
+    )
 
 
 class Operation(Protocol):

@@ -11,13 +11,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from rich.console import Console
 
-from lakeops.iceberg.maintenance.defaults import DEFAULT_OLDER_THAN, PrefixMismatchMode
+from lakeops.delta.maintenance.options import DeltaVacuumOptions
+from lakeops.iceberg.maintenance.options import IcebergOrphanOptions
+from lakeops.icechunk.maintenance.options import IcechunkGcOptions
 from lakeops.ops.options import OrphansOptions
+from lakeops.retention_options import ListingThreshold, OrphansAge, ShortRetention
 from lakeops.storage import StorageOptions
-from spark_jobs.expire import add_quarantine_flag
-from spark_jobs.operations import options_from_args, spark_from_args
+from spark_jobs.operations import Deletions, options_from_args, spark_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -33,53 +37,32 @@ HELP = (
 USES_SPARK = True
 
 
-class Options(OrphansOptions):
+class Options(OrphansOptions, Deletions):
     """The planner's options plus the job's own: ``dry_run`` lists what would be deleted, deleting
     nothing; ``quarantine`` moves the files into a trash run instead of deleting them."""
 
-    dry_run: bool = False
-    quarantine: bool = False
+
+#: The models declaring orphan removal's options, in the help's order: the shared ones at the top,
+#: each format's own in a group of its name.
+SECTIONS: dict[type[BaseModel], str | None] = {
+    OrphansAge: None,
+    ShortRetention: None,
+    ListingThreshold: None,
+    Deletions: None,
+    DeltaVacuumOptions: "Delta",
+    IcebergOrphanOptions: "Iceberg",
+}
+#: Each format's own options model.
+FORMATS: dict[str, type[BaseModel]] = {
+    "Delta": DeltaVacuumOptions,
+    "Iceberg": IcebergOrphanOptions,
+    "Icechunk": IcechunkGcOptions,
+}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import retention_arg
-
-    parser.add_argument(
-        "--older-than",
-        type=retention_arg,
-        metavar="DURATION",
-        help="retention, e.g. 7d (default: Delta delta.deletedFileRetentionDuration, else 7 days; Iceberg "
-        f"{DEFAULT_OLDER_THAN.days} days); nothing newer than this is deleted",
-    )
-    parser.add_argument(
-        "--force-short-retention",
-        action="store_true",
-        help="allow a retention shorter than the table's delta.deletedFileRetentionDuration (Iceberg: "
-        f"than {DEFAULT_OLDER_THAN.days} days), only when nothing reads or writes the table from before that horizon",
-    )
-    parser.add_argument(
-        "--keep-from-version",
-        type=int,
-        metavar="V",
-        help="keep every file needed to read versions V and later and their changes (e.g. for a change-feed "
-        "consumer that has extracted through V)",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
-    add_quarantine_flag(parser)
-    iceberg = parser.add_argument_group("Iceberg")
-    iceberg.add_argument(
-        "--prefix-mismatch-mode",
-        choices=[m.value for m in PrefixMismatchMode],
-        help="a listed file that the metadata names under another scheme or authority (bucket): stop with an "
-        "error (default), ignore (keep it) or delete (treat it as unreferenced)",
-    )
-    parser.add_argument(
-        "--listing-threshold",
-        type=int,
-        metavar="N",
-        help="list the table on Spark, one task per second-level directory (e.g. data/<partition>, or a Delta "
-        "table's <column>=<value>/<column>=<value>), when there are more than N of them (default 100)",
-    )
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS, FORMATS)
+configure = OPTIONS.configure
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> Report:

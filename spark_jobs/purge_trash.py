@@ -9,12 +9,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, Field
 from rich.console import Console
 
 from lakeops.ops.options import PurgeOptions
-from lakeops.quarantine import DEFAULT_PURGE_AFTER
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import options_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -27,19 +28,16 @@ USES_SPARK = False
 class Options(PurgeOptions):
     """The purge's options plus ``dry_run`` (list the runs that would be purged, delete nothing)."""
 
-    dry_run: bool = False
+    dry_run: bool = Field(default=False, description="list the runs that would be purged, delete nothing")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import retention_arg
+#: The models declaring purge-trash's options.
+SECTIONS: dict[type[BaseModel], str | None] = {PurgeOptions: None, Options: None}
 
-    parser.add_argument(
-        "--older-than",
-        type=retention_arg,
-        metavar="DURATION",
-        help=f"purge runs quarantined longer ago than this (default {DEFAULT_PURGE_AFTER.days}d)",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="list the runs that would be purged, delete nothing")
+
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS)
+configure = OPTIONS.configure
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> PurgeReport:

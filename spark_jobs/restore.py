@@ -10,11 +10,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from rich.console import Console
 
 from lakeops.ops.options import RestoreOptions
 from lakeops.storage import StorageOptions
 from spark_jobs.operations import options_from_args
+from spark_jobs.option_arguments import CommandOptions
 from spark_jobs.spark_settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -24,14 +26,13 @@ HELP = "put back the files a --quarantine run of orphans or expire moved to the 
 USES_SPARK = False
 
 Options = RestoreOptions
+#: The model declaring restore's one argument, RUN_ID.
+SECTIONS: dict[type[BaseModel], str | None] = {RestoreOptions: None}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.cli import run_id_arg
-
-    parser.add_argument(
-        "run_id", type=run_id_arg, metavar="RUN_ID", help="the run to restore (quarantine_run in its report)"
-    )
+#: The command's options, declared once: its parser and docs/options.md are made from them.
+OPTIONS = CommandOptions(Options, SECTIONS)
+configure = OPTIONS.configure
 
 
 def run(args: argparse.Namespace, storage_options: StorageOptions, progress: Console) -> RestoreReport:

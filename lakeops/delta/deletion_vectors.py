@@ -289,5 +289,3 @@ def _read_framed(storage: Storage, path: str, offset: int, size: int, source: st
     if stored_crc != actual_crc:
         raise CorruptFile(f"{source}: CRC-32 mismatch (stored {stored_crc:08x}, computed {actual_crc:08x})")
     return decode_bitmap_array(payload, source)
-
-

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from lakeops.delta.maintenance.options import DeltaCheckpointOptions
 from lakeops.errors import InvalidArgument
 from lakeops.executors import Executor
+from lakeops.iceberg.maintenance.options import IcebergManifestOptions
 from lakeops.ops.batches import run_batches
 from lakeops.ops.options import CheckpointOptions
 from lakeops.ops.report import Report, version_text
@@ -97,6 +99,7 @@ def plan(table: Table | str, options: CheckpointOptions, storage_options: Storag
     target = handle.target
     match target:
         case IcechunkTarget():
+            options.refuse_foreign(str(target))
             return None
         case IcebergTarget():
             if options.version is not None:
@@ -105,27 +108,29 @@ def plan(table: Table | str, options: CheckpointOptions, storage_options: Storag
                 )
             from lakeops.iceberg.maintenance import rewrite_manifests
 
+            manifests = options.for_format(IcebergManifestOptions, str(target))
             iceberg_options = rewrite_manifests.RewriteManifestsOptions(
-                target_manifest_size=options.target_manifest_size, rewrite_all=options.rewrite_all
+                target_manifest_size=manifests.target_manifest_size, rewrite_all=manifests.rewrite_all
             )
             return rewrite_manifests.plan_rewrite_manifests(handle.iceberg_table(), iceberg_options, storage_options)
         case DeltaTarget(location=location):
             from lakeops.delta.maintenance import checkpoint as delta_checkpoint
 
+            own = options.for_format(DeltaCheckpointOptions, location)
             # A large table's snapshot holds keys only: its checkpoint reads the full rows again, part by
             # part (two passes). A full snapshot the handle holds already serves either way.
             listing = handle.delta_listing()
-            two = delta_checkpoint.two_passes(listing, location, options.version)
-            if options.version is None:
+            two = delta_checkpoint.two_passes(listing, location, own.version)
+            if own.version is None:
                 snapshot = handle.delta_snapshot("keys" if two else "full")
             else:
                 from lakeops.delta.snapshot import load_snapshot
 
                 snapshot = load_snapshot(
-                    handle.storage(), location, version=options.version, listing=listing, keys_only=two
+                    handle.storage(), location, version=own.version, listing=listing, keys_only=two
                 )
             delta_options = delta_checkpoint.CheckpointOptions(
-                version=options.version, part_size=options.part_size, force=options.force
+                version=own.version, part_size=own.part_size, force=own.force
             )
             return delta_checkpoint.plan_checkpoint(snapshot, delta_options, storage_options)
 

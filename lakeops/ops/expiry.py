@@ -23,13 +23,17 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from lakeops.deletion import require_all_deleted
+from lakeops.delta.maintenance.options import DeltaLogExpiryOptions
 from lakeops.errors import UnsupportedFeature
 from lakeops.executors import Executor
+from lakeops.iceberg.maintenance.options import IcebergSnapshotExpiryOptions
+from lakeops.icechunk.maintenance.options import IcechunkExpiryOptions
 from lakeops.ops.options import ExpiryOptions
 from lakeops.ops.report import Report, show_paths
 from lakeops.ops.table import Table, as_table
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, refuse_options
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget
 from lakeops.quarantine import new_run_id
+from lakeops.retention_options import ExpiryAge
 from lakeops.storage import StorageOptions
 from lakeops.units import parse_retention
 
@@ -127,14 +131,13 @@ def execute(
     target = handle.target
     quarantine_run = new_run_id() if quarantine and not dry_run else None
     if isinstance(target, IcechunkTarget):
-        refuse_options(str(target), options, "snapshot_id")
-        refuse_options(target.location, options, "keep_from_version", "retain_last")
+        own = options.for_format(IcechunkExpiryOptions, target.location)
         from lakeops.ops.icechunk import expiry as icechunk_expiry  # each format's code when it is met
 
         return icechunk_expiry.expire(
             handle,
             retention=_retention(options),
-            force=options.force,
+            force=own.force,
             dry_run=dry_run,
             progress=progress,
             quarantine_run=quarantine_run,
@@ -174,34 +177,35 @@ def plan(
         case IcebergTarget(ref=ref):
             from lakeops.iceberg.maintenance import expiry as snapshot_expiry
 
-            retention = _retention(options)
+            snapshots = options.for_format(IcebergSnapshotExpiryOptions, str(target))
+            retention = _retention(snapshots)
             iceberg_options = snapshot_expiry.ExpireOptions(
                 older_than_ms=int(retention.total_seconds() * 1000) if retention is not None else None,
-                retain_last=options.retain_last,
-                snapshot_ids=tuple(options.snapshot_id or ()),
-                keep_from_sequence_number=options.keep_from_version,
-                force=options.force,
+                retain_last=snapshots.retain_last,
+                snapshot_ids=tuple(snapshots.snapshot_id or ()),
+                keep_from_sequence_number=snapshots.keep_from_version,
+                force=snapshots.force,
             )
             progress.print(f"planning snapshot expiry of {ref} ...")
             return snapshot_expiry.plan_expiry(handle.iceberg_table(), iceberg_options, now_ms=now)
         case DeltaTarget():
-            refuse_options(str(target), options, "snapshot_id")
-            retention = _retention(options)
+            log = options.for_format(DeltaLogExpiryOptions, str(target))
+            retention = _retention(log)
             progress.print(f"planning log expiry of {handle} ...")
             from lakeops.delta.maintenance import expiry as log_expiry
 
             delta_options = log_expiry.ExpiryOptions(
                 retention=retention,
-                force=options.force,
-                keep_from_version=options.keep_from_version,
-                retain_last=options.retain_last,
+                force=log.force,
+                keep_from_version=log.keep_from_version,
+                retain_last=log.retain_last,
             )
             return plan_log(handle, delta_options, storage_options, now_ms=now)
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk snapshots are expired by lakeops.ops.icechunk")
 
 
-def _retention(options: ExpiryOptions) -> timedelta | None:
+def _retention(options: ExpiryAge) -> timedelta | None:
     return parse_retention(options.older_than) if options.older_than is not None else None
 
 

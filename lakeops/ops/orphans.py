@@ -25,13 +25,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from lakeops.deletion import BatchResult, delete_batch, require_all_deleted
+from lakeops.delta.maintenance.options import DeltaVacuumOptions
 from lakeops.errors import UnsupportedFeature
 from lakeops.executors import Executor
+from lakeops.iceberg.maintenance.options import IcebergOrphanOptions
+from lakeops.icechunk.maintenance.options import IcechunkGcOptions
 from lakeops.listing import DEFAULT_LISTING_THRESHOLD, UnitListing, list_tree, list_unit
 from lakeops.ops.options import OrphansOptions
 from lakeops.ops.report import Report, show_paths
 from lakeops.ops.table import Table, as_table
-from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget, refuse_options
+from lakeops.ops.target import CatalogOptions, DeltaTarget, IcebergTarget, IcechunkTarget
 from lakeops.quarantine import new_run_id
 from lakeops.storage import FileInfo, Storage, StorageOptions
 from lakeops.units import format_duration, format_size, instant, parse_retention
@@ -135,14 +138,13 @@ def execute(
     target = handle.target
     quarantine_run = new_run_id() if quarantine and not dry_run else None
     if isinstance(target, IcechunkTarget):
-        refuse_options(target.location, options, "prefix_mismatch_mode", "listing_threshold")
-        refuse_options(target.location, options, "keep_from_version")
+        own = options.for_format(IcechunkGcOptions, target.location)
         from lakeops.ops.icechunk import orphans as icechunk_orphans  # each format's code when it is met
 
         return icechunk_orphans.collect_garbage(
             handle,
-            retention=parse_retention(options.older_than) if options.older_than is not None else None,
-            force_short_retention=options.force_short_retention,
+            retention=parse_retention(own.older_than) if own.older_than is not None else None,
+            force_short_retention=own.force_short_retention,
             dry_run=dry_run,
             executor=executor,
             progress=progress,
@@ -182,22 +184,22 @@ def plan(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     match target:
         case IcebergTarget(ref=ref):
-            refuse_options(str(target), options, "keep_from_version")
+            iceberg = options.for_format(IcebergOrphanOptions, str(target))
             progress.print(f"listing {ref} ...")
-            return _plan_iceberg(handle, options, executor=executor, progress=progress, now_ms=now)
+            return _plan_iceberg(handle, iceberg, executor=executor, progress=progress, now_ms=now)
         case DeltaTarget():
-            refuse_options(str(target), options, "prefix_mismatch_mode")
-            retention = parse_retention(options.older_than) if options.older_than is not None else None
-            if options.keep_from_version is not None:
+            vacuum = options.for_format(DeltaVacuumOptions, str(target))
+            retention = parse_retention(vacuum.older_than) if vacuum.older_than is not None else None
+            if vacuum.keep_from_version is not None:
                 from lakeops.ops import consumers
 
                 retention = consumers.vacuum_retention(
-                    handle, options.keep_from_version, retention, storage_options, now_ms=now
+                    handle, vacuum.keep_from_version, retention, storage_options, now_ms=now
                 )
             progress.print(f"listing {handle} ...")
             from lakeops.delta.maintenance.orphans import VacuumOptions
 
-            vacuum_options = VacuumOptions(retention=retention, force_short_retention=options.force_short_retention)
+            vacuum_options = VacuumOptions(retention=retention, force_short_retention=vacuum.force_short_retention)
             return plan_delta(
                 handle,
                 vacuum_options,
@@ -205,7 +207,7 @@ def plan(
                 now_ms=now,
                 executor=executor,
                 progress=progress,
-                listing_threshold=options.listing_threshold,
+                listing_threshold=vacuum.listing_threshold,
             )
         case IcechunkTarget():
             raise UnsupportedFeature(f"{target}: Icechunk repositories are garbage-collected by lakeops.ops.icechunk")
@@ -277,7 +279,7 @@ def _list_on(
 
 def _plan_iceberg(
     handle: Table,
-    options: OrphansOptions,
+    options: IcebergOrphanOptions,
     *,
     executor: Executor,
     progress: Console,
