@@ -8,8 +8,8 @@ UI_PORT ?= 3000
 
 .PHONY: install lock chromium demo ui screenshot test test-long test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
-## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster, the icechunk package, test tools.
-EXTRAS := spark,connect,dagster,icechunk,test
+## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster, the icechunk package, matplotlib, test tools.
+EXTRAS := spark,connect,dagster,icechunk,report,test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

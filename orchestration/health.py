@@ -28,8 +28,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from lakeops.health_signals import MAINTENANCE_OPERATIONS, SIGNALS, Severity
-from lakeops.ops import consumers
-from lakeops.ops.health import ERROR_READING, CdcLag, Signal, Verdict
+from lakeops.ops.health import ERROR_READING, Signal, Verdict
 from lakeops.redaction import mask_text
 from lakeops.registry import TableEntry
 from orchestration.maintenance import number_metadata
@@ -38,7 +37,6 @@ __all__ = [
     "OVERVIEW_KEY",
     "Observation",
     "cdc_freshness",
-    "cdc_lag",
     "check_results",
     "check_specs",
     "health_metadata",
@@ -164,13 +162,6 @@ def unreadable(
         for name in entry.health_limits()
     ]
     return metadata, results
-
-
-def cdc_lag(pending: consumers.PendingRange | None, now_ms: int) -> CdcLag:
-    """The CDC output's lag behind its table: the pending commits, and the age of the oldest."""
-    if pending is None:
-        return CdcLag(versions=0, seconds=0.0)
-    return CdcLag(versions=pending.last - pending.first + 1, seconds=max(now_ms - pending.first_committed_ms, 0) / 1000)
 
 
 def last_success_times(instance: dg.DagsterInstance, keys: Mapping[str, dg.AssetKey]) -> dict[str, float | None]:

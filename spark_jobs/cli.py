@@ -212,6 +212,14 @@ def print_report(report: Report, as_json: bool) -> None:
         return
     title = printable(mask_text(f"{report.operation} {report.format} {report.table}"))
     title += " (dry run)" if report.dry_run else ""
+    grid = report.columns()
+    if grid is not None:
+        header, rows = grid
+        table = Table(*header, title=escape(title), title_justify="left")
+        for row in rows:
+            table.add_row(*(escape(printable(mask_text(cell))) for cell in row))
+        Console().print(table)
+        return
     table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

@@ -19,4 +19,5 @@ COMMANDS: dict[str, str] = {
     "restore": "spark_jobs.restore",
     "purge-trash": "spark_jobs.purge_trash",
     "plan-maintenance": "spark_jobs.plan_maintenance",
+    "health": "spark_jobs.health",
 }

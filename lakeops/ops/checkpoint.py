@@ -21,7 +21,7 @@ from lakeops.executors import Executor
 from lakeops.iceberg.maintenance.options import IcebergManifestOptions
 from lakeops.ops.batches import run_batches
 from lakeops.ops.options import CheckpointOptions
-from lakeops.ops.report import Report, version_text
+from lakeops.ops.report import Report, label, version_text
 from lakeops.ops.table import Table, as_table
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget
 from lakeops.plan import CommitOutcome
@@ -45,6 +45,21 @@ __all__ = [
 ]
 
 NOT_APPLICABLE = "not applicable"
+
+
+#: The report's fields that only a Delta checkpoint has.
+_DELTA_ONLY = (
+    "latest_version",
+    "previous_checkpoint_version",
+    "parts",
+    "actions",
+    "add_files",
+    "remove_tombstones",
+    "expired_tombstones",
+    "txns",
+    "expired_txns",
+    "last_checkpoint_updated",
+)
 
 
 class CheckpointReport(Report):
@@ -83,12 +98,16 @@ class CheckpointReport(Report):
         return version_text(self.snapshot_id) or super().state_version
 
     def summary_lines(self) -> list[tuple[str, str]]:
-        """Without a checkpoint to describe, the table says why instead of listing zero counts."""
+        """Only the format's own rows (an Iceberg manifest rewrite has no parts, transactions or
+        ``_last_checkpoint``); without a checkpoint to describe, why instead of zero counts."""
         lines = super().summary_lines()
+        if self.format != "delta":
+            delta_only = {label(name) for name in _DELTA_ONLY}
+            lines = [(text, value) for text, value in lines if text not in delta_only]
         if self.status != NOT_APPLICABLE:
             return lines
-        counts = {name.replace("_", " ") for name in self.metrics()} - {"duration s"}
-        return [(label, value) for label, value in lines if label not in counts]
+        counts = {label(name) for name in self.metrics()} - {"duration"}
+        return [(text, value) for text, value in lines if text not in counts]
 
 
 def plan(table: Table | str, options: CheckpointOptions, storage_options: StorageOptions) -> Plan | None:

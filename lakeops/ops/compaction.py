@@ -21,6 +21,7 @@ family of formats is told (its progress lines and its report: Delta and Iceberg 
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,7 +35,7 @@ from lakeops.icechunk.maintenance.options import IcechunkPackingOptions
 from lakeops.ops.batches import Batch, Telling, run_batches
 from lakeops.ops.bounded import first_groups
 from lakeops.ops.options import CompactionOptions
-from lakeops.ops.report import Report, version_text
+from lakeops.ops.report import Report, label, version_text
 from lakeops.ops.table import Table, as_table
 from lakeops.ops.target import DeltaTarget, IcebergTarget, IcechunkTarget
 from lakeops.plan import MaintenancePlan, RewritePlan
@@ -56,6 +57,21 @@ if TYPE_CHECKING:
     AnyPlan = Plan | PackingPlan
     Group = delta_compaction.RewriteGroup | iceberg_compaction.RewriteGroup
     Result = delta_compaction.RewriteResult | iceberg_compaction.RewriteResult
+
+
+#: Report fields that only a run that wrote files fills in.
+_RUN_ONLY = (
+    "files_added",
+    "bytes_added",
+    "rows_read",
+    "rows_written",
+    "rows_dropped_by_dv",
+    "rows_removed_by_deletes",
+    "commit_attempts",
+    "commit_retries",
+    "commits",
+    "groups_dropped_by_conflict",
+)
 
 
 class CompactionReport(Report):
@@ -88,6 +104,17 @@ class CompactionReport(Report):
     snapshot_id: int | None = None
     #: Iceberg: the snapshot the plan read (``snapshot_id`` becomes the last one committed).
     base_snapshot_id: int | None = None
+    #: A dry run's estimate of what the run would write (None after a real run: it wrote what it reports).
+    files_added_estimate: int | None = None
+    bytes_added_estimate: int | None = None
+
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """A dry run's rows without the counts only a run has (rows read and written, commits)."""
+        lines = super().summary_lines()
+        if not self.dry_run:
+            return lines
+        run_only = {label(name) for name in _RUN_ONLY}
+        return [(text, value) for text, value in lines if text not in run_only]
 
     @property
     def state_version(self) -> str | None:
@@ -286,9 +313,19 @@ def _started_report(plan: RewritePlan, started: float) -> CompactionReport:
 
 
 def dry_run_report(plan: RewritePlan, started: float) -> CompactionReport:
-    """What the run would rewrite, without writing anything."""
+    """What the run would rewrite, without writing anything, and what it would write: an estimate,
+    as each group writes at least one file and none beyond the target size (deletes applied on the
+    way may make the output smaller)."""
     report = _base_report(plan, started, dry_run=True)
-    return report.model_copy(update={"delete_files_removed": len(plan.dangling_deletes)})
+    files = max(len(plan.groups), math.ceil(plan.input_bytes / plan.target_file_size)) if plan.groups else 0
+    return report.model_copy(
+        update={
+            "delete_files_removed": len(plan.dangling_deletes),
+            "files_added_estimate": files,
+            "bytes_added_estimate": plan.input_bytes if plan.groups else 0,
+            "live_files_after": plan.live_files - plan.input_files + files,
+        }
+    )
 
 
 def _rewrite_report(plan: RewritePlan, started: float, dry_run: bool) -> CompactionReport:

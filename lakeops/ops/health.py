@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from lakeops.health_signals import SIGNALS, Limit, Severity, SignalSpec, format_value
 from lakeops.ops.report import InspectionReport, TableState
 
-__all__ = ["ERROR_READING", "HEALTHY", "CdcLag", "Signal", "Verdict", "table_signals", "verdict"]
+if TYPE_CHECKING:
+    from lakeops.ops.consumers import PendingRange
+
+__all__ = ["ERROR_READING", "HEALTHY", "CdcLag", "Signal", "Verdict", "cdc_lag", "table_signals", "verdict"]
 
 HEALTHY = "healthy"
 #: The status of a table whose state could not be read (the signals are unknown).
@@ -73,6 +77,13 @@ class CdcLag:
 
     versions: int
     seconds: float
+
+
+def cdc_lag(pending: PendingRange | None, now_ms: int) -> CdcLag:
+    """The CDC output's lag behind its table (``pending``: the commits it lacks, None when current)."""
+    if pending is None:
+        return CdcLag(versions=0, seconds=0.0)
+    return CdcLag(versions=pending.last - pending.first + 1, seconds=max(now_ms - pending.first_committed_ms, 0) / 1000)
 
 
 def _report_values(state: TableState) -> dict[str, float | None]:

@@ -24,7 +24,9 @@ __all__ = [
     "InspectionReport",
     "Report",
     "TableState",
+    "label",
     "readable",
+    "shown",
     "show_paths",
     "to_json",
     "version_text",
@@ -42,6 +44,34 @@ def readable(name: str, value: int | float) -> str | None:
     if name.endswith("_s"):
         return format_seconds(value)
     return None
+
+
+#: Fields whose numbers are names (a version, an id), shown as they are: no thousands separators.
+_IDENTIFIERS = ("version", "id", "sequence")
+
+
+def label(name: str) -> str:
+    """A report field's label for people: its words, without the unit the value shows
+    (``duration_s`` is "duration" beside "0.18 s", ``small_file_threshold_bytes`` "small file threshold")."""
+    words = name.split("_")
+    unit = words[-1] == "s" or (words[-1] == "bytes" and words[-2:-1] in (["threshold"], ["size"], ["target"]))
+    return " ".join(words[:-1] if len(words) > 1 and unit else words)
+
+
+def shown(name: str, value: Any) -> str:
+    """A report field's value for people (:func:`label` names it)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        unit = readable(name, value)
+        if unit is not None:
+            return unit
+        if isinstance(value, float):
+            return f"{value:,.2f}"
+        if any(word in _IDENTIFIERS for word in name.split("_")):
+            return str(value)
+        return f"{value:,}"
+    return str(value)
 
 
 def _finite(value: Any) -> Any:
@@ -107,15 +137,20 @@ class Report(BaseModel):
         }
 
     def summary_lines(self) -> list[tuple[str, str]]:
-        """(label, value) rows for the human table; bytes and seconds with their units (:func:`readable`)."""
+        """(label, value) rows for the human table: bytes and seconds with their units (:func:`readable`)
+        and labels without them, counts with thousands separators, switches as yes/no. ``dry_run``
+        is left out: the title says "(dry run)"."""
         rows: list[tuple[str, str]] = []
         for name, value in self.model_dump().items():
-            if value is None or isinstance(value, list | dict):
+            if value is None or isinstance(value, list | dict) or name == "dry_run":
                 continue
-            unit = readable(name, value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-            text = unit or (f"{value:.2f}" if isinstance(value, float) else str(value))
-            rows.append((name.replace("_", " "), printable(mask_text(text))))
+            rows.append((label(name), printable(mask_text(shown(name, value)))))
         return rows + [("warning", printable(mask_text(w))) for w in self.warnings]
+
+    def columns(self) -> tuple[list[str], list[list[str]]] | None:
+        """A report of many rows of the same kind (one per table) as a header and rows, which a
+        terminal shows as a table of columns; None: :meth:`summary_lines` says it all."""
+        return None
 
     def to_json(self) -> str:
         """The report as one line of JSON (:func:`to_json`): what ``--json`` prints."""
