@@ -48,6 +48,7 @@ from lakeops.storage import LocalStorage
 from orchestration.assets import maintained, operation_key, table_key
 from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY
+from orchestration.planning import evaluate_planner
 from orchestration.pools import register_pools
 from orchestration.resources import SparkResource, StorageResource
 
@@ -260,6 +261,9 @@ def write_registry(path: Path, iceberg: tuple[str, str]) -> None:
     uri, identifier = iceberg
     path.write_text(
         f"""# The demo registry (written by `make demo`; `make ui` serves it).
+# A budget (a window every hour, so the demo's falls in one): the lakeops_planner sensor and the
+# lakeops/maintenance_plan asset are in the demo too.
+maintenance_budget: {{window: "0 * * * *", length: 1h, core_minutes: 60}}
 tables:
   - name: events
     location: {DEMO / "warehouse" / "events"}
@@ -310,6 +314,21 @@ def observe_health(registry: Registry, instance: dg.DagsterInstance, title: str)
     )
     (materialization,) = overview.asset_materializations_for_node("lakeops__overview")
     print(f"\n{materialization.metadata['tables'].value}", flush=True)
+
+
+def record_plan(registry: Registry, instance: dg.DagsterInstance, now: datetime, cursor: str | None) -> str | None:
+    """One evaluation of the ``lakeops_planner`` sensor at ``now`` (its plan of the window open then,
+    or the review of the window ``cursor`` planned), recorded on lakeops/maintenance_plan as the daemon
+    records it; printed. The demo runs every asset itself, so the review matches those runs."""
+    assert registry.maintenance_budget is not None
+    context = dg.build_sensor_context(instance=instance, cursor=cursor)
+    result = evaluate_planner(registry, registry.maintenance_budget, context, StorageResource(), now)
+    for event in result.asset_events or []:
+        assert isinstance(event, dg.AssetMaterialization)
+        instance.report_runless_asset_event(event)
+        kind, summary = event.metadata["kind"].value, event.metadata["summary"].value
+        print(f"\n== maintenance {kind} (lakeops/maintenance_plan)\n{summary}", flush=True)
+    return result.cursor
 
 
 def _assets(registry: Registry) -> list:
@@ -379,8 +398,10 @@ def run() -> int:
     with dg.DagsterInstance.get() as instance:
         register_pools(instance, registry)  # the demo's runs skip the queue, which would register them
         observe_health(registry, instance, "health before")
+        cursor = record_plan(registry, instance, datetime.now(UTC), None)
         ok = run_every_asset(registry, instance)
         observe_health(registry, instance, "health after")
+        record_plan(registry, instance, datetime.now(UTC) + timedelta(hours=1), cursor)
     print(f"\nregistry: {registry_path}\nsee the runs, metadata and checks in the UI: make ui")
 
     from spark_jobs.session import stop_session

@@ -170,6 +170,20 @@ class MaintenancePlan(Report):
     decisions: list[Decision] = []
     #: Tables that could not be observed, with the error.
     unreadable: dict[str, str] = {}
+    #: The tables observed (with or without work).
+    observed: list[str] = []
+
+    def idle_reason(self) -> str | None:
+        """Why nothing is planned, when nothing is: an empty plan must say so, not show empty columns."""
+        if self.decisions:
+            return None
+        if not self.observed:
+            return "nothing to plan: no table could be observed" if self.unreadable else "no tables registered"
+        return (
+            f"nothing to do: none of the {len(self.observed)} tables observed ({', '.join(self.observed)}) has "
+            "small files to merge, commits past its checkpoint interval, versions or files past retention, "
+            "or changes its CDC output lacks"
+        )
 
     def summary_lines(self) -> list[tuple[str, str]]:
         """One line per action: rank or deferred, the benefit, the predicted cost and the reason."""
@@ -177,6 +191,8 @@ class MaintenancePlan(Report):
             ("budget", f"{self.budget_core_minutes:g} core-min"),
             ("predicted", f"{self.predicted_core_minutes:.2f} core-min for {self.predicted_points:,.0f} points"),
         ]
+        if (idle := self.idle_reason()) is not None:
+            lines.append(("plan", idle))
         for d in self.decisions:
             label = f"#{d.rank} {d.action.key}" if d.chosen else f"deferred {d.action.key}"
             lines.append((label, f"{d.benefit.points:,.0f} pts / {d.cost.core_minutes:.2f} core-min: {d.reason}"))
@@ -200,4 +216,9 @@ class MaintenancePlan(Report):
             f"{self.predicted_core_minutes:.2f} core-min for {self.predicted_points:,.1f} points; "
             f"deferred {self.deferred}."
         )
-        return "\n".join([head, "", *rows])
+        unreadable = [f"- unreadable `{name}`: {error}" for name, error in self.unreadable.items()]
+        if (idle := self.idle_reason()) is not None:
+            return "\n".join(
+                [head, "", f"**{idle[0].upper()}{idle[1:]}.**", *([""] + unreadable if unreadable else [])]
+            )
+        return "\n".join([head, "", *rows, *([""] + unreadable if unreadable else [])])

@@ -68,6 +68,7 @@ def plan(
 ) -> MaintenancePlan:
     """The plan for one window over ``observations``; ``deferred``: action key -> windows it waited
     (:func:`next_deferrals` of the previous plan)."""
+    observations = list(observations)  # read twice: planned, then named in the plan
     waited = deferred or {}
     reserve = budget.core_minutes * SEVERITY_SHARE
     piece_limit = min(reserve, budget.length_minutes * budget.cores_per_run)
@@ -166,6 +167,7 @@ def plan(
         deferred=len(later) + len(blocked),
         decisions=[*chosen, *later, *blocked],
         unreadable=dict(unreadable or {}),
+        observed=[o.table for o in observations],
     )
 
 

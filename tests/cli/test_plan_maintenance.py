@@ -241,3 +241,24 @@ def test_a_registry_that_is_not_utf8_is_a_usage_error_naming_it(
         assert f"RegistryError: registry {registry}: not UTF-8 text (byte 21: invalid start byte)" in " ".join(
             capsys.readouterr().err.split()
         )
+
+
+def test_an_empty_plan_says_why_nothing_was_chosen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A registry whose tables need nothing: the plan names the tables it observed and why none has an
+    action, in the terminal and in the Markdown the Dagster plan asset shows, instead of empty columns."""
+    location = tmp_path / "events"
+    write_deltalake(str(location), pa.table({"id": pa.array([1, 2], pa.int64())}))
+    registry = tmp_path / "lakeops.yaml"
+    registry.write_text(
+        f"maintenance_budget: {{core_minutes: 30}}\ntables:\n  - name: events\n    location: {location}\n"
+        f"  - name: gone\n    location: {tmp_path / 'missing'}\n    format: delta\n"
+    )
+    plan = run_json(capsys, "plan-maintenance", "--registry", str(registry))
+    assert (plan["decisions"], plan["observed"], list(plan["unreadable"])) == ([], ["events"], ["gone"])
+    from lakeops.planning.models import MaintenancePlan
+
+    text = MaintenancePlan.model_validate(plan).markdown()
+    assert "**Nothing to do: none of the 1 tables observed (events) has small files to merge" in text
+    assert "- unreadable `gone`: NotATable" in text
+    assert lakeops(["plan-maintenance", "--registry", str(registry)]) == 0
+    assert "nothing to do: none of the 1 tables observed (events)" in " ".join(capsys.readouterr().out.split())
