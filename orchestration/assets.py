@@ -106,7 +106,8 @@ def run_request(
     """A run of ``entry``'s ``operations`` assets (``table``: the observation) with their checks
     (blocking; the observation's health checks), tagged ``lakeops/table``. Sensors and schedules
     request one table's assets from jobs and selections that hold many; an asset with checks cannot
-    be launched without them, and the UI's "Apply requests" launches exactly the request's selection."""
+    be launched without them, and the UI's "Apply requests" launches exactly the request's selection.
+    Tagged ``lakeops/operation`` too, so the Runs page says (and filters by) what each run was for."""
     return dg.RunRequest(
         run_key=run_key,
         asset_selection=[operation_key(entry, op) for op in operations],
@@ -115,7 +116,7 @@ def run_request(
             *(health_check_keys(entry) if "table" in operations else []),
         ],
         partition_key=partition_key,
-        tags={"lakeops/table": entry.name, **(tags or {})},
+        tags={"lakeops/table": entry.name, "lakeops/operation": ",".join(operations), **(tags or {})},
     )
 
 

@@ -50,12 +50,11 @@ from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY
 from orchestration.planning import evaluate_planner
 from orchestration.pools import register_pools
-from orchestration.resources import SparkResource, StorageResource
+from orchestration.resources import StorageResource
 
 DEMO = Path(".lakeops-demo").resolve()
 NOW = datetime.now(UTC)
 DAY = timedelta(days=1)
-RESOURCES = {"spark": SparkResource(), "storage": StorageResource()}
 #: Dagster's console log at INFO: the operations' progress lines, not every engine event.
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 #: Health numbers printed before and after, as inspect names them.
@@ -293,13 +292,7 @@ def observe_health(registry: Registry, instance: dg.DagsterInstance, title: str)
     """Observe every table through Dagster (the health observation the schedule records, with its
     health checks), render the overview as its schedule does, and print both."""
     print(f"\n== {title}", flush=True)
-    result = dg.materialize(
-        _assets(registry),
-        selection=[table_key(entry) for entry in registry.tables],
-        resources=RESOURCES,
-        instance=instance,
-        run_config=QUIET,
-    )
+    result = _launch(registry, [table_key(entry) for entry in registry.tables], instance)
     for event in result.all_events:
         if event.event_type_value != "ASSET_OBSERVATION":
             continue
@@ -309,9 +302,7 @@ def observe_health(registry: Registry, instance: dg.DagsterInstance, title: str)
     failing = [c for c in result.get_asset_check_evaluations() if not c.passed]
     for check in sorted(failing, key=lambda c: (c.asset_key.path[0], c.severity.value)):
         print(f"  {check.asset_key.path[0]:8} {check.severity.value:5} {check.description}")
-    overview = dg.materialize(
-        _assets(registry), selection=[OVERVIEW_KEY], resources=RESOURCES, instance=instance, run_config=QUIET
-    )
+    overview = _launch(registry, [OVERVIEW_KEY], instance)
     (materialization,) = overview.asset_materializations_for_node("lakeops__overview")
     print(f"\n{materialization.metadata['tables'].value}", flush=True)
 
@@ -331,42 +322,61 @@ def record_plan(registry: Registry, instance: dg.DagsterInstance, now: datetime,
     return result.cursor
 
 
-def _assets(registry: Registry) -> list:
-    return list(build_definitions(registry).assets or [])
+def _launch(
+    registry: Registry,
+    keys: list[dg.AssetKey],
+    instance: dg.DagsterInstance,
+    *,
+    partition_key: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> dg.ExecuteInProcessResult:
+    """A run of ``keys`` (with their checks) through the code location's own asset job, as the UI's
+    "Materialize" launches it: the Runs page then shows the assets it was for, not an ephemeral job."""
+    definitions = build_definitions(registry)
+    job = definitions.resolve_implicit_job_def_def_for_assets(keys)
+    assert job is not None, keys
+    return job.execute_in_process(
+        instance=instance,
+        asset_selection=keys,
+        partition_key=partition_key,
+        run_config=QUIET,
+        tags=tags,
+        raise_on_error=False,
+    )
 
 
 def run_every_asset(registry: Registry, instance: dg.DagsterInstance) -> bool:
     """One Dagster run per (table, operation), CDC first; prints each outcome and check."""
-    assets = _assets(registry)
     ok = True
     for entry in registry.tables:
         for operation in sorted(maintained(entry), key=lambda op: op != "cdc"):
-            ok &= _materialize(entry, operation, assets, instance)
+            ok &= _materialize(registry, entry, operation, instance)
     return ok
 
 
-def _materialize(entry: TableEntry, operation: str, assets: list, instance: dg.DagsterInstance) -> bool:
+def _materialize(registry: Registry, entry: TableEntry, operation: str, instance: dg.DagsterInstance) -> bool:
     print(f"\n$ dagster: materialize {entry.name}/{operation}", flush=True)
-    result = dg.materialize(
-        assets,
-        selection=[operation_key(entry, operation)],
+    key = operation_key(entry, operation)
+    result = _launch(
+        registry,
+        [key],
+        instance,
         partition_key=NOW.strftime("%Y-%m-%d") if operation == "cdc" else None,
-        resources=RESOURCES,
-        instance=instance,
-        tags={"lakeops/demo": "true"},
-        run_config=QUIET,
-        raise_on_error=False,
+        tags={"lakeops/demo": "true", "lakeops/table": entry.name, "lakeops/operation": operation},
     )
     for materialization in result.asset_materializations_for_node(f"{entry.name}__{operation}"):
+        if materialization.asset_key != key:
+            continue  # the overview the run rebuilt after it
         counts = {
-            key: value.value
-            for key, value in materialization.metadata.items()
-            if isinstance(value, dg.IntMetadataValue) and value.value and not key.startswith("dagster/")
+            k: value.value
+            for k, value in materialization.metadata.items()
+            if isinstance(value, dg.IntMetadataValue) and value.value and not k.startswith("dagster/")
         }
         if counts:  # a CDC run also records the earlier days it covered, with no numbers of their own
             print("  " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     for check in result.get_asset_check_evaluations():
-        print(f"  check {check.check_name}: {'passed' if check.passed else 'FAILED'} — {check.description}")
+        if check.asset_key == key:
+            print(f"  check {check.check_name}: {'passed' if check.passed else 'FAILED'} — {check.description}")
     if not result.success:
         print(f"  run {result.run_id} failed: see `make ui`", flush=True)
     return result.success

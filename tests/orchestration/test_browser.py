@@ -26,6 +26,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from lakeops.registry import load_registry
 from orchestration import demo
 from orchestration.ui import PAGES, PROJECT, chromium_page, dagster_dev, open_ui, screenshots
 
@@ -151,15 +152,34 @@ def test_the_demo_registry_in_a_browser(tmp_path: Path, monkeypatch: pytest.Monk
         needs_compaction = re.compile(r"^small_files \d+ \(warn 10 / error 100\): run compaction$")
         _assert_check(page, url, "events/table", "small_files", "Failed", needs_compaction)
 
+        # The compaction run records the table's health as it left it: its small_files check passes
+        # with no observation launched after it.
         checks = _succeeded(page, url, instance, _launch(page, url, "events/compaction"))
-        assert checks == {"rows_kept": True}
+        assert checks["rows_kept"] is True and checks["small_files"] is True, checks
         rewritten = re.compile(r"replaced \d+ files holding \d+ live rows by \d+ files that read back \d+ rows")
         _assert_check(page, url, "events/compaction", "rows_kept", "Passed", rewritten)
-
-        # Observed again after the compaction: the check passes.
-        checks = _succeeded(page, url, instance, _launch(page, url, "events/table"))
-        assert checks["small_files"] is True, checks
         _assert_check(page, url, "events/table", "small_files", "Passed", re.compile(r"^small_files 0\b"))
+
+        # The overview the compaction rebuilt agrees with the table's latest observation.
+        (observed,) = instance.fetch_observations(dg.AssetKey(["events", "table"]), limit=1).records
+        assert observed.asset_observation is not None
+        status = observed.asset_observation.metadata["health_status"].value
+        when = datetime.fromtimestamp(observed.timestamp, UTC).strftime("%Y-%m-%d %H:%M")
+        page.goto(f"{url}/assets/lakeops/overview")
+        row = page.get_by_role("row", name=re.compile(r"^events delta "))
+        expect(row).to_contain_text(str(status))
+        expect(row).to_contain_text(when)
+
+        # The Runs page names each run's table and operation.
+        page.goto(f"{url}/runs")
+        expect(page.get_by_text("events / compaction").first).to_be_visible()
+        expect(page.get_by_text("lakeops/operation: compaction").first).to_be_visible()
+
+        # The planner's plan (as its sensor records it), listing its chosen actions.
+        demo.record_plan(load_registry(registry), instance, datetime.now(UTC), None)
+        page.goto(f"{url}/assets/lakeops/maintenance_plan")
+        expect(page.get_by_text(re.compile(r"chosen [1-9]\d* actions")).first).to_be_visible()
+        expect(page.get_by_role("cell", name="`events:cdc`").or_(page.get_by_text("events:cdc")).first).to_be_visible()
 
         # The overview, materialized from the UI, shows each table's verdict: events' worst signal is
         # now its CDC lag (no extraction ran), the others were never observed.
