@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-## The port `make ui` serves the Dagster UI on (127.0.0.1 only).
+## The port `make ui` serves the Dagster UI on (127.0.0.1 only), and the demo it serves (`make demo` writes it).
 UI_PORT ?= 3000
+DEMO_DIR ?= $(CURDIR)/.lakeops-demo
 
 .PHONY: install lock chromium demo ui screenshot test test-long test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
@@ -28,11 +29,13 @@ lock: install
 demo: install
 	$(PY) -m orchestration.demo
 
-## The Dagster UI on the demo registry (after `make demo`): http://127.0.0.1:$(UI_PORT). Ctrl-C or a SIGTERM to make
-## stops it all: `exec` makes `dagster dev` make's own child, and SIGINT is reset to its default first,
-## because `dagster dev` maps SIGTERM onto SIGINT's handler, which a shell ignores for a job started with `&`.
+## The Dagster UI on the demo registry (after `make demo`; DEMO_DIR for another): http://127.0.0.1:$(UI_PORT).
+## Ctrl-C or a SIGTERM to make stops it all: `exec` makes `dagster dev` make's own child, and SIGINT is reset to
+## its default first, because `dagster dev` maps SIGTERM onto SIGINT's handler, which a shell ignores for a job
+## started with `&`.
 ui: install
-	LAKEOPS_REGISTRY=$(CURDIR)/.lakeops-demo/lakeops.yaml DAGSTER_HOME=$(CURDIR)/.lakeops-demo/dagster_home \
+	@test -f $(DEMO_DIR)/lakeops.yaml -a -d $(DEMO_DIR)/dagster_home || { echo "no demo in $(DEMO_DIR): run make demo first" >&2; exit 2; }
+	LAKEOPS_REGISTRY=$(DEMO_DIR)/lakeops.yaml DAGSTER_HOME=$(DEMO_DIR)/dagster_home \
 		exec $(PY) -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
 		$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 

@@ -6,6 +6,7 @@ processes running after make had been told to stop."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,20 +37,37 @@ def _session_alive(session: int) -> list[str]:
     return [line.strip() for line in listed.splitlines() if line.split(None, 1)[0] == str(session)]
 
 
+def _demo(root: Path) -> Path:
+    """A demo directory as ``make demo`` leaves it: a registry (one table) and a Dagster instance."""
+    demo = root / "demo"
+    (demo / "dagster_home").mkdir(parents=True)
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", demo / "dagster_home" / "dagster.yaml")
+    (demo / "lakeops.yaml").write_text(f"tables:\n  - name: events\n    location: {root / 'events'}\n")
+    return demo
+
+
+def test_make_ui_before_make_demo_says_so(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["make", "-s", "ui", f"DEMO_DIR={tmp_path / 'none'}"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2 and f"no demo in {tmp_path / 'none'}: run make demo first" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("started", "stop"),
     [("in the background", signal.SIGTERM), ("in a terminal", signal.SIGINT)],
     ids=["kill", "ctrl-c"],
 )
-def test_make_ui_stops_every_process_it_started(started: str, stop: signal.Signals) -> None:
+def test_make_ui_stops_every_process_it_started(started: str, stop: signal.Signals, tmp_path: Path) -> None:
     port = _free_port()
+    demo = _demo(tmp_path)
 
     def as_started() -> None:
         if started == "in the background":
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `make ui &` gets from a shell
 
     make = subprocess.Popen(
-        ["make", "ui", f"UI_PORT={port}"],
+        ["make", "ui", f"UI_PORT={port}", f"DEMO_DIR={demo}"],
         cwd=ROOT,
         start_new_session=True,  # its own session and process group, as a terminal's job would be
         preexec_fn=as_started,
