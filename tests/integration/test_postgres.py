@@ -81,8 +81,10 @@ def test_the_production_instance_stores_everything_in_postgres(instance: dg.Dags
 def test_a_generated_maintenance_asset_runs_end_to_end_on_the_postgres_instance(
     instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
+    from run_events import own_checks
+
     from lakeops.registry import parse_registry
-    from orchestration.assets import maintenance_assets, operation_key, table_asset
+    from orchestration.assets import maintenance_assets, operation_key, table_asset, table_key
     from orchestration.resources import SparkResource, StorageResource
 
     location = tmp_path / "events"
@@ -112,8 +114,12 @@ def test_a_generated_maintenance_asset_runs_end_to_end_on_the_postgres_instance(
     assert event is not None and event.run_id == result.run_id
     assert event.asset_materialization is not None
     assert event.asset_materialization.metadata["files_removed"].value == 12
-    checks = [e for e in result.all_events if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION]
-    assert len(checks) == 1 and checks[0].event_specific_data.passed  # type: ignore[union-attr]
+    (check,) = own_checks(result)
+    assert check.passed
+    # The table's health as the run left it, recorded in PostgreSQL by the same run.
+    (observed,) = instance.fetch_observations(table_key(entry), limit=1).records
+    assert observed.run_id == result.run_id and observed.asset_observation is not None
+    assert observed.asset_observation.metadata["small_files"].value == 0
 
 
 def test_the_iceberg_sql_catalog_on_postgres_is_shared_with_pyiceberg(
