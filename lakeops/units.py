@@ -127,6 +127,12 @@ def format_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def format_utc(timestamp: float) -> str:
+    """A moment for people, as a UTC time (``2026-12-02 13:50:20 UTC``): it stays true however late
+    it is read, unlike an age."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def format_seconds(seconds: float) -> str:
     """Render a duration for people in the largest unit it reaches: ``0.23 s``, ``12.5 min``, ``45.2 d``."""
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):

@@ -35,7 +35,7 @@ import dagster as dg
 
 from lakeops.ops import consumers, partitions
 from lakeops.ops.data_version import data_version
-from lakeops.ops.health import cdc_lag, table_signals, verdict
+from lakeops.ops.health import signals_now, verdict
 from lakeops.ops.table import Table
 from lakeops.ops.verify import Verification
 from lakeops.registry import TableEntry
@@ -194,9 +194,9 @@ def observe_table(
     last_runs = health.last_success_times(instance, {op: operation_key(entry, op) for op in maintained(entry)})
     if just_ran is not None:
         last_runs[just_ran] = now.timestamp()
-    ages = {op: None if at is None else max(now.timestamp() - at, 0.0) for op, at in last_runs.items()}
-    lag = cdc_lag(pending, int(now.timestamp() * 1000)) if entry.cdc.enabled else None
-    signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
+    signals = signals_now(
+        report, entry.health_limits(), now=now.timestamp(), cdc=entry.cdc.enabled, pending=pending, last_runs=last_runs
+    )
     return health.Observation(
         entry,
         key,

@@ -23,7 +23,7 @@ UTC time of its observation and of the table's last maintenance, never an age th
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import dagster as dg
 
@@ -31,6 +31,7 @@ from lakeops.health_signals import MAINTENANCE_OPERATIONS, SIGNALS, Severity
 from lakeops.ops.health import ERROR_READING, Signal, Verdict
 from lakeops.redaction import mask_text
 from lakeops.registry import TableEntry
+from lakeops.units import format_utc
 from orchestration.maintenance import number_metadata
 
 __all__ = [
@@ -222,17 +223,12 @@ def _text(metadata: Mapping[str, dg.MetadataValue], key: str) -> str:
     return str(value.value) if value is not None else ""
 
 
-def _at(timestamp: float) -> str:
-    """A moment as the overview shows it: a UTC time, which stays true however late it is read."""
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def _last_maintenance(times: Mapping[str, float | None]) -> str:
     ran = {op: at for op, at in times.items() if at is not None}
     if not ran:
         return "none yet"
     operation = max(ran, key=lambda op: ran[op])
-    return f"{operation}, {_at(ran[operation])}"
+    return f"{operation}, {format_utc(ran[operation])}"
 
 
 _RANK = {Severity.ERROR.value: 0, Severity.WARN.value: 1, Severity.OK.value: 2, "": 3}
@@ -273,7 +269,7 @@ def overview_metadata(
                 _text(metadata, "health_worst_value"),
                 _text(metadata, "health_worst_threshold"),
                 _last_maintenance(observation.last_runs),
-                _at(observation.timestamp),
+                format_utc(observation.timestamp),
             )
         )
     rows.sort(key=lambda row: (_RANK.get(row[0], 3), row[1]))

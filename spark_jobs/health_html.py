@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakeops.jsontext import printable
 from lakeops.redaction import mask_text
+from lakeops.units import format_utc
 from spark_jobs.extras import require
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def _when(iso: str) -> datetime:
 
 
 def _at(iso: str) -> str:
-    return _when(iso).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_utc(_when(iso).timestamp())
 
 
 def _svg(figure: Any) -> str:

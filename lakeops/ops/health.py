@@ -23,7 +23,17 @@ from lakeops.ops.report import InspectionReport, TableState
 if TYPE_CHECKING:
     from lakeops.ops.consumers import PendingRange
 
-__all__ = ["ERROR_READING", "HEALTHY", "CdcLag", "Signal", "Verdict", "cdc_lag", "table_signals", "verdict"]
+__all__ = [
+    "ERROR_READING",
+    "HEALTHY",
+    "CdcLag",
+    "Signal",
+    "Verdict",
+    "cdc_lag",
+    "signals_now",
+    "table_signals",
+    "verdict",
+]
 
 HEALTHY = "healthy"
 #: The status of a table whose state could not be read (the signals are unknown).
@@ -84,6 +94,23 @@ def cdc_lag(pending: PendingRange | None, now_ms: int) -> CdcLag:
     if pending is None:
         return CdcLag(versions=0, seconds=0.0)
     return CdcLag(versions=pending.last - pending.first + 1, seconds=max(now_ms - pending.first_committed_ms, 0) / 1000)
+
+
+def signals_now(
+    report: InspectionReport,
+    limits: Mapping[str, Limit],
+    *,
+    now: float,
+    cdc: bool,
+    pending: PendingRange | None = None,
+    last_runs: Mapping[str, float | None] | None = None,
+) -> list[Signal]:
+    """:func:`table_signals` at ``now`` (epoch seconds), for a table with CDC on or not: ``pending``,
+    the commits its CDC output lacks (None: it is current), and ``last_runs``, operation -> when its
+    last successful run ended (None: never), become the lag and the ages the signals measure."""
+    ages = {op: None if at is None else max(now - at, 0.0) for op, at in (last_runs or {}).items()}
+    lag = cdc_lag(pending, int(now * 1000)) if cdc else None
+    return table_signals(report, limits, cdc_lag=lag, last_maintenance=ages)
 
 
 def _report_values(state: TableState) -> dict[str, float | None]:

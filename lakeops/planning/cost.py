@@ -24,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from lakeops.audit import AuditRecord
-from lakeops.planning.models import COMMANDS, CostEstimate, metric_sum
+from lakeops.planning.models import OPERATIONS, CostEstimate, metric_sum
 from lakeops.registry import MaintenanceBudget
 
 __all__ = [
@@ -92,10 +92,9 @@ def work_of_run(operation: str, metrics: Mapping[str, Any]) -> tuple[int, int]:
 
 def samples_from_records(table: str, records: Iterable[AuditRecord]) -> list[RunSample]:
     """The succeeded runs of planned operations among ``table``'s audit records, oldest first."""
-    operations = {command: operation for operation, command in COMMANDS.items()}
     samples = []
     for record in sorted(records, key=lambda r: r.finished_at):
-        operation = operations.get(record.command)
+        operation = OPERATIONS.get(record.command)
         if operation is None or record.status != "succeeded" or record.plan.get("dry_run"):
             continue
         work_bytes, work_files = work_of_run(operation, record.metrics)

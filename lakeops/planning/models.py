@@ -13,6 +13,7 @@ from lakeops.ops.report import Report
 
 __all__ = [
     "COMMANDS",
+    "OPERATIONS",
     "Action",
     "Benefit",
     "CompactionWork",
@@ -34,6 +35,8 @@ COMMANDS: dict[str, str] = {
     "orphans": "orphans",
     "cdc": "cdc",
 }
+#: The ``lakeops`` command an audit record names -> the operation it ran.
+OPERATIONS: dict[str, str] = {command: operation for operation, command in COMMANDS.items()}
 
 
 def metric_sum(metrics: Mapping[str, Any], *names: str) -> int:

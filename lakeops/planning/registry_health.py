@@ -21,13 +21,15 @@ from lakeops.audit import AuditRecord
 from lakeops.errors import LakeopsError
 from lakeops.health_signals import MAINTENANCE_OPERATIONS, Severity
 from lakeops.ops import consumers
-from lakeops.ops.health import ERROR_READING, Signal, cdc_lag, table_signals, verdict
+from lakeops.ops.health import ERROR_READING, Signal, signals_now, verdict
 from lakeops.ops.report import Report
+from lakeops.planning.cost import samples_from_records
 from lakeops.planning.estate import audit_records, open_entry
-from lakeops.planning.models import COMMANDS
+from lakeops.planning.models import OPERATIONS
 from lakeops.registry import TableEntry, load_registry
 from lakeops.storage import StorageOptions
 from lakeops.storage.s3_leases import lease_scope
+from lakeops.units import format_utc
 
 __all__ = ["RegistryHealth", "RunPoint", "TableHealth", "last_runs", "registry_health"]
 
@@ -156,20 +158,14 @@ class RegistryHealth(Report):
 
 
 def _shown(at: str | None) -> str:
-    return "never" if at is None else at.replace("T", " ").replace("+00:00", " UTC")
+    return "never" if at is None else format_utc(datetime.fromisoformat(at).timestamp())
 
 
 def last_runs(records: list[AuditRecord]) -> dict[str, float | None]:
     """Operation -> when its last successful, not dry, run finished (epoch seconds; None: never)."""
-    operations = {command: operation for operation, command in COMMANDS.items()}
     found: dict[str, float | None] = dict.fromkeys(MAINTENANCE_OPERATIONS)
-    for record in records:
-        operation = operations.get(record.command)
-        if operation is None or record.status != "succeeded" or record.plan.get("dry_run"):
-            continue
-        finished = datetime.fromisoformat(record.finished_at).timestamp()
-        if found.get(operation) is None or finished > (found[operation] or 0):
-            found[operation] = finished
+    for sample in samples_from_records("", records):  # oldest first: the last one of each stays
+        found[sample.operation] = datetime.fromisoformat(sample.finished_at).timestamp()
     return found
 
 
@@ -188,9 +184,8 @@ def _reading(signal: Signal) -> SignalReading:
 
 
 def _runs(records: list[AuditRecord]) -> list[RunPoint]:
-    operations = {command: operation for operation, command in COMMANDS.items()}
     return [
-        RunPoint.of(operations[r.command], r) for r in records if r.command in operations and not r.plan.get("dry_run")
+        RunPoint.of(OPERATIONS[r.command], r) for r in records if r.command in OPERATIONS and not r.plan.get("dry_run")
     ]
 
 
@@ -204,7 +199,7 @@ def observe_table(
         with lease_scope():  # a REST catalog's keys for the table serve this observation only
             table = open_entry(entry, storage_options)
             report = api.inspect(table)
-            lag = None
+            pending = None
             if entry.cdc.enabled and entry.cdc.output is not None:
                 pending = consumers.pending_changes(
                     table,
@@ -213,7 +208,6 @@ def observe_table(
                     until_ms=int(now * 1000),
                     storage_options=table.storage_options,
                 )
-                lag = cdc_lag(pending, int(now * 1000))
             records = audit_records(entry, table=table)
             ran = {op: at for op, at in last_runs(records).items() if op != "cdc" or entry.cdc.enabled}
     except LakeopsError as exc:
@@ -225,9 +219,8 @@ def observe_table(
             observed_at=_iso(now),
             error=f"{type(exc).__name__}: {exc}",
         )
-    ages = {op: None if at is None else max(now - at, 0.0) for op, at in ran.items()}
     state = report.table_state()
-    signals = table_signals(report, entry.health_limits(), cdc_lag=lag, last_maintenance=ages)
+    signals = signals_now(report, entry.health_limits(), now=now, cdc=entry.cdc.enabled, pending=pending, last_runs=ran)
     result = verdict(signals)
     worst = result.worst
     return TableHealth(
@@ -250,9 +243,6 @@ def observe_table(
     )
 
 
-_RANK = {Severity.ERROR.value: 0, Severity.WARN.value: 1, Severity.OK.value: 2}
-
-
 def registry_health(
     path: Path, storage_options: StorageOptions | None = None, *, threads: int = THREADS, history: bool = False
 ) -> RegistryHealth:
@@ -262,7 +252,7 @@ def registry_health(
     registry = load_registry(path)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(registry.tables) or 1))) as pool:
         tables = list(pool.map(lambda e: observe_table(e, storage_options, history=history), registry.tables))
-    tables.sort(key=lambda t: (_RANK.get(t.severity, 3), t.table))
+    tables.sort(key=lambda t: (-Severity(t.severity).rank, t.table))  # worst first
     counts = {level.value: sum(1 for t in tables if t.severity == level.value) for level in Severity}
     return RegistryHealth(
         table=str(path),
