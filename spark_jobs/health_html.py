@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakeops.errors import InvalidArgument
 from lakeops.jsontext import printable
 from lakeops.redaction import mask_text
 from lakeops.units import format_utc
@@ -125,5 +126,13 @@ def render(health: RegistryHealth) -> str:
 
 
 def write_report(health: RegistryHealth, path: Path) -> None:
-    """:func:`render` into ``path``."""
-    path.write_text(render(health), encoding="utf-8")
+    """:func:`render` into ``path``: written whole beside it, then moved into place, so a reader never
+    sees half a page; a path that cannot be written is an error naming it, leaving nothing behind."""
+    page = render(health)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise InvalidArgument(f"--html {path}: cannot write the report ({exc.strerror or exc})") from None

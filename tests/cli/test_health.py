@@ -121,3 +121,12 @@ def test_html_writes_a_self_contained_page_with_plots(tmp_path: Path, capsys: py
 def test_a_missing_registry_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lakeops(["health", "--registry", str(tmp_path / "nope.yaml")]) == 2
     assert str(tmp_path / "nope.yaml") in capsys.readouterr().err
+
+
+def test_an_html_path_that_cannot_be_written_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = _registry(tmp_path)
+    target = tmp_path / "no" / "such" / "dir" / "health.html"
+    assert lakeops(["health", "--registry", str(registry), "--html", str(target)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"InvalidArgument: --html {target}: cannot write the report" in err
+    assert not (tmp_path / "no").exists()  # nothing half-written anywhere
