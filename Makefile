@@ -9,8 +9,9 @@ DEMO_DIR ?= $(CURDIR)/.lakeops-demo
 
 .PHONY: install lock chromium demo ui screenshot test test-long test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
-## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster, the icechunk package, matplotlib, test tools.
-EXTRAS := spark,connect,dagster,icechunk,report,test
+## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster and dg, the icechunk package,
+## matplotlib, test tools.
+EXTRAS := spark,connect,dagster,dg,icechunk,report,test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,7 +93,7 @@ bench-full: install
 	$(PY) -m bench --size full
 
 lint: install
-	$(VENV)/bin/ruff check lakeops spark_jobs orchestration bench tests
+	$(VENV)/bin/ruff check lakeops spark_jobs orchestration bench tests examples
 	$(VENV)/bin/lint-imports
 
 ## mypy on every package, strict for lakeops ([tool.mypy] in pyproject.toml); CI's stage after lint.

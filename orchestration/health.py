@@ -231,6 +231,16 @@ def _last_maintenance(times: Mapping[str, float | None]) -> str:
     return f"{operation}, {format_utc(ran[operation])}"
 
 
+def _worst(metadata: Mapping[str, dg.MetadataValue]) -> str:
+    """The worst signal with its value and thresholds in one cell (``small_files 22 (warn 5 / error 20)``):
+    six columns fit the UI's metadata panel at 1600 px, where eight cut the last ones off."""
+    name, value, threshold = (
+        _text(metadata, key) for key in ("health_worst", "health_worst_value", "health_worst_threshold")
+    )
+    cell = " ".join(part for part in (name, value) if part)
+    return f"{cell} ({threshold})" if threshold else cell
+
+
 _RANK = {Severity.ERROR.value: 0, Severity.WARN.value: 1, Severity.OK.value: 2, "": 3}
 
 
@@ -256,7 +266,7 @@ def overview_metadata(
         if observation is None:
             operations = [op for op in MAINTENANCE_OPERATIONS if op != "cdc" or entry.cdc.enabled]
             times = last_success_times(instance, {op: dg.AssetKey([entry.name, op]) for op in operations})
-            rows.append(("", entry.name, entry.format, "not observed yet", "", "", "", _last_maintenance(times), ""))
+            rows.append(("", entry.name, entry.format, "not observed yet", "", _last_maintenance(times), ""))
             continue
         metadata = observation.metadata
         rows.append(
@@ -265,17 +275,15 @@ def overview_metadata(
                 entry.name,
                 _text(metadata, "format") or entry.format,
                 _text(metadata, "health_status"),
-                _text(metadata, "health_worst"),
-                _text(metadata, "health_worst_value"),
-                _text(metadata, "health_worst_threshold"),
+                _worst(metadata),
                 _last_maintenance(observation.last_runs),
                 format_utc(observation.timestamp),
             )
         )
     rows.sort(key=lambda row: (_RANK.get(row[0], 3), row[1]))
     lines = [
-        "| table | format | status | worst signal | value | threshold | last maintenance | observed |",
-        "|---|---|---|---|---|---|---|---|",
+        "| table | format | status | worst signal | last maintenance | observed |",
+        "|---|---|---|---|---|---|",
     ]
     for severity, *cells in rows:
         status = cells[2] if severity in ("", Severity.OK.value) else f"**{cells[2]}** ({severity.upper()})"

@@ -54,7 +54,7 @@ EXCLUDED: dict[str, str] = {
 SLOW: dict[str, str] = {"make lint typecheck": "ruff, the import contracts and mypy over the whole tree"}
 
 #: The first word of inline code that makes it a shell command.
-EXECUTABLES = {"make", "lakeops", "dagster", "spark-submit", "python", "pip", "docker", "git"}
+EXECUTABLES = {"make", "lakeops", "dagster", "dg", "spark-submit", "python", "pip", "docker", "git"}
 
 #: For each demo run (table/operation), a report number that is positive only if it did work.
 DEMO_WORK = {

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from lakeops.registry import parse_registry
 from orchestration.assets import MAINTENANCE, check_key, operation_key, table_key
-from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY
+from orchestration.registry_definitions import build_definitions
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import yaml
 from registry_samples import REFUSED, SAMPLE
 
 from lakeops.registry import RegistryError, parse_registry
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from spark_jobs.cli import main as lakeops
 
 ROOT = Path(__file__).resolve().parents[2]

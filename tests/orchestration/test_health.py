@@ -19,8 +19,8 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from lakeops.registry import Registry, parse_registry
 from orchestration.assets import operation_key, run_request, table_key
-from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY, last_success_times
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 #: Observations read tables without Spark; the maintenance assets beside them declare it.
@@ -115,7 +115,7 @@ def test_small_files_warn_then_error_and_the_overview_says_needs_compaction_unti
     errored = _checks(_observe(registry, instance))["small_files"]
     assert (errored.passed, errored.severity) == (False, dg.AssetCheckSeverity.ERROR)
     row = _row(_overview(registry, instance), "events")
-    assert row[:6] == ["events", "delta", "**needs compaction** (ERROR)", "small_files", "22", "warn 5 / error 20"]
+    assert row[:4] == ["events", "delta", "**needs compaction** (ERROR)", "small_files 22 (warn 5 / error 20)"]
 
     DeltaTable(str(tmp_path / "events")).optimize.compact()
     healthy = _observe(registry, instance)
@@ -135,7 +135,7 @@ def test_an_unreadable_table_is_recorded_as_error_reading_and_its_run_fails(tmp_
     assert _observation(result).metadata["health_status"].value == "error reading"
     overview = _overview(registry, instance)
     gone = _row(overview, "gone")
-    assert gone[2] == "**error reading** (ERROR)" and "NotATable" in gone[4]
+    assert gone[2] == "**error reading** (ERROR)" and "NotATable" in gone[3]
     assert _row(overview, "events")[2] == "not observed yet"
     assert (overview["error"].value, overview["not_observed"].value) == (1, 1)
     # The worst table comes first.

@@ -19,7 +19,7 @@ from lakeops.ops.target import IcechunkTarget
 from lakeops.registry import parse_registry
 from lakeops.storage import open_storage
 from orchestration.assets import operation_key, table_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 FIXTURE = TESTDATA / "modern" / "icechunk" / "split-repo-v2"

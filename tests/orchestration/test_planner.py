@@ -20,8 +20,8 @@ from lakeops.ops.options import CdcOptions, CheckpointOptions, CompactionOptions
 from lakeops.planning.models import Action, Benefit, CostEstimate, Decision
 from lakeops.registry import RegistryError, parse_registry
 from orchestration.assets import MAX_REWRITE_BYTES_TAG
-from orchestration.definitions import build_definitions
 from orchestration.planning import PLAN_KEY, PlannerCursor, _request, evaluate_planner
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import StorageResource
 
 

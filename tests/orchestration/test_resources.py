@@ -18,7 +18,7 @@ from lakeops.ops import compaction
 from lakeops.registry import parse_registry
 from lakeops.storage.s3 import clear_client_cache
 from orchestration.assets import operation_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 pytestmark = pytest.mark.s3

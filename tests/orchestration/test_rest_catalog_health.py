@@ -11,7 +11,7 @@ from rest_catalog_server import appended_table, serve
 
 from lakeops.registry import parse_registry
 from orchestration.assets import table_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 SECRET = "sentinel-orchestration-secret"

@@ -14,7 +14,7 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from lakeops.registry import parse_registry
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import StorageResource
 
 

@@ -20,7 +20,7 @@ from lakeops.registry import Registry, parse_registry
 from lakeops.storage import open_storage
 from lakeops.storage.uri import normalize
 from orchestration.assets import operation_key, table_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 pytestmark = pytest.mark.orchestration

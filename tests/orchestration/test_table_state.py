@@ -16,7 +16,7 @@ from lakeops.icechunk.writer import ChangeSet, commit
 from lakeops.registry import Registry, parse_registry
 from lakeops.storage import open_storage
 from orchestration.assets import table_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(), "storage": StorageResource()}

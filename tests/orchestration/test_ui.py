@@ -17,7 +17,7 @@ from registry_samples import SAMPLE
 
 from lakeops.registry import parse_registry
 from orchestration import ui
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.ui import PROJECT, dagster_dev, served
 
 pytestmark = pytest.mark.long  # minutes of work: CI runs it as its own stage (make test-long)

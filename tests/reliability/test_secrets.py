@@ -45,7 +45,7 @@ from lakeops.storage import StorageOptions, open_storage
 from lakeops.storage import s3 as s3_module
 from lakeops.storage.s3 import S3Keys, S3Storage, clear_client_cache
 from orchestration.assets import operation_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 from spark_jobs.cli import main as lakeops
 from spark_jobs.operations import run_operation

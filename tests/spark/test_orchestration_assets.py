@@ -18,7 +18,7 @@ from run_events import own_checks, own_materializations
 from lakeops.registry import parse_registry
 from lakeops.storage import LocalStorage
 from orchestration.assets import MAINTENANCE, operation_key, table_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}

@@ -24,7 +24,7 @@ from run_events import own_checks, own_materializations
 
 from lakeops.registry import TableEntry, parse_registry
 from orchestration.assets import operation_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}

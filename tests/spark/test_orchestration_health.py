@@ -21,8 +21,8 @@ from pyiceberg_tables import small_file_table
 
 from lakeops.registry import parse_registry
 from orchestration.assets import operation_key, table_key
-from orchestration.definitions import build_definitions
 from orchestration.health import OVERVIEW_KEY
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}

@@ -16,7 +16,7 @@ from run_events import own_checks
 
 from lakeops.registry import parse_registry
 from orchestration.assets import operation_key, partitions_name
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 DAYS = [date(2026, 11, 1), date(2026, 11, 2), date(2026, 11, 3)]

@@ -22,7 +22,7 @@ from lakeops.icechunk.repository import Repository
 from lakeops.registry import TableEntry, parse_registry
 from lakeops.storage import LocalStorage
 from orchestration.assets import MAINTENANCE, operation_key, table_key
-from orchestration.definitions import build_definitions
+from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
 
 RESOURCES = {"spark": SparkResource(master="local[2]"), "storage": StorageResource()}
