@@ -21,9 +21,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## deploy/requirements.lock: the exact packages (versions, SHA-256 hashes) the image installs (pip lock).
+## deploy/requirements.lock: the exact packages (versions, SHA-256 hashes) the image installs (pip lock);
+## locked packages keep their versions, UPGRADE=1 resolves them all afresh.
 lock: install
-	$(PY) deploy/lock.py
+	$(PY) deploy/lock.py $(if $(UPGRADE),--upgrade)
 
 ## Build a demo warehouse in ./.lakeops-demo (Delta, Iceberg in a SQLite catalog, Icechunk), run every
 ## maintenance asset once through Dagster, print health before and after.

@@ -77,12 +77,14 @@ STATUS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class SignalSpec:
-    """What a signal measures, its unit, the operation that fixes it and the formats it applies to."""
+    """What a signal measures, its unit, the operation that fixes it and the formats it applies to;
+    ``min_live_files``: it alarms only on a table of at least that many live files."""
 
     what: str
     unit: Unit
     operation: str
     formats: frozenset[str]
+    min_live_files: int = 0
 
     @property
     def status(self) -> str:
@@ -97,7 +99,11 @@ SIGNALS: dict[str, SignalSpec] = {
     "small_files": SignalSpec(
         "small files compaction would merge (Icechunk: chunk objects it would pack)", "count", "compaction", _ALL
     ),
-    "small_file_ratio": SignalSpec("share of live files that are such small files", "ratio", "compaction", _ALL),
+    # A table of a few files is all small files, and compacting it gains little: the ratio alarms from
+    # 10 live files on.
+    "small_file_ratio": SignalSpec(
+        "share of live files that are such small files", "ratio", "compaction", _ALL, min_live_files=10
+    ),
     "checkpoint_lag": SignalSpec(
         "commits since the last checkpoint (Iceberg: snapshots since the last manifest rewrite)",
         "count",

@@ -19,6 +19,7 @@ Example::
       secret_access_key_env: LAKE_SECRET
     spark: {master: "local[4]", conf: {spark.executor.memory: 2g}, executor: auto}  # auto | spark | driver
     maintenance_budget: {window: "0 1 * * *", core_minutes: 120}   # optional: lakeops.planning
+    health_report: /srv/lakeops/health.html        # optional: the overview writes lakeops health --html here
     tables:
       - name: events                               # a Dagster name: letters, digits, underscores
         location: s3://lake/events                 # or catalog: {uri: sqlite:///cat.db} + identifier: db.events
@@ -46,7 +47,8 @@ as written (the tests hold it to Dagster's own parser). Extensions some schedule
 ``{warn, error}`` per signal; a key left out keeps its default and ``null`` turns that level off.
 The defaults follow the table's policies where one says when maintenance is due: ``small_files``
 warns at ``compaction.small_file_trigger`` (errors at 10 times it), ``small_file_ratio`` at
-``compaction.fragment_ratio_trigger`` (else never: a young table is all small files),
+``compaction.fragment_ratio_trigger`` (else 75 %; never on a table of under 10 live files, which
+is all small files while young),
 ``checkpoint_lag`` at ``checkpoint.interval`` (10 times), ``oldest_snapshot_age`` at twice
 ``expiry.older_than`` (4 times; else 60d and 180d). The others: ``manifests`` 100/1000, ``snapshots`` 1000/10000,
 ``reclaimable_bytes`` 10GB/100GB, ``cdc_lag_versions`` 100/1000, ``cdc_lag_time`` 1h/6h (also the
@@ -499,8 +501,9 @@ class TableEntry(RegisteredTable):
             "small_files": Limit(
                 warn=self.compaction.small_file_trigger, error=10 * self.compaction.small_file_trigger
             ),
-            # Off unless compaction triggers on it: every young table is all small files.
-            "small_file_ratio": Limit(warn=self.compaction.fragment_ratio_trigger),
+            # Compaction's own trigger, else three in four files small; tables under the signal's
+            # min_live_files are never flagged (a young table is all small files).
+            "small_file_ratio": Limit(warn=self.compaction.fragment_ratio_trigger or 0.75),
             "checkpoint_lag": Limit(warn=self.checkpoint.interval, error=10 * self.checkpoint.interval),
             "manifests": Limit(warn=100, error=1000),
             "snapshots": Limit(warn=1000, error=10000),
@@ -584,6 +587,16 @@ class Registry(_Strict):
     audit_location: str | None = None
     #: Benefit-ranked maintenance within this many core-minutes per window (:mod:`lakeops.planning`).
     maintenance_budget: MaintenanceBudget | None = None
+    #: The HTML health report with plots (``lakeops health --html``) that the Dagster overview rewrites at
+    #: each of its own materializations and links to: an absolute path, as the code location may run anywhere.
+    health_report: str | None = None
+
+    @field_validator("health_report")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_absolute():
+            raise ValueError(f"{value!r} must be an absolute path (the code location's working folder varies)")
+        return value
 
     @model_validator(mode="after")
     def _unique(self) -> Registry:

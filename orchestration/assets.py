@@ -38,7 +38,7 @@ from lakeops.ops.data_version import data_version
 from lakeops.ops.health import signals_now, verdict
 from lakeops.ops.table import Table
 from lakeops.ops.verify import Verification
-from lakeops.registry import TableEntry
+from lakeops.registry import Registry, TableEntry
 from lakeops.storage.s3_leases import lease_scope
 from orchestration import health
 from orchestration.maintenance import inspect, open_entry, report_metadata, run_maintenance
@@ -135,9 +135,9 @@ def _cdc_partitions(entry: TableEntry) -> dg.DailyPartitionsDefinition:
     return dg.DailyPartitionsDefinition(start_date=entry.cdc.start_date.isoformat(), end_offset=1, timezone="UTC")
 
 
-def table_asset(entry: TableEntry, tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
+def table_asset(entry: TableEntry, registry: Registry) -> dg.AssetsDefinition:
     """``<table>/table``: observations record its health, and run its health checks; each one rebuilds
-    the overview of ``tables`` (the registry's)."""
+    the overview of ``registry``."""
     key = table_key(entry)
 
     @dg.multi_observable_source_asset(
@@ -162,7 +162,7 @@ def table_asset(entry: TableEntry, tables: Sequence[TableEntry]) -> dg.AssetsDef
             data_version=dg.DataVersion(observation.version) if observation.version is not None else None,
             check_results=observation.checks,
         )
-        record_overview(context, tables, observation)
+        record_overview(context, registry, observation)
         if observation.error is not None:  # recorded as the table's health ("error reading"); the run fails
             raise observation.error
 
@@ -225,7 +225,7 @@ def pending_changes(
         )
 
 
-def _maintenance_asset(entry: TableEntry, operation: str, tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
+def _maintenance_asset(entry: TableEntry, operation: str, registry: Registry) -> dg.AssetsDefinition:
     spec = SPECS[operation]
     key = operation_key(entry, operation)
     partitioned = operation == "compaction" and entry.compaction.partitioned
@@ -267,7 +267,7 @@ def _maintenance_asset(entry: TableEntry, operation: str, tables: Sequence[Table
                 table.refresh()
                 ran = operation if succeeded else None
                 observation = observe_table(context.instance, entry, storage, table, just_ran=ran)
-                record_after_run(context, observation, tables, operation=operation)
+                record_after_run(context, observation, registry, operation=operation)
 
     return maintain
 
@@ -381,7 +381,7 @@ def _nothing_to_extract(
     )
 
 
-def maintenance_assets(entry: TableEntry, tables: Sequence[TableEntry]) -> list[dg.AssetsDefinition]:
+def maintenance_assets(entry: TableEntry, registry: Registry) -> list[dg.AssetsDefinition]:
     """One asset per maintenance operation that applies to ``entry`` (CDC only when enabled); each run
-    rebuilds the overview of ``tables`` (the registry's) with the table's observation afterwards."""
-    return [_maintenance_asset(entry, op, tables) for op in maintained(entry)]
+    rebuilds the overview of ``registry`` with the table's observation afterwards."""
+    return [_maintenance_asset(entry, op, registry) for op in maintained(entry)]

@@ -263,6 +263,8 @@ def write_registry(path: Path, iceberg: tuple[str, str]) -> None:
 # A budget (a window every hour, so the demo's falls in one): the lakeops_planner sensor and the
 # lakeops/maintenance_plan asset are in the demo too.
 maintenance_budget: {{window: "0 * * * *", length: 1h, core_minutes: 60}}
+# The overview's own runs write the health report with plots here, and link it.
+health_report: {DEMO / "health.html"}
 tables:
   - name: events
     location: {DEMO / "warehouse" / "events"}

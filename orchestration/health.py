@@ -24,15 +24,18 @@ UTC time of its observation and of the table's last maintenance, never an age th
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import dagster as dg
 
 from lakeops.health_signals import MAINTENANCE_OPERATIONS, SIGNALS, Severity
 from lakeops.ops.health import ERROR_READING, Signal, Verdict
+from lakeops.planning.registry_health import observe_registry
 from lakeops.redaction import mask_text
-from lakeops.registry import TableEntry
+from lakeops.registry import Registry, TableEntry
 from lakeops.units import format_utc
 from orchestration.maintenance import number_metadata
+from orchestration.resources import StorageResource
 
 __all__ = [
     "OVERVIEW_KEY",
@@ -255,13 +258,26 @@ def _latest(instance: dg.DagsterInstance, entry: TableEntry) -> Observation | No
     return Observation(entry, key, record.timestamp, dict(record.asset_observation.metadata), [], last_runs=last_runs)
 
 
+def _report_link(registry: Registry) -> dict[str, dg.MetadataValue]:
+    """Where the registry's HTML health report is, and when it was last written (``health_report``)."""
+    if registry.health_report is None:
+        return {}
+    path = Path(registry.health_report)
+    if not path.is_file():
+        return {"health_report": dg.MetadataValue.text(f"{path}: not written yet (the overview's own runs write it)")}
+    return {
+        "health_report": dg.MetadataValue.path(str(path)),
+        "health_report_written": dg.MetadataValue.timestamp(path.stat().st_mtime),
+    }
+
+
 def overview_metadata(
-    instance: dg.DagsterInstance, tables: Sequence[TableEntry], fresh: Mapping[str, Observation] = {}
+    instance: dg.DagsterInstance, registry: Registry, fresh: Mapping[str, Observation] = {}
 ) -> dict[str, dg.MetadataValue]:
     """Every table's newest observation (``fresh``'s where given: observations the calling run is
-    recording), worst first, each with the time it was made."""
+    recording), worst first, each with the time it was made; and the link to the health report."""
     rows: list[tuple[str, ...]] = []
-    for entry in tables:
+    for entry in registry.tables:
         observation = fresh.get(entry.name) or _latest(instance, entry)
         if observation is None:
             operations = [op for op in MAINTENANCE_OPERATIONS if op != "cdc" or entry.cdc.enabled]
@@ -295,18 +311,37 @@ def overview_metadata(
         "warn": dg.MetadataValue.int(counts[Severity.WARN]),
         "error": dg.MetadataValue.int(counts[Severity.ERROR]),
         "not_observed": dg.MetadataValue.int(sum(1 for row in rows if not row[0])),
+        **_report_link(registry),
     }
 
 
-def overview_asset(tables: Sequence[TableEntry]) -> dg.AssetsDefinition:
-    """``lakeops/overview``: every registered table's health at a glance."""
+def write_health_report(registry: Registry, storage: StorageResource) -> Path:
+    """The registry's HTML health report (``lakeops health --html``: every table observed now, with its
+    audited runs as plots) written to its ``health_report`` path."""
+    from spark_jobs.health_html import write_report  # needs the extra 'report', named when it is missing
+
+    assert registry.health_report is not None
+    path = Path(registry.health_report)
+    with storage.credentials():
+        health = observe_registry(registry, "lakeops/overview", storage.options(), history=True)
+    write_report(health, path, named="health_report")
+    return path
+
+
+def overview_asset(registry: Registry) -> dg.AssetsDefinition:
+    """``lakeops/overview``: every registered table's health at a glance; with the registry's
+    ``health_report``, each of its own runs (its schedule, the UI) rewrites the HTML report it links to —
+    not the rebuilds after each table's run, which would observe every table each time."""
 
     @dg.asset(
         key=OVERVIEW_KEY,
         group_name="lakeops",
-        description="Every registered table's health status and worst signal, from its latest observation.",
+        description="Every registered table's health status and worst signal, from its latest observation"
+        + (f"; the HTML health report with plots: {registry.health_report}." if registry.health_report else "."),
     )
-    def overview(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        return dg.MaterializeResult(metadata=overview_metadata(context.instance, tables))
+    def overview(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+        if registry.health_report is not None:
+            context.log.info(f"wrote the health report {write_health_report(registry, storage)}")
+        return dg.MaterializeResult(metadata=overview_metadata(context.instance, registry))
 
     return overview

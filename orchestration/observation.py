@@ -10,11 +10,9 @@ rebuild the overview (``lakeops/overview``) with that observation, so it is neve
 newest observation of any table.
 """
 
-from collections.abc import Sequence
-
 import dagster as dg
 
-from lakeops.registry import TableEntry
+from lakeops.registry import Registry
 from orchestration import health
 from orchestration.health import Observation
 
@@ -24,14 +22,14 @@ __all__ = ["record_after_run", "record_overview"]
 _DATA_VERSION_TAG = "dagster/data_version"
 
 
-def record_overview(context: dg.AssetExecutionContext, tables: Sequence[TableEntry], observation: Observation) -> None:
+def record_overview(context: dg.AssetExecutionContext, registry: Registry, observation: Observation) -> None:
     """The overview rebuilt with ``observation`` (the instance may not hold it yet: this run records it)."""
-    metadata = health.overview_metadata(context.instance, tables, fresh={observation.entry.name: observation})
+    metadata = health.overview_metadata(context.instance, registry, fresh={observation.entry.name: observation})
     context.log_event(dg.AssetMaterialization(asset_key=health.OVERVIEW_KEY, metadata=metadata))
 
 
 def record_after_run(
-    context: dg.AssetExecutionContext, observation: Observation, tables: Sequence[TableEntry], *, operation: str
+    context: dg.AssetExecutionContext, observation: Observation, registry: Registry, *, operation: str
 ) -> None:
     """A maintenance run's last step: ``observation`` (the table as the run left it, its state re-read)
     recorded for the table asset with its checks' evaluations, and the overview rebuilt — in this run,
@@ -40,7 +38,7 @@ def record_after_run(
     context.log_event(dg.AssetObservation(asset_key=observation.key, metadata=observation.metadata, tags=tags))
     for check in observation.checks:
         context.log_event(_evaluation(observation.key, check))
-    record_overview(context, tables, observation)
+    record_overview(context, registry, observation)
     context.log.info(f"after {operation}: {observation.summary()}")
 
 

@@ -49,11 +49,11 @@ def _storage(registry: Registry) -> StorageResource:
 
 
 def build_definitions(registry: Registry) -> dg.Definitions:
-    assets: list[dg.AssetsDefinition | dg.AssetSpec] = [overview_asset(registry.tables)] if registry.tables else []
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = [overview_asset(registry)] if registry.tables else []
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_CHOSEN_BETAS, category=dg.BetaWarning)
         for entry in registry.tables:
-            assets += [table_asset(entry, registry.tables), *maintenance_assets(entry, registry.tables)]
+            assets += [table_asset(entry, registry), *maintenance_assets(entry, registry)]
     planner = planner_sensor(registry)
     if planner:
         assets.append(plan_asset())

@@ -6,6 +6,7 @@ browser, with nothing fetched. matplotlib comes with the extra ``report``."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 from datetime import datetime
@@ -125,14 +126,16 @@ def render(health: RegistryHealth) -> str:
     )
 
 
-def write_report(health: RegistryHealth, path: Path) -> None:
+def write_report(health: RegistryHealth, path: Path, *, named: str = "--html") -> None:
     """:func:`render` into ``path``: written whole beside it, then moved into place, so a reader never
-    sees half a page; a path that cannot be written is an error naming it, leaving nothing behind."""
+    sees half a page; a path that cannot be written is an error naming it (and the option or registry
+    key that gave it, ``named``), leaving nothing behind."""
     page = render(health)
     partial = path.with_name(f".{path.name}.partial")
     try:
         partial.write_text(page, encoding="utf-8")
         partial.replace(path)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise InvalidArgument(f"--html {path}: cannot write the report ({exc.strerror or exc})") from None
+        with contextlib.suppress(OSError):  # a parent that is a file fails the unlink too (NotADirectoryError)
+            partial.unlink(missing_ok=True)
+        raise InvalidArgument(f"{named} {path}: cannot write the report ({exc.strerror or exc})") from None

@@ -77,7 +77,9 @@ class Signal(BaseModel):
         if not self.applies:
             return f"{self.name}: {self.note}"
         text = f"{self.name} {self.value_text()} ({self.threshold_text()})"
-        return f"{text}: {self.action()}" if self.severity is not Severity.OK else text
+        if self.severity is not Severity.OK:
+            return f"{text}: {self.action()}"
+        return f"{text}: {self.note}" if self.note and self.value is not None else text
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,8 @@ def table_signals(
             value = values.get(name)
             note = "not measured" if value is None else ""
         severity = limit.severity(value) if value is not None else Severity.OK
+        if severity is not Severity.OK and state.live_files < spec.min_live_files:
+            severity, note = Severity.OK, f"under {spec.min_live_files} live files"
         signals.append(Signal(name=name, value=value, limit=limit, severity=severity, note=note))
     return signals
 

@@ -26,12 +26,12 @@ from lakeops.ops.report import Report
 from lakeops.planning.cost import samples_from_records
 from lakeops.planning.estate import audit_records, open_entry
 from lakeops.planning.models import OPERATIONS
-from lakeops.registry import TableEntry, load_registry
+from lakeops.registry import Registry, TableEntry, load_registry
 from lakeops.storage import StorageOptions
 from lakeops.storage.s3_leases import lease_scope
 from lakeops.units import format_utc
 
-__all__ = ["RegistryHealth", "RunPoint", "TableHealth", "last_runs", "registry_health"]
+__all__ = ["RegistryHealth", "RunPoint", "TableHealth", "last_runs", "observe_registry", "registry_health"]
 
 #: Tables observed at once: each is mostly waiting on storage.
 THREADS = 8
@@ -246,16 +246,27 @@ def observe_table(
 def registry_health(
     path: Path, storage_options: StorageOptions | None = None, *, threads: int = THREADS, history: bool = False
 ) -> RegistryHealth:
-    """Every table of the registry at ``path`` observed now, ``threads`` at a time, worst first (with
-    ``history``, each with its audited runs)."""
+    """Every table of the registry at ``path`` observed now (:func:`observe_registry`)."""
+    return observe_registry(load_registry(path), str(path), storage_options, threads=threads, history=history)
+
+
+def observe_registry(
+    registry: Registry,
+    label: str,
+    storage_options: StorageOptions | None = None,
+    *,
+    threads: int = THREADS,
+    history: bool = False,
+) -> RegistryHealth:
+    """Every table of ``registry`` (named ``label`` in the report) observed now, ``threads`` at a time,
+    worst first (with ``history``, each with its audited runs)."""
     started = time.monotonic()
-    registry = load_registry(path)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(registry.tables) or 1))) as pool:
         tables = list(pool.map(lambda e: observe_table(e, storage_options, history=history), registry.tables))
     tables.sort(key=lambda t: (-Severity(t.severity).rank, t.table))  # worst first
     counts = {level.value: sum(1 for t in tables if t.severity == level.value) for level in Severity}
     return RegistryHealth(
-        table=str(path),
+        table=label,
         tables=tables,
         healthy=counts[Severity.OK.value],
         warn=counts[Severity.WARN.value],

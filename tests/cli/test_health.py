@@ -123,9 +123,13 @@ def test_a_missing_registry_is_a_usage_error(tmp_path: Path, capsys: pytest.Capt
     assert str(tmp_path / "nope.yaml") in capsys.readouterr().err
 
 
-def test_an_html_path_that_cannot_be_written_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("under", ["no/such/dir", "a-file"], ids=["missing folder", "under a file"])
+def test_an_html_path_that_cannot_be_written_is_named(
+    under: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     registry = _registry(tmp_path)
-    target = tmp_path / "no" / "such" / "dir" / "health.html"
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / under / "health.html"
     assert lakeops(["health", "--registry", str(registry), "--html", str(target)]) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert f"InvalidArgument: --html {target}: cannot write the report" in err

@@ -321,8 +321,9 @@ def test_the_lock_pins_every_dependency_within_pyprojects_bounds() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     generator = runpy.run_path(str(DEPLOY / "lock.py"))  # what `make lock` resolves
     extras = project["project"]["optional-dependencies"]
-    # The image runs Spark, Spark Connect and Dagster on PostgreSQL with the Kubernetes run launcher.
-    assert set(generator["PROJECT_EXTRAS"]) == {"spark", "connect", "dagster"}
+    # The image runs Spark, Spark Connect and Dagster on PostgreSQL with the Kubernetes run launcher,
+    # and draws the health report's plots.
+    assert set(generator["PROJECT_EXTRAS"]) == {"spark", "connect", "dagster", "report"}
     wanted = [Requirement(r) for r in project["project"]["dependencies"]]
     wanted += [Requirement(r) for extra in generator["PROJECT_EXTRAS"] for r in extras[extra]]
     wanted += [Requirement(r) for r in generator["BESIDE"]]
@@ -412,3 +413,13 @@ def test_entrypoint_starts_a_kubernetes_executor(tmp_path: Path) -> None:
         "--resourceProfileId": "0",
         "--podName": "lakeops-exec-3",
     }
+
+
+def test_a_relock_is_constrained_to_the_versions_already_locked() -> None:
+    """``make lock`` after adding an extra adds its packages and upgrades nothing else: every locked
+    ``name==version`` is a constraint of the resolution (``UPGRADE=1`` drops them)."""
+    generator = runpy.run_path(str(DEPLOY / "lock.py"))
+    text = (DEPLOY / "requirements.lock").read_text()
+    pins = generator["pins"](text)
+    assert len(pins) == len(_lock()) and all(re.fullmatch(r"[A-Za-z0-9._-]+==\S+", pin) for pin in pins)
+    assert f"matplotlib=={_lock()['matplotlib'][0]}" in pins and not any(pin.startswith("#") for pin in pins)

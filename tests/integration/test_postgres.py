@@ -23,7 +23,7 @@ from lakeops_cli import run_json
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg_tables import NAMESPACE, SCHEMA, batch, rows_of
 
-from lakeops.registry import parse_registry
+from lakeops.registry import Registry, parse_registry
 from orchestration.pools import register_pools
 from spark_jobs.session import stop_session
 
@@ -98,7 +98,7 @@ def test_a_generated_maintenance_asset_runs_end_to_end_on_the_postgres_instance(
     key = operation_key(entry, "compaction")
 
     result = dg.materialize(
-        [table_asset(entry, [entry]), *maintenance_assets(entry, [entry])],
+        [table_asset(entry, Registry(tables=[entry])), *maintenance_assets(entry, Registry(tables=[entry]))],
         selection=[key],
         instance=instance,
         resources={"spark": SparkResource(master="local[2]"), "storage": StorageResource()},

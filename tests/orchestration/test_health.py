@@ -108,7 +108,13 @@ def test_small_files_warn_then_error_and_the_overview_says_needs_compaction_unti
     metadata = _observation(warned).metadata
     assert (metadata["health_status"].value, metadata["health_worst"].value) == ("needs compaction", "small_files")
     assert metadata["health_small_files"].value == 12 and metadata["health_small_file_ratio_pct"].value == 100.0
-    assert checks["small_file_ratio"].passed  # no threshold: the policy has no fragment_ratio_trigger
+    # No fragment_ratio_trigger: the default 75 % from 10 live files on; all 12 are small.
+    ratio = checks["small_file_ratio"]
+    assert (ratio.passed, ratio.severity, ratio.description) == (
+        False,
+        dg.AssetCheckSeverity.WARN,
+        "small_file_ratio 100.0 % (warn 75.0 %): run compaction",
+    )
     assert "small_files | 12 | warn 5 / error 20 | warn | run compaction" in str(metadata["health_signals"].value)
 
     _append(tmp_path / "events", 10, partitions=2)
@@ -274,3 +280,52 @@ def test_health_runs_by_default_and_each_request_carries_the_checks(tmp_path: Pa
     job.get_subset(
         asset_selection=set(request.asset_selection or []), asset_check_selection=set(request.asset_check_keys or [])
     )
+
+
+def test_the_overview_writes_and_links_the_html_health_report_the_registry_names(tmp_path: Path) -> None:
+    """``health_report``: the overview's own run writes the HTML report (every table observed, with its
+    plots) and links it; an observation's rebuild of the overview keeps the link without rewriting."""
+    page = tmp_path / "report" / "health.html"
+    page.parent.mkdir()
+    _append(tmp_path / "events", 3)
+    registry = _registry(tmp_path).model_copy(update={"health_report": str(page)})
+    instance = dg.DagsterInstance.ephemeral()
+
+    overview = _overview(registry, instance)
+    assert overview["health_report"] == dg.MetadataValue.path(str(page))
+    assert abs(overview["health_report_written"].value - page.stat().st_mtime) < 1
+    text = page.read_text()
+    assert '<section id="events">' in text and "<svg" in text and "error reading" in text  # 'gone' is missing
+
+    written = page.stat().st_mtime_ns
+    assert _observe(registry, instance).success
+    (rebuilt,) = instance.fetch_materializations(OVERVIEW_KEY, limit=1).records
+    assert rebuilt.asset_materialization is not None
+    assert rebuilt.asset_materialization.metadata["health_report"] == dg.MetadataValue.path(str(page))
+    assert page.stat().st_mtime_ns == written  # only the overview's own runs observe every table
+
+
+def test_a_health_report_that_cannot_be_written_fails_the_overview_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    registry = _registry(tmp_path).model_copy(update={"health_report": str(tmp_path / "file" / "health.html")})
+    result = dg.materialize(
+        list(build_definitions(registry).assets or []),
+        selection=[OVERVIEW_KEY],
+        resources=RESOURCES,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = str(failure.step_failure_data.error)  # type: ignore[union-attr]
+    assert f"InvalidArgument: health_report {tmp_path / 'file' / 'health.html'}: cannot write the report" in message
+    assert list(tmp_path.glob("file*")) == [tmp_path / "file"]
+
+
+def test_a_relative_health_report_path_is_refused_by_the_registry() -> None:
+    import pytest
+
+    from lakeops.registry import RegistryError
+
+    with pytest.raises(RegistryError, match=r"health_report: 'health.html' must be an absolute path"):
+        parse_registry("health_report: health.html\ntables: []\n")

@@ -161,7 +161,7 @@ def test_health_thresholds_default_to_the_policies_and_the_registry_overrides_th
     assert (limits["small_files"].warn, limits["small_files"].error) == (20, 200)  # small_file_trigger 20
     assert (limits["checkpoint_lag"].warn, limits["checkpoint_lag"].error) == (25, 250)  # interval 25
     assert (limits["oldest_snapshot_age"].warn, limits["oldest_snapshot_age"].error) == (60 * 86400, 120 * 86400)
-    assert (limits["small_file_ratio"].warn, limits["small_file_ratio"].error) == (None, None)
+    assert (limits["small_file_ratio"].warn, limits["small_file_ratio"].error) == (0.75, None)  # no trigger
     assert limits["cdc_lag_time"].warn == 3600 and "cdc_lag_time" not in orders.health_limits()
     text = SAMPLE.replace(
         "format: iceberg",

@@ -68,6 +68,18 @@ def test_small_files_warn_then_error_and_the_table_needs_compaction_until_compac
     assert (compacted.status, compacted.severity, compacted.worst) == (HEALTHY, Severity.OK, None)
 
 
+def test_the_small_file_ratio_alarms_only_from_ten_live_files() -> None:
+    """A young table is all small files: 9 of 9 small passes (saying why), 10 of 10 small warns (issue 36:
+    a table of 83 % small files passed, as the ratio had no default threshold)."""
+    young = by_name(table_signals(delta(small_files=9, live_files=9), LIMITS))["small_file_ratio"]
+    assert (young.severity, young.describe()) == (
+        Severity.OK,
+        "small_file_ratio 100.0 % (warn 50.0 % / error 90.0 %): under 10 live files",
+    )
+    grown = by_name(table_signals(delta(small_files=10, live_files=10), LIMITS))["small_file_ratio"]
+    assert grown.severity is Severity.ERROR
+
+
 def test_the_most_severe_signal_wins_then_the_one_furthest_past_its_threshold() -> None:
     # checkpoint lag at 5x its warning, small files at 2x theirs: both WARN, the checkpoint is worse.
     both = verdict(table_signals(delta(small_files=20, commits_since_checkpoint=50), LIMITS))
