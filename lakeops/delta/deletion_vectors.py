@@ -12,9 +12,9 @@ as corrected by the real bytes (docs/architecture.md, "Where the bytes differ fr
   the older layout of the protocol's own inline example: a big-endian bitmap count, then per 32-bit
   bitmap a big-endian size and the standard 32-bit Roaring bytes; bitmap ``i`` holds the rows whose
   high 32 bits equal ``i``.
-* Inline (``i``) DVs are the bitmap bytes Z85-encoded, zero-padded to a multiple of 4 bytes before
-  encoding; ``sizeInBytes`` is the unpadded length, which the reader uses to drop the padding. Spark
-  may write the last group above 2**32 - 1; its low 32 bits count (:func:`z85_decode`).
+* Inline (``i``) DVs are the bitmap bytes Z85-encoded; ``sizeInBytes`` is their length. Writers end
+  them zero-padded to a whole group (Delta's codec; what we write) or with a short ``#``-marked last
+  group (the Rust ``z85`` crate's form, as delta-kernel reads it): :func:`z85_decode` reads both.
 """
 
 from __future__ import annotations
@@ -84,32 +84,48 @@ def z85_encode(data: bytes) -> str:
 def z85_decode(text: str, size: int | None = None) -> bytes:
     """The bytes of Z85 ``text``, truncated to ``size`` (the unpadded length) when given.
 
-    Delta's reference codec (``Codec.Base85Codec.decodeBlocks`` in Spark's Delta) keeps the low 32
-    bits of every group, and ``decodeBytes(encoded, sizeInBytes)`` then drops the padding; Spark
-    writes inline DVs whose last group decodes above 2**32 - 1 (e.g. ``##093``). That last group,
-    which holds the padding, is therefore read modulo 2**32 as Spark reads it; every other group is
-    range-checked, so malformed text is still refused.
+    Writers end an inline DV whose length is not a multiple of 4 in one of two ways, and both are read:
+
+    * zero-padded to a whole group (Delta's ``Base85Codec.encodeBytes``), the padding dropped by
+      ``size``; Spark's ``decodeBlocks`` keeps each group's low 32 bits, so a last group above
+      2**32 - 1 is read modulo 2**32 as Spark reads it;
+    * a short last group, as the Rust ``z85`` crate that delta-kernel and delta-rs decode with writes
+      it: ``k`` leading ``#`` (84, which no 32-bit group starts with) say the group holds ``4 - k``
+      bytes, the remaining ``5 - k`` characters their big-endian value. ``##093`` is the two bytes
+      ``03 00`` (issue 38: read as ``08 6e``, the rows were wrong).
 
     Raises :class:`~lakeops.errors.InvalidArgument` for a length that is not a multiple of 5, a
-    character outside the alphabet, a group other than the last above 2**32-1, or a ``size`` the
-    text cannot hold.
+    character outside the alphabet, a group other than the last above 2**32-1, a short group whose
+    value does not fit its bytes, or a ``size`` the text cannot hold.
     """
     if len(text) % 5:
         raise InvalidArgument(f"Z85 text of length {len(text)} is not a multiple of 5")
-    decoded_length = len(text) // 5 * 4
-    if size is not None and not decoded_length - 3 <= size <= decoded_length:
-        raise InvalidArgument(f"Z85 text decodes to {decoded_length} bytes, which cannot hold {size} bytes")
     last_group = len(text) - 5
+    short = len(text[last_group:]) - len(text[last_group:].lstrip("#")) if text else 0
+    if short > 3:
+        raise InvalidArgument(f"Z85 group {text[last_group:]!r} at {last_group} is all padding")
+    decoded_length = len(text) // 5 * 4 - short
+    low = decoded_length if short else decoded_length - 3
+    if size is not None and not low <= size <= decoded_length:
+        raise InvalidArgument(f"Z85 text decodes to {decoded_length} bytes, which cannot hold {size} bytes")
     out = bytearray()
     for start in range(0, len(text), 5):
+        group = text[start : start + 5]
+        if start == last_group and short:
+            group = group[short:]
         word = 0
-        for char in text[start : start + 5]:
+        for char in group:
             value = _Z85_VALUE.get(char)
             if value is None:
                 raise InvalidArgument(f"character {char!r} at {start} is not Z85")
             word = word * 85 + value
+        if start == last_group and short:
+            if word >= 256 ** (4 - short):
+                raise InvalidArgument(f"Z85 group {text[start : start + 5]!r} at {start} exceeds {4 - short} bytes")
+            out += word.to_bytes(4 - short, "big")
+            continue
         if word > 0xFFFFFFFF and start != last_group:
-            raise InvalidArgument(f"Z85 group {text[start : start + 5]!r} at {start} exceeds 32 bits")
+            raise InvalidArgument(f"Z85 group {group!r} at {start} exceeds 32 bits")
         out += (word & 0xFFFFFFFF).to_bytes(4, "big")
     return bytes(out if size is None else out[:size])
 

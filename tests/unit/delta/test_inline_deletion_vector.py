@@ -1,10 +1,15 @@
-"""Regression (issue 22): an inline deletion vector whose last Z85 group Spark wrote above 2**32 - 1.
+"""Inline deletion vectors as writers end them.
 
-No fixture holds a Spark inline DV, so the real DV of ``delta-rs/table-with-dv-small`` (rows 0 and 9
-of ten deleted) is moved inline into a copied log, its last group written as its value plus 2**32:
-what Spark's ``Base85Codec`` may write and reads back (it keeps each group's low 32 bits). delta-rs
-1.6 refuses that form ("Failed to decode DV"), so it is the oracle for the canonical encoding of the
-same DV, which must give the rows lakeops reads from the overflowed one.
+Issue 38: the descriptor ``^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093`` (34 bytes, one row) on a
+10-row file; delta-rs and delta-kernel read it as deleting row 3, lakeops read row 28168 and refused
+the file. Its last group is the Rust ``z85`` crate's short form (``##`` = two bytes short, ``093`` =
+``03 00``), not an overflowed 32-bit group. The regression attaches exactly that descriptor to a file
+delta-rs wrote, with delta-rs as the judge of every read, compaction and change feed.
+
+Issue 22's form stays read too: the real DV of ``delta-rs/table-with-dv-small`` (rows 0 and 9 of ten
+deleted) moved inline, its last group written as its value plus 2**32, which Spark's ``Base85Codec``
+reads back by keeping each group's low 32 bits (delta-rs refuses it, so the canonical encoding of the
+same DV is its oracle).
 """
 
 from __future__ import annotations
@@ -14,17 +19,29 @@ import shutil
 import struct
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from delta_rs_sql import delta_rs_rows
+from deltalake import write_deltalake
 from lakeops_testdata import TESTDATA
 
 from lakeops import api
 from lakeops.delta.deletion_vectors import Z85_ALPHABET, z85_decode, z85_encode
 from lakeops.delta.scan import read_snapshot
 from lakeops.delta.snapshot import load_snapshot
+from lakeops.errors import InvalidArgument
 from lakeops.ops.cdc import CdcOptions
 from lakeops.ops.compaction import CompactionOptions
 from lakeops.storage import open_storage
+
+#: Issue 38's descriptor, as its writer left it in the log.
+ISSUE_38_DV = {
+    "storageType": "i",
+    "pathOrInlineDv": "^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093",
+    "offset": None,
+    "sizeInBytes": 34,
+    "cardinality": 1,
+}
 
 SOURCE = TESTDATA / "delta-rs" / "table-with-dv-small"
 DV_FILE = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
@@ -74,7 +91,84 @@ def test_z85_last_padded_group_keeps_its_low_32_bits() -> None:
     text = _overflowed(z85_encode(data))
     assert text != z85_encode(data)
     assert z85_decode(text, 2) == data
-    assert z85_decode("##093", 2) == (4436439768 - 2**32).to_bytes(4, "big")[:2]  # the issue's group
+
+
+def _short_form(data: bytes) -> str:
+    """``data`` as the Rust ``z85`` crate encodes it: whole groups, then a short ``#``-marked last one."""
+    whole = len(data) - len(data) % 4
+    text = z85_encode(data[:whole])
+    if whole == len(data):
+        return text
+    tail = data[whole:]
+    value = int.from_bytes(tail, "big")
+    digits = "".join(Z85_ALPHABET[value // 85**i % 85] for i in reversed(range(len(tail) + 1)))
+    return text + "#" * (4 - len(tail)) + digits
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 5, 34, 35])
+def test_a_short_last_group_holds_as_many_bytes_as_its_hashes_say(length: int) -> None:
+    data = bytes((i * 37 + 255) % 256 for i in range(length))
+    assert z85_decode(_short_form(data), length) == data
+    assert z85_decode("##093", 2) == b"\x03\x00"  # issue 38's last group
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("####0", "is all padding"), ("##zzz", "exceeds 2 bytes"), ("0000##093", "not a multiple of 5")],
+)
+def test_a_malformed_short_group_is_refused(text: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        z85_decode(text)
+
+
+def _issue_38_table(tmp_path: Path) -> Path:
+    """Ten rows (``id`` 0..9) written by delta-rs, then a commit that gives the file issue 38's DV."""
+    root = tmp_path / "issue38"
+    write_deltalake(str(root), pa.table({"id": pa.array(range(10), pa.int64())}))
+    log = root / "_delta_log" / "00000000000000000000.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    for action in actions:
+        if "protocol" in action:
+            features = ["deletionVectors"]
+            action["protocol"] = {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": features,
+                "writerFeatures": features,
+            }
+        if "metaData" in action:
+            action["metaData"]["configuration"]["delta.enableDeletionVectors"] = "true"
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    (add,) = [a["add"] for a in actions if "add" in a]
+    remove = {k: add[k] for k in ("path", "partitionValues", "size")}
+    remove |= {"deletionTimestamp": add["modificationTime"] + 1, "dataChange": True, "extendedFileMetadata": True}
+    again = add | {"deletionVector": ISSUE_38_DV, "modificationTime": add["modificationTime"] + 1}
+    commit = [{"remove": remove}, {"add": again}, {"commitInfo": {"timestamp": add["modificationTime"] + 1}}]
+    (root / "_delta_log" / "00000000000000000001.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
+    return root
+
+
+def _ids(rows: pa.Table) -> list[int]:
+    return sorted(rows.column("id").to_pylist())
+
+
+def test_issue_38_inline_dv_deletes_the_row_delta_rs_deletes(tmp_path: Path) -> None:
+    root = _issue_38_table(tmp_path)
+    storage = open_storage(str(root))
+    expected = [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    assert _ids(delta_rs_rows(root)) == expected
+    assert _ids(read_snapshot(load_snapshot(storage, str(root)), storage)) == expected
+
+
+def test_issue_38_inline_dv_compacts_and_feeds_changes_as_delta_rs_reads_them(tmp_path: Path) -> None:
+    root = _issue_38_table(tmp_path)
+    changes = api.cdc(str(root), CdcOptions(from_version=0, output=str(tmp_path / "changes")))
+    assert (changes.rows_insert, changes.rows_delete) == (10, 1)
+    assert _ids(delta_rs_rows(tmp_path / "changes", "_change_type = 'delete'")) == [3]
+
+    report = api.compact(str(root), CompactionOptions(min_input_files=1, dv_purge_ratio=0.05))
+    assert (report.files_removed, report.files_added, report.rows_written) == (1, 1, 9)
+    assert _ids(delta_rs_rows(root)) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
 
 
 @pytest.fixture
