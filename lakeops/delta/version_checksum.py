@@ -83,11 +83,12 @@ class VersionChecksum(BaseModel):
 
 
 class ChecksumCheck(BaseModel):
-    """The outcome for one version: ``absent`` (no file), ``matches``, or ``mismatch`` with each field
-    that differs as ``field: recorded X, replayed Y``."""
+    """The outcome for one version: ``absent`` (no file), ``matches``, ``mismatch`` with each field
+    that differs as ``field: recorded X, replayed Y``, or ``invalid`` (a file that is not a checksum:
+    the reason in ``mismatches``)."""
 
     version: int
-    status: Literal["absent", "matches", "mismatch"]
+    status: Literal["absent", "matches", "mismatch", "invalid"]
     mismatches: list[str] = []
 
 
@@ -236,8 +237,13 @@ def _recorded(crc: VersionChecksum) -> dict[str, Any]:
 
 
 def check_version_checksum(storage: Storage, snapshot: DeltaSnapshot) -> ChecksumCheck:
-    """Compare the checksum file of the snapshot's version, if any, with the replayed state."""
-    crc = read_version_checksum(storage, snapshot.table_root, snapshot.version)
+    """Compare the checksum file of the snapshot's version, if any, with the replayed state. The file is
+    optional and never read for the table's state, so one that is not a checksum is ``invalid``, not an
+    error: readers skip it (the protocol's "Version Checksum File")."""
+    try:
+        crc = read_version_checksum(storage, snapshot.table_root, snapshot.version)
+    except CorruptFile as exc:
+        return ChecksumCheck(version=snapshot.version, status="invalid", mismatches=[str(exc)])
     if crc is None:
         return ChecksumCheck(version=snapshot.version, status="absent")
     replayed = _replayed(snapshot)

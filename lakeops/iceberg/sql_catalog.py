@@ -84,6 +84,24 @@ def sql_engine(uri: str, *, option: str = "--catalog-uri") -> sa.Engine:
     return _ENGINES.setdefault(uri, engine)
 
 
+_TYPED: dict[str, bool] = {}
+
+
+def _has_type_column(engine: sa.Engine, uri: str, table: str) -> bool:
+    """Whether the catalog's ``iceberg_tables`` has ``iceberg_type`` (PyIceberg added it later; catalogs
+    created before have every row a table, and PyIceberg still reads them). Looked up once per catalog
+    and process; an older catalog is read as it is, never migrated."""
+    if uri not in _TYPED:
+        try:
+            columns = {column["name"] for column in sa.inspect(engine).get_columns(ICEBERG_TABLES.name)}
+        except SQLAlchemyError as exc:
+            raise StorageError(f"{table}: cannot read the catalog at {uri}: {exc}") from exc
+        if not columns:
+            raise NotATable(f"{table}: the catalog at {uri} has no {ICEBERG_TABLES.name} table")
+        _TYPED[uri] = "iceberg_type" in columns
+    return _TYPED[uri]
+
+
 class SqlCatalog:
     """One table of a SQL catalog shared with PyIceberg (same tables, same commit protocol)."""
 
@@ -104,12 +122,14 @@ class SqlCatalog:
 
     def _where(self) -> sa.ColumnElement[bool]:
         t = ICEBERG_TABLES.c
-        return sa.and_(
+        row = [
             t.catalog_name == self.catalog_name,
             t.table_namespace == self.identifier.namespace,
             t.table_name == self.identifier.name,
-            sa.or_(t.iceberg_type == ICEBERG_TABLE_TYPE, t.iceberg_type.is_(None)),
-        )
+        ]
+        if _has_type_column(self.engine, self.uri, self.table):
+            row.append(sa.or_(t.iceberg_type == ICEBERG_TABLE_TYPE, t.iceberg_type.is_(None)))
+        return sa.and_(*row)
 
     def current(self) -> str:
         try:

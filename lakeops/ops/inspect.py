@@ -62,7 +62,8 @@ class InspectReport(InspectionReport):
     supported_operations: list[str] | None = None
     refused_operations: dict[str, str] = {}
     #: The version checksum file (``n.crc``) of the version inspected against the replayed state:
-    #: ``absent``, ``matches`` or ``mismatch`` (which fields: ``checksum_mismatches``).
+    #: ``absent``, ``matches``, ``mismatch`` (which fields: ``checksum_mismatches``) or ``invalid`` (not a
+    #: checksum file: a warning, as readers skip it).
     checksum: str | None = None
     checksum_mismatches: list[str] | None = None
     # Iceberg
@@ -275,6 +276,7 @@ def _inspect_delta(handle: Table, version: int | None, timestamp: datetime | Non
         refused_operations=refused,
         checksum=checksum.status,
         checksum_mismatches=checksum.mismatches or None,
+        warnings=[f"{m}; ignored (the file is optional)" for m in checksum.mismatches if checksum.status == "invalid"],
         partition_columns=snapshot.partition_columns,
         duration_s=time.monotonic() - started,
     )

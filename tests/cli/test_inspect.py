@@ -174,3 +174,23 @@ def test_the_folder_of_a_catalog_managed_iceberg_table_points_to_its_catalog(
 
     assert lakeops(["inspect", table.identifier, "--catalog-uri", table.catalog_uri, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["live_files"] == 3
+
+
+def test_a_version_checksum_that_is_not_json_is_a_warning_not_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, item 3: a malformed ``1.crc`` stopped ``inspect`` (exit 1) though the file is optional."""
+    root = tmp_path / "events"
+    for value in range(2):
+        write_deltalake(str(root), pa.table({"id": [value]}), mode="append")
+    crc = root / "_delta_log" / f"{1:020d}.crc"
+    crc.write_text("{not json")
+    report = _inspect(capsys, str(root))
+    assert report["checksum"] == "invalid" and report["rows"] == 2
+    (warning,) = report["warnings"]
+    assert warning.startswith(f"{crc}: version checksum file is invalid")
+    assert warning.endswith("; ignored (the file is optional)")
+
+    assert lakeops(["inspect", str(root)]) == 0
+    assert "version checksum file is invalid" in " ".join(capsys.readouterr().out.split())
+    assert crc.read_text() == "{not json"  # read, never rewritten
