@@ -89,8 +89,9 @@ tables:
         iceberg_small = before["orders"]["small_files"]
         assert (iceberg_small.passed, iceberg_small.severity) == (False, dg.AssetCheckSeverity.WARN)  # 8: warn at 4
         rows = overview()
-        assert rows["events"][2:4] == ["**needs compaction** (ERROR)", "small_files"]
-        assert rows["orders"][1:4] == ["iceberg", "**needs compaction** (WARN)", "small_files"]
+        assert rows["events"][2:4] == ["**needs compaction** (ERROR)", "small_files 12 (warn 4 / error 10)"]
+        assert rows["orders"][1:3] == ["iceberg", "**needs compaction** (WARN)"]
+        assert rows["orders"][3].startswith("small_files 8 (warn 4")
         assert freshness(datetime.now(UTC)) == FreshnessState.UNKNOWN  # never extracted
 
         run(operation_key(events, "cdc"), today.isoformat())
@@ -108,7 +109,7 @@ tables:
         assert after["events"]["cdc_lag_time"].metadata["value_s"].value < 600
         rows = overview()
         assert [rows[t][2] for t in ("events", "orders")] == ["healthy", "healthy"]
-        assert rows["orders"][6].startswith("compaction, ")  # the last maintenance, and when
+        assert rows["orders"][4].startswith("compaction, ")  # the last maintenance, and when
 
         now = datetime.now(UTC)
         assert freshness(now) == FreshnessState.PASS
