@@ -13,20 +13,15 @@ import gc
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeops.errors import CorruptFile
+from lakeops.integer_types import BOUNDS, Int, Long
 
 _A = TypeVar("_A", bound="ActionModel")
 
-#: The protocol's ``long`` and ``int``: signed 64- and 32-bit integers (checked by pydantic-core, no
-#: Python call per value: a replay validates millions of them).
-Long = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
-Int = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-#: The bounds by kind, for messages (:func:`lakeops.delta.commit_file.parse_commit`).
-BOUNDS = {"long": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
 
 
 class ActionModel(BaseModel):

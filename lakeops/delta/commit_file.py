@@ -14,7 +14,6 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from lakeops.delta.actions import (
-    BOUNDS,
     Add,
     AddCDCFile,
     CheckpointMetadata,
@@ -28,6 +27,7 @@ from lakeops.delta.actions import (
     bulk_load,
 )
 from lakeops.errors import CorruptFile
+from lakeops.integer_types import BOUNDS
 
 
 @dataclass

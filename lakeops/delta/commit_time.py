@@ -17,12 +17,13 @@ import bisect
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from lakeops.delta.actions import BOUNDS, Metadata, Protocol
+from lakeops.delta.actions import Metadata, Protocol
 from lakeops.delta.commit_file import parse_commit
 from lakeops.delta.features import enabled_features
 from lakeops.delta.log_segment import LogListing, commit_timestamps, no_version_at, read_log_file
 from lakeops.delta.properties import ENABLE_IN_COMMIT_TIMESTAMPS, IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION
 from lakeops.errors import ProtocolError
+from lakeops.integer_types import BOUNDS
 from lakeops.storage import Storage
 from lakeops.units import epoch_ms
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeops.delta.actions import BOUNDS, Add, DomainMetadata, Metadata, Protocol
+from lakeops.delta.actions import Add, DomainMetadata, Metadata, Protocol
 from lakeops.delta.commit_file import CommitActions
 from lakeops.delta.features import enabled_features
 from lakeops.delta.properties import (
@@ -34,6 +34,7 @@ from lakeops.delta.properties import (
 )
 from lakeops.delta.schema import column_mapping_mode, parse_schema, physical_name
 from lakeops.errors import CorruptFile, ProtocolError
+from lakeops.integer_types import BOUNDS
 
 DOMAIN = "delta.rowTracking"
 #: The table properties a rewrite's files depend on: one changing under it invalidates them.

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from lakeops.delta.actions import BOUNDS, Add, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
+from lakeops.delta.actions import Add, DomainMetadata, Metadata, Protocol, Remove, Txn, bulk_load
 from lakeops.delta.checkpoint_files import read_checkpoint_file
 from lakeops.delta.checkpoint_reader import AddColumn
 from lakeops.delta.commit_columns import parse_commit_columnar
@@ -31,6 +31,7 @@ from lakeops.delta.log_segment import (
 from lakeops.delta.schema import parse_schema
 from lakeops.delta.type_widening import TYPE_CHANGES_KEY, check_type_changes
 from lakeops.errors import CorruptFile, InvalidArgument, ProtocolError
+from lakeops.integer_types import BOUNDS
 from lakeops.storage import Storage
 from lakeops.storage.uri import join, normalize, resolve
 

@@ -35,13 +35,14 @@ from typing import Any, Literal
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lakeops.delta.actions import Add, DomainMetadata, Long, Metadata, Protocol, Txn
+from lakeops.delta.actions import Add, DomainMetadata, Metadata, Protocol, Txn
 from lakeops.delta.commit_time import ict_enablement_version
 from lakeops.delta.live_files import FileKey, LiveFiles
 from lakeops.delta.log_segment import LOG_DIR
 from lakeops.delta.properties import SET_TRANSACTION_RETENTION_DURATION
 from lakeops.delta.snapshot import DeltaSnapshot, load_snapshot
 from lakeops.errors import AlreadyExists, CorruptFile, LakeopsError, NotFound
+from lakeops.integer_types import Long
 from lakeops.storage import Storage
 from lakeops.storage.uri import join
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from lakeops.errors import CorruptFile, ProtocolError, UnsupportedFeature, VersionNotFound
 from lakeops.iceberg.partitioning import PARTITION_DATA_ID_START, UNSORTED, PartitionSpec, SortOrder
 from lakeops.iceberg.types import Schema
+from lakeops.integer_types import Long
 
 __all__ = [
     "LONG_MAX",
@@ -84,18 +85,18 @@ _REFUSED: dict[int, dict[TableOperation, str]] = {
 class Snapshot(BaseModel):
     model_config = _OPEN
 
-    snapshot_id: int = Field(alias="snapshot-id")
-    parent_snapshot_id: int | None = Field(default=None, alias="parent-snapshot-id")
-    sequence_number: int = Field(default=0, alias="sequence-number")  # Appendix E: 0 when reading v1
-    timestamp_ms: int = Field(alias="timestamp-ms")
+    snapshot_id: Long = Field(alias="snapshot-id")
+    parent_snapshot_id: Long | None = Field(default=None, alias="parent-snapshot-id")
+    sequence_number: Long = Field(default=0, alias="sequence-number")  # Appendix E: 0 when reading v1
+    timestamp_ms: Long = Field(alias="timestamp-ms")
     manifest_list: str | None = Field(default=None, alias="manifest-list")
     manifests: tuple[str, ...] | None = None  # v1 only, instead of a manifest list
     summary: dict[str, str] | None = None
     schema_id: int | None = Field(default=None, alias="schema-id")
     #: v3 "Snapshot Row IDs": the first row id of the snapshot's manifests and how many it assigned;
     #: both unset on snapshots written before a table's upgrade to v3.
-    first_row_id: int | None = Field(default=None, alias="first-row-id", ge=0)
-    added_rows: int | None = Field(default=None, alias="added-rows", ge=0)
+    first_row_id: Long | None = Field(default=None, alias="first-row-id", ge=0)
+    added_rows: Long | None = Field(default=None, alias="added-rows", ge=0)
 
     @property
     def operation(self) -> str | None:
@@ -107,33 +108,33 @@ class SnapshotRef(BaseModel):
 
     model_config = _OPEN
 
-    snapshot_id: int = Field(alias="snapshot-id")
+    snapshot_id: Long = Field(alias="snapshot-id")
     type: Literal["branch", "tag"]
     min_snapshots_to_keep: int | None = Field(default=None, alias="min-snapshots-to-keep", gt=0)
-    max_snapshot_age_ms: int | None = Field(default=None, alias="max-snapshot-age-ms", gt=0)
-    max_ref_age_ms: int | None = Field(default=None, alias="max-ref-age-ms", gt=0)
+    max_snapshot_age_ms: Long | None = Field(default=None, alias="max-snapshot-age-ms", gt=0)
+    max_ref_age_ms: Long | None = Field(default=None, alias="max-ref-age-ms", gt=0)
 
 
 class SnapshotLogEntry(BaseModel):
     model_config = _FROZEN
 
-    snapshot_id: int = Field(alias="snapshot-id")
-    timestamp_ms: int = Field(alias="timestamp-ms")
+    snapshot_id: Long = Field(alias="snapshot-id")
+    timestamp_ms: Long = Field(alias="timestamp-ms")
 
 
 class MetadataLogEntry(BaseModel):
     model_config = _FROZEN
 
     metadata_file: str = Field(alias="metadata-file")
-    timestamp_ms: int = Field(alias="timestamp-ms")
+    timestamp_ms: Long = Field(alias="timestamp-ms")
 
 
 class BlobMetadata(BaseModel):
     model_config = _OPEN
 
     type: str
-    snapshot_id: int = Field(alias="snapshot-id")
-    sequence_number: int = Field(alias="sequence-number")
+    snapshot_id: Long = Field(alias="snapshot-id")
+    sequence_number: Long = Field(alias="sequence-number")
     fields: tuple[int, ...]
     properties: dict[str, str] | None = None
 
@@ -143,10 +144,10 @@ class StatisticsFile(BaseModel):
 
     model_config = _OPEN
 
-    snapshot_id: int = Field(alias="snapshot-id")
+    snapshot_id: Long = Field(alias="snapshot-id")
     statistics_path: str = Field(alias="statistics-path")
-    file_size_in_bytes: int = Field(alias="file-size-in-bytes")
-    file_footer_size_in_bytes: int = Field(alias="file-footer-size-in-bytes")
+    file_size_in_bytes: Long = Field(alias="file-size-in-bytes")
+    file_footer_size_in_bytes: Long = Field(alias="file-footer-size-in-bytes")
     key_metadata: str | None = Field(default=None, alias="key-metadata")
     blob_metadata: tuple[BlobMetadata, ...] = Field(default=(), alias="blob-metadata")
 
@@ -156,9 +157,9 @@ class PartitionStatisticsFile(BaseModel):
 
     model_config = _OPEN
 
-    snapshot_id: int = Field(alias="snapshot-id")
+    snapshot_id: Long = Field(alias="snapshot-id")
     statistics_path: str = Field(alias="statistics-path")
-    file_size_in_bytes: int = Field(alias="file-size-in-bytes")
+    file_size_in_bytes: Long = Field(alias="file-size-in-bytes")
 
 
 class TableMetadata(BaseModel):
@@ -169,8 +170,8 @@ class TableMetadata(BaseModel):
     format_version: int = Field(alias="format-version")
     table_uuid: UUID | None = Field(default=None, alias="table-uuid")
     location: str
-    last_sequence_number: int = Field(default=0, alias="last-sequence-number")
-    last_updated_ms: int = Field(alias="last-updated-ms")
+    last_sequence_number: Long = Field(default=0, alias="last-sequence-number")
+    last_updated_ms: Long = Field(alias="last-updated-ms")
     last_column_id: int = Field(alias="last-column-id")
     schemas: tuple[Schema, ...]
     current_schema_id: int = Field(alias="current-schema-id")
@@ -178,7 +179,7 @@ class TableMetadata(BaseModel):
     default_spec_id: int = Field(alias="default-spec-id")
     last_partition_id: int = Field(alias="last-partition-id")
     properties: dict[str, str] = {}
-    current_snapshot_id: int | None = Field(default=None, alias="current-snapshot-id")
+    current_snapshot_id: Long | None = Field(default=None, alias="current-snapshot-id")
     snapshots: tuple[Snapshot, ...] = ()
     snapshot_log: tuple[SnapshotLogEntry, ...] = Field(default=(), alias="snapshot-log")
     metadata_log: tuple[MetadataLogEntry, ...] = Field(default=(), alias="metadata-log")
@@ -188,7 +189,7 @@ class TableMetadata(BaseModel):
     statistics: tuple[StatisticsFile, ...] = ()
     partition_statistics: tuple[PartitionStatisticsFile, ...] = Field(default=(), alias="partition-statistics")
     #: v3 "Row Lineage": the next row id a commit may assign (0 on an upgraded table); None before v3.
-    next_row_id: int | None = Field(default=None, alias="next-row-id", ge=0)
+    next_row_id: Long | None = Field(default=None, alias="next-row-id", ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -408,11 +409,11 @@ def parse_metadata(payload: bytes, location: str) -> TableMetadata:
         )
     try:
         return TableMetadata.model_validate(data)
-    except ValidationError as exc:
+    except ValidationError as exc:  # a field the spec's types do not hold (a snapshot id past a long, ...)
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
         )
-        raise ProtocolError(f"{location}: invalid table metadata: {problems}") from None
+        raise CorruptFile(f"{location}: invalid table metadata: {problems}") from None
     except (ProtocolError, ValueError) as exc:
         raise ProtocolError(f"{location}: invalid table metadata: {exc}") from None
 

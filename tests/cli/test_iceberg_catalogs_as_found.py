@@ -1,4 +1,4 @@
-"""Issue 38, item 2: a SQLite catalog created by an older PyIceberg, whose ``iceberg_tables`` has no
+"""Iceberg tables in catalogs as older or careless writers left them (issue 38). Item 2: a SQLite catalog created by an older PyIceberg, whose ``iceberg_tables`` has no
 ``iceberg_type`` column, failed every command (``no such column: iceberg_tables.iceberg_type``). Every
 command now runs through it and the catalog is left in its schema (never migrated). PyIceberg 0.12's
 ``SqlCatalog`` queries ``iceberg_type`` itself, so it judges through ``StaticTable``: the metadata file
@@ -83,3 +83,23 @@ def test_every_command_runs_through_a_catalog_without_iceberg_type(
     assert len(after.inspect.files()) < 6 * 3  # compacted: fewer files than the appends wrote
     assert len(after.snapshots()) == 1  # expired down to the last
     assert "iceberg_type" not in _columns(database)  # never migrated
+
+
+def test_a_snapshot_id_past_a_long_is_a_corrupt_metadata_file_named_with_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, item 7: a hand-made snapshot id above the 64-bit range ended in ``OverflowError`` inside
+    a CDC unit; now every command refuses the metadata file, naming it and the field."""
+    import json
+
+    table = small_file_table(tmp_path, appends=2)
+    location = _pointed(tmp_path / "catalog.db").metadata_location
+    metadata = Path(location.removeprefix("file://"))
+    document = json.loads(metadata.read_text())
+    document["snapshots"][0]["snapshot-id"] = 2**64
+    metadata.write_text(json.dumps(document))
+    for command in (["cdc", "--output", str(tmp_path / "changes"), "--from", "0"], ["inspect"]):
+        assert lakeops([command[0], table.identifier, "--catalog-uri", table.catalog_uri, *command[1:]]) == 1
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"CorruptFile: {location}: invalid table metadata: snapshots.0.snapshot-id:" in err, err
+        assert "OverflowError" not in err
