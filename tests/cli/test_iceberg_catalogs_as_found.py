@@ -1,8 +1,10 @@
-"""Iceberg tables in catalogs as older or careless writers left them (issue 38). Item 2: a SQLite catalog created by an older PyIceberg, whose ``iceberg_tables`` has no
-``iceberg_type`` column, failed every command (``no such column: iceberg_tables.iceberg_type``). Every
-command now runs through it and the catalog is left in its schema (never migrated). PyIceberg 0.12's
-``SqlCatalog`` queries ``iceberg_type`` itself, so it judges through ``StaticTable``: the metadata file
-the catalog's row points to, read before and after."""
+"""Iceberg tables in catalogs as older or careless writers left them (issue 38).
+
+Item 2: a SQLite catalog created by an older PyIceberg, whose ``iceberg_tables`` has no ``iceberg_type``
+column, failed every command (``no such column: iceberg_tables.iceberg_type``). Every command now runs
+through it and the catalog is left in its schema (never migrated). PyIceberg 0.12's ``SqlCatalog``
+queries ``iceberg_type`` itself, so it judges through ``StaticTable``: the metadata file the catalog's
+row points to, read before and after. Item 7: a snapshot id past a long."""
 
 from __future__ import annotations
 
