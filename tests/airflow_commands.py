@@ -44,3 +44,20 @@ def json_output(done: subprocess.CompletedProcess[str], returncode: int = 0) -> 
     assert done.returncode == returncode, done.stdout[-3000:] + done.stderr[-3000:]
     *_, last = done.stdout.strip().splitlines()
     return json.loads(last)
+
+
+def xcom(dag_id: str, task_id: str) -> Any:
+    """The latest ``return_value`` XCom of ``dag_id``'s task ``task_id``, read from the metadata database."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = (
+        select(XComModel.value)
+        .where(XComModel.dag_id == dag_id, XComModel.task_id == task_id, XComModel.key == "return_value")
+        .order_by(XComModel.timestamp.desc())
+        .limit(1)
+    )
+    with create_session() as session:
+        value = session.scalar(query)
+    return json.loads(value) if isinstance(value, str) else value
