@@ -90,6 +90,7 @@ DAYS = ["2026-11-01", "2026-11-02"]
 COMMIT_DAYS = {0: DAYS[0], 1: DAYS[1], 2: DAYS[1]}
 
 
+@pytest.mark.long  # three `airflow dags test` runs: about a minute
 def test_the_cdc_dag_extracts_each_day_once(airflow_db: Path, tmp_path: Path) -> None:
     """A manual run (``airflow dags test DAG DATE``) of an interval timetable covers the day before DATE,
     as Airflow infers a manual run's interval: the run for 11-02 extracts the commits of 11-01."""
