@@ -90,10 +90,11 @@ DAYS = ["2026-11-01", "2026-11-02"]
 COMMIT_DAYS = {0: DAYS[0], 1: DAYS[1], 2: DAYS[1]}
 
 
-@pytest.mark.long  # three `airflow dags test` runs: about a minute
+@pytest.mark.long  # four `airflow dags test` runs: over a minute
 def test_the_cdc_dag_extracts_each_day_once(airflow_db: Path, tmp_path: Path) -> None:
     """A manual run (``airflow dags test DAG DATE``) of an interval timetable covers the day before DATE,
-    as Airflow infers a manual run's interval: the run for 11-02 extracts the commits of 11-01."""
+    as Airflow infers a manual run's interval: the run for 11-02 extracts the commits of 11-01. Then a
+    failing post-run check fails the task with the check's message."""
     source, output = tmp_path / "events", tmp_path / "changes"
     for version, day in COMMIT_DAYS.items():
         write_deltalake(
@@ -131,3 +132,10 @@ tables:
     assert again == {"operation": "cdc", "table": str(source), "until": "2026-11-02T00:00:00+00:00", "rows_written": 0}
     assert DeltaTable(str(output)).version() == version  # nothing written
     assert len(changes()) == 6
+
+    # An output that holds a change twice fails the run's check, and with it the task (not retried).
+    write_deltalake(str(output), DeltaTable(str(output)).to_pyarrow_table().slice(0, 1), mode="append")
+    failed = airflow(registry, "dags", "test", "lakeops__events__cdc", "2026-11-02")
+    log = failed.stdout + failed.stderr
+    assert "CheckFailed: events: check no_duplicate_changes failed after cdc:" in log, log[-4000:]
+    assert "up_for_retry" not in log.lower()
