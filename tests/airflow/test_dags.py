@@ -10,13 +10,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable
 from airflow.serialization.serialized_objects import DagSerialization
 from airflow_commands import airflow, json_output
 from hypothesis import HealthCheck, given, settings
 from registry_strategies import EXAMPLES, registries
 
-from lakeops.registry import Registry, parse_registry
+from lakeops.registry import Registry, RegistryError, parse_registry
 from orchestration.airflow.registry_dags import build_dags
 
 #: Delta at a location, Iceberg in a SQLite catalog, Icechunk at a location; CDC on the Delta table.
@@ -119,3 +120,12 @@ def test_a_registry_error_is_the_dag_files_import_error(airflow_db: Path, tmp_pa
     assert "table 'orders': unknown key compaction.target_size" in error["error"]
     listed = json_output(airflow(registry, "dags", "list", "--local", "-o", "json"))
     assert listed == []  # no table's DAGs half-built: the file fails whole
+
+
+def test_a_tag_too_long_for_airflow_names_the_table_and_the_tag() -> None:
+    """The registry allows tags of 127 + 63 characters; an Airflow tag has 100 at most. Such a registry is
+    refused naming the table and the tag, not loaded with the tag cut or left out."""
+    key = "k" * 63 + "/" + "e" * 40
+    registry = parse_registry(f"tables:\n  - {{name: events, location: /lake/events, tags: {{{key}: gold}}}}\n")
+    with pytest.raises(RegistryError, match=rf"table 'events': tags\.{key}: .* is 109 characters as an Airflow tag"):
+        build_dags(registry, Path("lakeops.yaml"))
