@@ -9,9 +9,9 @@ DEMO_DIR ?= $(CURDIR)/.lakeops-demo
 
 .PHONY: install lock chromium demo ui screenshot test test-long test-ui test-integration test-reliability test-all bench bench-full lint typecheck clean
 
-## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster and dg, the icechunk package,
+## Every extra the tests need (pyproject.toml): Spark, its Connect client, Dagster and dg, Airflow, the icechunk package,
 ## matplotlib, test tools.
-EXTRAS := spark,connect,dagster,dg,icechunk,report,test
+EXTRAS := spark,connect,dagster,dg,icechunk,airflow,report,test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -97,3 +97,14 @@ class UsageError(InvalidArgument):
     malformed for the table's format (a Delta ``--from`` that is no version number), an option its
     format does not have, a registry name of the wrong kind. The command line exits 2 for it, as for
     a malformed value it catches while parsing."""
+
+
+#: Errors another attempt may not meet: a storage or catalog call that failed (a timeout, a 5xx, a lost
+#: connection). An orchestrator retries these, with backoff, and nothing else.
+TRANSIENT: tuple[type[LakeopsError], ...] = (StorageError,)
+
+#: Storage errors that are answers, not failures: a missing object, a lost put-if-absent or conditional
+#: replace say what the store holds, and another attempt meets the same. Never retried, nor is
+#: :class:`CommitStateUnknown` (its outcome must be read back, not re-sent blindly), nor any other error.
+PERMANENT: tuple[type[LakeopsError], ...] = (CommitStateUnknown, NotFound, AlreadyExists, Superseded)
+

@@ -1,9 +1,9 @@
-"""The Dagster definitions of lakeops (``workspace.yaml`` loads :mod:`orchestration.definitions`).
+"""lakeops orchestration: the Dagster definitions (``workspace.yaml`` loads :mod:`orchestration.definitions`)
+and the Airflow DAGs (:mod:`orchestration.airflow`, its DAG folder ``orchestration/airflow/dags``), both
+generated from the one registry, and the orchestrator-neutral modules they share
+(:mod:`orchestration.operations`, :mod:`orchestration.runs`).
 
-They need the extra ``dagster`` (``pip install 'lakeops[dagster]'``): without it, importing this
-package is a :class:`~spark_jobs.extras.MissingExtra` saying so, not an ImportError from a module below.
+The package itself needs neither orchestrator: each way in asks for its own extra
+(:func:`spark_jobs.extras.require` in :mod:`orchestration.definitions`, :mod:`orchestration.component` and
+:mod:`orchestration.airflow`), so a missing one ends in a :class:`~spark_jobs.extras.MissingExtra` naming it.
 """
-
-from spark_jobs.extras import require
-
-require("dagster", extra="dagster", needed_for="loading the Dagster definitions of lakeops (orchestration)")

@@ -40,10 +40,10 @@ from lakeops.ops.table import Table
 from lakeops.ops.verify import Verification
 from lakeops.registry import Registry, TableEntry
 from lakeops.storage.s3_leases import lease_scope
-from orchestration import health
+from orchestration import health, runs
 from orchestration.maintenance import inspect, open_entry, report_metadata, run_maintenance
 from orchestration.observation import record_after_run, record_overview
-from orchestration.operations import SPECS, OperationSpec, RunScope, change_feed_unique
+from orchestration.operations import SPECS, OperationSpec, RunScope, change_feed_unique, maintained
 from orchestration.resources import SparkResource, StorageResource
 
 __all__ = [
@@ -70,11 +70,6 @@ MAX_REWRITE_BYTES_TAG = "lakeops/max_rewrite_bytes"
 
 #: Asset name -> (check name, what it asserts).
 CHECKS: dict[str, tuple[str, str]] = {name: (spec.check, spec.check_description) for name, spec in SPECS.items()}
-
-
-def maintained(entry: TableEntry) -> list[str]:
-    """The maintenance operations that apply to ``entry`` (CDC only when enabled)."""
-    return [name for name, spec in SPECS.items() if spec.applies(entry)]
 
 
 def table_key(entry: TableEntry) -> dg.AssetKey:
@@ -213,16 +208,9 @@ def pending_changes(
 ) -> consumers.PendingRange | None:
     """The commits of ``entry``'s table (``table``'s handle, else one opened here) before ``until``
     that its CDC output does not hold yet."""
-    assert entry.cdc.output is not None
     handle = table or open_entry(entry, storage)
     with storage.credentials():
-        return consumers.pending_changes(
-            handle,
-            entry.cdc.output,
-            since_ms=entry.cdc.since_ms,
-            until_ms=int(until.timestamp() * 1000),
-            storage_options=storage.options(),
-        )
+        return runs.pending_until(entry, handle, until, storage.options())
 
 
 def _maintenance_asset(entry: TableEntry, operation: str, registry: Registry) -> dg.AssetsDefinition:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
-from pydantic import Field
+from spark_jobs.extras import require
 
-from lakeops.registry import RegistryError, load_registry
-from orchestration.registry_definitions import build_definitions
+require("dagster", extra="dagster", needed_for="loading the Dagster definitions of lakeops (orchestration)")
+
+import dagster as dg  # noqa: E402 (after the extra's check)
+from pydantic import Field  # noqa: E402 (after the extra's check)
+
+from lakeops.registry import RegistryError, load_registry  # noqa: E402 (after the extra's check)
+from orchestration.registry_definitions import build_definitions  # noqa: E402 (after the extra's check)
 
 __all__ = ["LakeopsRegistry"]
 

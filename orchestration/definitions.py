@@ -7,8 +7,12 @@ uses the ``LakeopsRegistry`` component instead (:mod:`orchestration.component`);
 
 from __future__ import annotations
 
-from lakeops.registry import load_registry
-from orchestration.registry_definitions import build_definitions
+from spark_jobs.extras import require
+
+require("dagster", extra="dagster", needed_for="loading the Dagster definitions of lakeops (orchestration)")
+
+from lakeops.registry import load_registry  # noqa: E402 (after the extra's check)
+from orchestration.registry_definitions import build_definitions  # noqa: E402 (after the extra's check)
 
 __all__ = ["defs"]
 

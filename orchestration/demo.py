@@ -45,8 +45,9 @@ from lakeops.icechunk.snapshot import FillValue, ZarrArrayMetadata
 from lakeops.icechunk.writer import ChangeSet, commit, init_repository
 from lakeops.registry import Registry, TableEntry, load_registry
 from lakeops.storage import LocalStorage
-from orchestration.assets import maintained, operation_key, table_key
+from orchestration.assets import operation_key, table_key
 from orchestration.health import OVERVIEW_KEY
+from orchestration.operations import maintained
 from orchestration.planning import evaluate_planner
 from orchestration.pools import register_pools
 from orchestration.registry_definitions import build_definitions

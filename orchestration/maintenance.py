@@ -12,48 +12,27 @@ one, the table's version after the run (``state_version``) and a short Markdown 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
-from typing import TextIO, cast
 
 import dagster as dg
 
 from lakeops import api
 from lakeops.jsontext import printable
 from lakeops.ops.report import InspectionReport, Report, readable
-from lakeops.ops.table import Table, open_table
+from lakeops.ops.table import Table
 from lakeops.ops.target import CatalogOptions
 from lakeops.redaction import mask_text
 from lakeops.registry import TableEntry
+from orchestration import runs
 from orchestration.resources import SparkResource, StorageResource
-from spark_jobs.console import MaskedConsole
 
 __all__ = ["inspect", "number_metadata", "open_entry", "report_metadata", "run_maintenance"]
-
-
-class _LogLines(io.TextIOBase):
-    """A text stream that sends each complete line to the run's log (Spark task progress included)."""
-
-    def __init__(self, log: dg.DagsterLogManager) -> None:
-        self._log = log
-        self._pending = ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        *lines, self._pending = (self._pending + text).split("\n")
-        for line in lines:
-            if line.strip():
-                self._log.info(line.rstrip())
-        return len(text)
 
 
 def open_entry(entry: TableEntry, storage: StorageResource) -> Table:
     """A handle on the table ``entry`` names (:func:`lakeops.ops.table.open_table`), for everything
     one sensor tick or observation reads of it: the table is detected and read once."""
-    catalog = CatalogOptions.model_validate(entry.catalog_options())
-    return open_table(entry.address, catalog, storage_options=storage.options())
+    return runs.open_entry(entry, storage.options())
 
 
 def inspect(entry: TableEntry, storage: StorageResource, table: Table | None = None) -> InspectionReport:
@@ -78,7 +57,7 @@ def run_maintenance(
     ``LakeopsError`` (the run fails with the operation's own message)."""
     given = options.model_dump(exclude_defaults=True, exclude=set(CatalogOptions.model_fields), mode="json")
     context.log.info(mask_text(f"lakeops {command} {entry.address} {given}"))
-    progress = MaskedConsole(file=cast(TextIO, _LogLines(context.log)), width=160, highlight=False, markup=False)
+    progress = runs.progress_console(context.log.info)
     with storage.credentials():
         return run(table, options, executor=spark.run_executor(), progress=progress)
 

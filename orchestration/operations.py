@@ -1,11 +1,12 @@
-"""Each maintenance operation as its Dagster asset runs it: one :class:`OperationSpec` per operation.
+"""Each maintenance operation as the orchestrators run it: one :class:`OperationSpec` per operation, the same
+for a Dagster asset (:mod:`orchestration.assets`) and an Airflow task (:mod:`orchestration.airflow.operator`).
 
 A spec names the asset, the ``lakeops`` command it is (descriptions and log lines), its blocking
 check, the :mod:`lakeops.api` function that runs it, how its typed options follow from the table's
 registry policy and from what the run was asked to cover (a :class:`RunScope`: a partition, a
 planned piece, a CDC range), how its report is verified against the table re-read
 (:mod:`lakeops.ops.verify`), and which policy is its code version. The assets
-(:mod:`orchestration.assets`) hold no operation's particulars: adding an operation is adding a spec.
+and the Airflow DAGs hold no operation's particulars: adding an operation is adding a spec.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from lakeops.ops.verify import Verification
 from lakeops.registry import TableEntry
 from lakeops.storage import StorageOptions
 
-__all__ = ["SPECS", "OperationSpec", "RunScope", "change_feed_unique"]
+__all__ = ["SPECS", "OperationSpec", "RunScope", "change_feed_unique", "maintained"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,11 @@ SPECS: dict[str, OperationSpec] = {
         ),
     )
 }
+
+
+def maintained(entry: TableEntry) -> list[str]:
+    """The maintenance operations that apply to ``entry`` (CDC only when enabled)."""
+    return [name for name, spec in SPECS.items() if spec.applies(entry)]
 
 
 def _cdc_options(entry: TableEntry, scope: RunScope) -> CdcOptions:

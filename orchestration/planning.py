@@ -30,7 +30,8 @@ from lakeops.planning.models import Decision, MaintenancePlan
 from lakeops.planning.planner import next_deferrals
 from lakeops.planning.review import review
 from lakeops.registry import MaintenanceBudget, Registry, TableEntry
-from orchestration.assets import MAX_REWRITE_BYTES_TAG, maintained, operation_key, partitions_name, run_request
+from orchestration.assets import MAX_REWRITE_BYTES_TAG, operation_key, partitions_name, run_request
+from orchestration.operations import maintained
 from orchestration.resources import StorageResource
 
 __all__ = ["PLAN_KEY", "PlannerCursor", "plan_asset", "planner_sensor"]

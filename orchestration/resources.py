@@ -17,11 +17,10 @@ from contextlib import contextmanager
 
 import dagster as dg
 
-from lakeops.executors import Executor, ThreadExecutor
-from lakeops.redaction import masked_errors
+from lakeops.executors import Executor
 from lakeops.registry import ExecutorChoice
 from lakeops.storage import StorageOptions
-from spark_jobs.spark_settings import SparkSettings
+from orchestration.runs import lent_keys, run_executor
 
 __all__ = ["SparkResource", "StorageResource"]
 
@@ -36,13 +35,9 @@ class SparkResource(dg.ConfigurableResource):
     conf: dict[str, str] = {}
     executor: ExecutorChoice = "auto"
 
-    def settings(self) -> SparkSettings:
-        limits = {"driver_max_bytes": 0, "driver_max_units": 0} if self.executor == "spark" else {}
-        return SparkSettings(master=self.master, conf=dict(self.conf), **limits)
-
     def run_executor(self) -> Executor:
-        """The executor the operations' units run on."""
-        return ThreadExecutor() if self.executor == "driver" else self.settings()
+        """The executor the operations' units run on (:func:`orchestration.runs.run_executor`)."""
+        return run_executor(self.master, dict(self.conf), self.executor)
 
 
 class StorageResource(dg.ConfigurableResource):
@@ -63,11 +58,5 @@ class StorageResource(dg.ConfigurableResource):
         runs in this block, so it is also where errors leave masked
         (:func:`lakeops.redaction.masked_errors`): Dagster records a failure with its whole cause
         chain, and a driver's or an S3 client's error may quote a catalog URI or an endpoint."""
-        with masked_errors():
-            if self.access_key_id is None or self.secret_access_key is None:
-                yield
-                return
-            from lakeops.storage.s3 import S3Keys, using_keys  # boto3: only when there are keys to lend
-
-            with using_keys(S3Keys(self.access_key_id, self.secret_access_key), endpoint_url=self.endpoint_url):
-                yield
+        with lent_keys(self.access_key_id, self.secret_access_key, self.endpoint_url):
+            yield

@@ -206,7 +206,9 @@ def storage_options(args: argparse.Namespace) -> StorageOptions:
     return StorageOptions(endpoint_url=args.endpoint_url, region=args.region)
 
 
-def print_report(report: Report, as_json: bool) -> None:
+def print_report(report: Report, as_json: bool, console: Console | None = None) -> None:
+    """``report`` as the CLI prints it: one line of JSON, else a table on ``console`` (default: stdout;
+    an orchestrator passes its log's, :func:`orchestration.runs.progress_console`)."""
     if as_json:
         sys.stdout.write(report.to_json() + "\n")
         return
@@ -218,14 +220,14 @@ def print_report(report: Report, as_json: bool) -> None:
         table = Table(*header, title=escape(title), title_justify="left")
         for row in rows:
             table.add_row(*(escape(printable(mask_text(cell))) for cell in row))
-        Console().print(table)
+        (console or Console()).print(table)
         return
     table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
     for label, value in report.summary_lines():
         table.add_row(escape(label), escape(value))
-    Console().print(table)
+    (console or Console()).print(table)
 
 
 def main(argv: Sequence[str] | None = None, *, only: str | None = None) -> int:

@@ -42,6 +42,7 @@ MARKERS_BY_PATH = {
     "spark/*": "spark",
     "spark/test_orchestration_*": "orchestration",
     "integration/*": "integration",
+    "airflow/*": "airflow",
 }
 
 

@@ -17,6 +17,7 @@ MAPPED = (
     "lakeops/icechunk/maintenance",
     "lakeops/changefeed",
     "spark_jobs",
+    "orchestration/airflow",
 )
 _PATH = re.compile(r"`((?:lakeops|spark_jobs|orchestration|tests|deploy|dagster_home|docs|bench)/[^`\s]*)`")
 

@@ -24,9 +24,12 @@ PACKAGES = ("lakeops", "spark_jobs", "orchestration")
 #: ``lint-imports``, run by this interpreter.
 LINT_IMPORTS = [sys.executable, "-c", "import sys, importlinter.cli as c; sys.exit(c.lint_imports_command())"]
 
-FLOORS = "Three floors: orchestration (Dagster) > spark_jobs (Spark) > lakeops (the formats' rules)"
-PURE = "lakeops imports neither Spark nor Dagster"
-SPARK_JOBS = "spark_jobs runs without Dagster"
+FLOORS = "Three floors: orchestration (Dagster, Airflow) > spark_jobs (Spark) > lakeops (the formats' rules)"
+PURE = "lakeops imports neither Spark nor an orchestrator (Dagster, Airflow)"
+SPARK_JOBS = "spark_jobs runs without an orchestrator (Dagster, Airflow)"
+AIRFLOW_NO_DAGSTER = "The Airflow DAGs (orchestration.airflow) never import Dagster"
+DAGSTER_NO_AIRFLOW = "The Dagster modules of orchestration never import Airflow"
+NEUTRAL = "The orchestrator-neutral modules of orchestration import neither Dagster nor Airflow"
 LAKEOPS_LAYERS = "Inside lakeops: operations > formats > change feed > Delta > format-neutral helpers"
 FORMATS = "The formats are independent, except that Iceberg's and Icechunk's change feeds are Delta change tables"
 ACYCLIC = "No import cycles between the modules of any package"
@@ -47,7 +50,8 @@ def test_the_contracts_hold_on_this_tree() -> None:
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
-    for name in (FLOORS, PURE, SPARK_JOBS, LAKEOPS_LAYERS, FORMATS, ACYCLIC):
+    contracts = (FLOORS, PURE, SPARK_JOBS, AIRFLOW_NO_DAGSTER, DAGSTER_NO_AIRFLOW, NEUTRAL, LAKEOPS_LAYERS, FORMATS)
+    for name in (*contracts, ACYCLIC):
         assert re.search(rf"^{re.escape(name)} KEPT", result.stdout, re.MULTILINE), name
 
 
@@ -62,6 +66,27 @@ def test_every_lakeops_module_has_a_floor() -> None:
         if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").exists()
     }
     assert sorted(modules - floored) == []
+
+
+def _contract(contract_id: str) -> dict[str, list[str]]:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (contract,) = (contract for contract in contracts if contract["id"] == contract_id)
+    return contract
+
+
+def test_every_orchestration_module_is_dagster_airflow_or_neutral() -> None:
+    """A new module of ``orchestration`` left out of both lists could import either orchestrator: each is
+    a Dagster module (no Airflow), a neutral one (neither), or inside ``orchestration.airflow`` (no Dagster)."""
+    modules = {
+        f"orchestration.{path.stem}"
+        for path in (ROOT / "orchestration").glob("*.py")
+        if path.name not in ("__init__.py", "__main__.py")
+    }
+    listed = set(_contract("dagster-no-airflow")["source_modules"]) | set(
+        _contract("neutral-orchestration")["source_modules"]
+    )
+    assert sorted(modules ^ listed) == []
+    assert _contract("airflow-no-dagster")["source_modules"] == ["orchestration.airflow"]
 
 
 @pytest.fixture
@@ -97,6 +122,16 @@ VIOLATIONS = [
     ("lakeops imports pyspark", "lakeops/storage/local.py", "import pyspark.sql", {PURE}),
     ("lakeops imports dagster, inside a function", "lakeops/registry.py", "def f():\n    import dagster", {PURE}),
     ("spark_jobs imports orchestration", "spark_jobs/compact.py", "import orchestration.assets", {FLOORS, SPARK_JOBS}),
+    ("lakeops imports airflow", "lakeops/units.py", "def f():\n    import airflow", {PURE}),
+    ("spark_jobs imports airflow", "spark_jobs/compact.py", "import airflow", {SPARK_JOBS}),
+    (
+        "the Airflow DAGs import a Dagster module",
+        "orchestration/airflow/operator.py",
+        "import orchestration.resources",
+        {AIRFLOW_NO_DAGSTER},
+    ),
+    ("a Dagster module imports airflow", "orchestration/sensors.py", "import airflow.sdk", {DAGSTER_NO_AIRFLOW}),
+    ("a neutral module imports dagster", "orchestration/operations.py", "import dagster", {NEUTRAL}),
     (
         "a cycle behind a function-level import",
         "lakeops/iceberg/types.py",

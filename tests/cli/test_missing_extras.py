@@ -66,12 +66,26 @@ def test_spark_connect_without_its_client_names_the_connect_extra(small_files: P
     assert len(DeltaTable(str(small_files)).file_uris()) == 5
 
 
-def test_the_dagster_definitions_without_dagster_name_the_dagster_extra() -> None:
-    run = _without(("dagster",), "import orchestration.definitions")
+@pytest.mark.parametrize(
+    ("package", "module", "needed_for"),
+    [
+        ("dagster", "orchestration.definitions", "loading the Dagster definitions of lakeops (orchestration)"),
+        ("airflow", "orchestration.airflow.pools", "loading the Airflow DAGs of lakeops (orchestration.airflow)"),
+    ],
+    ids=["dagster", "airflow"],
+)
+def test_an_orchestrators_definitions_without_it_name_its_extra(package: str, module: str, needed_for: str) -> None:
+    run = _without((package,), f"import {module}")
     assert run.returncode == 1
     *_, last = run.stderr.strip().splitlines()
     assert last.startswith(
-        "spark_jobs.extras.MissingExtra: loading the Dagster definitions of lakeops (orchestration) needs the extra "
-        "'dagster' of lakeops, which is not installed (No module named 'dagster'"
+        f"spark_jobs.extras.MissingExtra: {needed_for} needs the extra '{package}' of lakeops, which is not installed "
+        f"(No module named '{package}'"
     ), run.stderr
-    assert last.endswith(": pip install 'lakeops[dagster]'")
+    assert last.endswith(f": pip install 'lakeops[{package}]'")
+
+
+def test_the_neutral_orchestration_modules_need_no_orchestrator() -> None:
+    """``orchestration`` itself and its shared modules import with neither Dagster nor Airflow."""
+    run = _without(("dagster", "airflow"), "import orchestration.operations, orchestration.runs; print('ok')")
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr

@@ -20,6 +20,7 @@ from lakeops.storage.s3 import clear_client_cache
 from orchestration.assets import operation_key
 from orchestration.registry_definitions import build_definitions
 from orchestration.resources import SparkResource, StorageResource
+from spark_jobs.spark_settings import SparkSettings
 
 pytestmark = pytest.mark.s3
 
@@ -109,4 +110,5 @@ def test_the_registry_sets_where_dagster_runs_units() -> None:
     assert isinstance(spark, SparkResource)
     assert (spark.master, spark.executor) == ("local[2]", "driver")
     assert type(spark.run_executor()).__name__ == "ThreadExecutor"
-    assert SparkResource(executor="spark").settings().driver_max_bytes == 0  # every plan on Spark
+    on_spark = SparkResource(executor="spark").run_executor()
+    assert isinstance(on_spark, SparkSettings) and on_spark.driver_max_bytes == 0  # every plan on Spark
