@@ -7,7 +7,9 @@ Per registered table (:mod:`lakeops.registry`), each DAG named for the table and
   or a later step's deferrable health sensor will when the table's signal crosses its threshold);
 - ``lakeops__<table>__cdc`` when CDC is enabled: one run per UTC day from ``cdc.start_date``, caught up, each
   extracting every commit before the end of its data interval that the output does not hold yet, so a
-  re-run (or a backfill over days already extracted) writes nothing.
+  re-run (or a backfill over days already extracted) writes nothing;
+
+and over all tables ``lakeops__health`` (:mod:`orchestration.airflow.health`) on their health crons.
 
 Every task is a :class:`~orchestration.airflow.operator.LakeopsOperator` in the table's pool
 ``lakeops_<table>`` (:mod:`orchestration.airflow.pools`: one slot, so two operations on a table never
@@ -22,13 +24,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow.sdk import DAG, CronDataIntervalTimetable
+from airflow.sdk import DAG, CronDataIntervalTimetable, MultipleCronTriggerTimetable
 
 from lakeops.registry import Registry, RegistryError, TableEntry, registry_path
+from orchestration.airflow.health import RegistryHealthOperator
 from orchestration.airflow.operator import LakeopsOperator
 from orchestration.operations import SPECS
 
-__all__ = ["NIGHTLY_START", "build_dags", "dag_id"]
+__all__ = ["HEALTH_DAG_ID", "NIGHTLY_START", "build_dags", "dag_id"]
+
+#: The registry's health DAG (:mod:`orchestration.airflow.health`).
+HEALTH_DAG_ID = "lakeops__health"
 
 #: Where the nightly DAGs' schedules start (no catch-up: only the latest tick runs).
 NIGHTLY_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -109,8 +115,29 @@ def table_dags(entry: TableEntry, registry_file: str) -> list[DAG]:
     return dags
 
 
+def health_dag(registry: Registry, registry_file: str) -> DAG:
+    """``lakeops__health``: every table's health on the tables' health crons
+    (:mod:`orchestration.airflow.health`)."""
+    crons = sorted({entry.schedules.health for entry in registry.tables})
+    with DAG(
+        HEALTH_DAG_ID,
+        description="lakeops health of every registered table: fails on a table at ERROR",
+        tags=["lakeops", "operation:health"],
+        default_args={"owner": "lakeops"},
+        schedule=MultipleCronTriggerTimetable(*crons, timezone="UTC"),
+        start_date=NIGHTLY_START,
+        catchup=False,
+        max_active_runs=1,
+    ) as dag:
+        RegistryHealthOperator(task_id="health", registry=registry_file)
+    return dag
+
+
 def build_dags(registry: Registry, registry_file: Path | None = None) -> dict[str, DAG]:
     """Every DAG of ``registry`` by id; its tasks read ``registry_file`` (default: the command line's
     registry, ``$LAKEOPS_REGISTRY``) on the worker, as an absolute path."""
     source = str((registry_file or registry_path()).resolve())
-    return {dag.dag_id: dag for entry in registry.tables for dag in table_dags(entry, source)}
+    dags = {dag.dag_id: dag for entry in registry.tables for dag in table_dags(entry, source)}
+    if registry.tables:
+        dags[HEALTH_DAG_ID] = health_dag(registry, source)
+    return dags

@@ -74,6 +74,13 @@ def assert_dags_as_registered(registry: Registry, registry_file: Path) -> None:
             else:
                 assert type(dag.timetable).__name__ == "NullTimetable"  # triggered, not scheduled (yet)
             DagSerialization.serialize_dag(dag)  # as the DAG processor stores it
+    if registry.tables:  # the registry's health, on every health cron the tables name
+        expected.add("lakeops__health")
+        health = dags["lakeops__health"]
+        assert [task.task_id for task in health.tasks] == ["health"] and health.tasks[0].pool == "default_pool"
+        crons = {CronTriggerTimetable(e.schedules.health, timezone="UTC").expression for e in registry.tables}
+        assert {t.expression for t in health.timetable.timetables} == crons
+        DagSerialization.serialize_dag(health)
     assert set(dags) == expected
 
 
@@ -102,6 +109,7 @@ def test_airflow_lists_every_tables_dags(airflow_db: Path, tmp_path: Path) -> No
             for kind in ("nightly", "compaction", "checkpoint")
         ),
         "lakeops__events__cdc",
+        "lakeops__health",
     }
     assert "team:data-platform" in str(by_id["lakeops__events__cdc"]["owners"])
     assert "format:iceberg" in str(by_id["lakeops__orders__compaction"]["tags"])

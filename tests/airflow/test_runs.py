@@ -139,3 +139,22 @@ tables:
     log = failed.stdout + failed.stderr
     assert "CheckFailed: events: check no_duplicate_changes failed after cdc:" in log, log[-4000:]
     assert "up_for_retry" not in log.lower()
+
+
+def test_the_health_dag_lists_every_table_and_fails_on_one_at_error(tables: Tables, tmp_path: Path) -> None:
+    """``lakeops__health`` (issue 37, item 4): every table's verdict in the log as ``lakeops health`` prints
+    it; a table that cannot be read is at ERROR and fails the task naming it; without it the task passes
+    and its XCom is the report."""
+    text = tables.registry.read_text()
+    tables.registry.write_text(text + f"  - {{name: gone, location: {tmp_path / 'missing'}, format: delta}}\n")
+    failed = airflow(tables.registry, "dags", "test", "lakeops__health")
+    log = failed.stdout + failed.stderr
+    assert "Unhealthy: 1 of 3 tables at ERROR: gone: error reading: NotATable" in log, log[-4000:]
+    assert all(name in failed.stdout for name in ("events", "orders"))  # every table's verdict, logged
+
+    tables.registry.write_text(text)
+    done = airflow(tables.registry, "dags", "test", "lakeops__health")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    report = xcom("lakeops__health", "health")
+    assert sorted(t["table"] for t in report["tables"]) == ["events", "orders"]
+    assert report["error"] == 0 and report["healthy"] + report["warn"] == 2
