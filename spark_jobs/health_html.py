@@ -103,7 +103,7 @@ def render(health: RegistryHealth) -> str:
     rows = []
     for t in health.tables:
         colour = _COLOURS.get(t.severity, "#555")
-        worst = t.error or (f"{t.worst} {t.value} ({t.threshold}): {t.action}" if t.worst else "")
+        worst = t.worst_text()
         last = ", ".join(f"{op} {_at(at) if at else 'never'}" for op, at in t.last_runs.items())
         rows.append(
             f'<tr><td><a href="#{_text(t.table)}">{_text(t.table)}</a></td><td>{_text(t.format)}</td>'

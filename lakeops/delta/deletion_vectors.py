@@ -101,7 +101,7 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
     if len(text) % 5:
         raise InvalidArgument(f"Z85 text of length {len(text)} is not a multiple of 5")
     last_group = len(text) - 5
-    short = len(text[last_group:]) - len(text[last_group:].lstrip("#")) if text else 0
+    short = len(text[last_group:]) - len(text[last_group:].lstrip("#"))
     if short > 3:
         raise InvalidArgument(f"Z85 group {text[last_group:]!r} at {last_group} is all padding")
     decoded_length = len(text) // 5 * 4 - short

@@ -121,6 +121,13 @@ class TableHealth(BaseModel):
     checkpoint_lag: int | None = None
     reclaimable_bytes: int | None = None
 
+    def worst_text(self) -> str:
+        """Why the table is not healthy, in one line: its worst signal with value, threshold and what to
+        run, or why it could not be read; empty when healthy."""
+        if self.error:
+            return self.error
+        return f"{self.worst} {self.value} ({self.threshold}): {self.action}" if self.worst else ""
+
 
 class RegistryHealth(Report):
     """Every registered table's health, worst first."""

@@ -32,9 +32,7 @@ class Unhealthy(LakeopsError):
 
 
 def _line(table: TableHealth) -> str:
-    if table.error:
-        return f"{table.table}: {table.status}: {table.error}"
-    return f"{table.table}: {table.status}: {table.worst} {table.value} ({table.threshold}): {table.action}"
+    return f"{table.table}: {table.status}: {table.worst_text()}"
 
 
 class RegistryHealthOperator(BaseOperator):
